@@ -1,0 +1,61 @@
+/* A job file, parsed and validated completely before it is queued
+ * (design.md §4, §7, §8; docs/config.md lists every field). */
+#ifndef PARLE_JOBCONFIG_H
+#define PARLE_JOBCONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "model.h"
+
+#define JOB_MAX_SCHEDULE 16
+#define JOB_PATH_MAX 1024
+
+typedef struct job_config {
+    char name[128];
+    model_spec model;               /* arch, depth, width, dropout, classes */
+    struct {
+        char dataset[16];           /* mnist, fashion-mnist, cifar10, cifar100, synthetic */
+        char root[JOB_PATH_MAX];
+        int train_limit, test_limit;/* 0 = all */
+        char normalize[16];         /* none, channel, zca */
+        bool augment;
+        char sampling[16];          /* shuffle, replacement */
+        bool split;                 /* equal disjoint shard per replica */
+    } data;
+    struct {
+        char name[16];              /* sgd, parle, elastic-sgd, entropy-sgd */
+        int replicas;
+        int L;
+        double gamma, rho, gamma_max, rho_max, growth, alpha;
+        double inner_lr;            /* <= 0: the schedule's first lr */
+        char init[16];              /* same, independent */
+    } algorithm;
+    struct {
+        double lr;
+        int nschedule;
+        double schedule[JOB_MAX_SCHEDULE][2]; /* [epoch bound, lr] */
+        double momentum;
+        bool nesterov;
+        double weight_decay;
+        int batch;
+    } optim;
+    int epochs;
+    uint64_t seed;
+    char devices[64];               /* auto, cpu, or GPU ids "0,1" */
+    struct { int every_epochs, keep; } checkpoint;
+    struct { char bn[16]; } eval;   /* recompute, average, replica0 */
+    int log_every;                  /* steps between progress events */
+} job_config;
+
+/* Fill every field with its default (before parsing). */
+void job_config_defaults(job_config *cfg);
+
+/* Parse a job from JSON text. On failure returns -1 and writes every problem,
+ * each as "dotted.path: why", joined by "; ", into err. */
+int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen);
+
+/* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule. */
+double job_lr_at_epoch(const job_config *cfg, int epoch);
+
+#endif

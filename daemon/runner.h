@@ -1,0 +1,49 @@
+/* Runs one job: n replica threads, each pinned to its share of the cores,
+ * coupled by the job's rule. Blocks until the job ends. */
+#ifndef PARLE_RUNNER_H
+#define PARLE_RUNNER_H
+
+#include <stddef.h>
+#include "dataset.h"
+#include "jobconfig.h"
+
+enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG };
+
+typedef struct run_event {
+    enum run_event_kind kind;
+    int epoch, epochs;          /* epoch in progress (from 0); after an eval, epochs done */
+    long step;                  /* gradient steps taken by replica 0 (minimum for async rules) */
+    double data_passes;         /* gradient evaluations per replica / batches per pass */
+    double train_loss;          /* mean mini-batch loss since the last event */
+    double images_per_sec;      /* all replicas together */
+    double lr, gamma, rho;
+    double test_error, test_loss, train_error; /* RUN_EV_EVAL: the master's */
+    double elapsed_s, eta_s;
+    double compute_s, sync_s;   /* replica 0's time in compute and in sync so far */
+    double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
+    char message[256];          /* RUN_EV_LOG */
+} run_event;
+
+typedef struct run_hooks {
+    /* Called from a replica thread; must be quick and thread-safe. */
+    void (*on_event)(void *user, const run_event *ev);
+    void *user;
+    /* Set non-zero (by any thread) to stop at the next step boundary. */
+    const volatile int *stop;
+} run_hooks;
+
+typedef struct run_result {
+    double test_error, test_loss;  /* the master's last evaluation */
+    int epochs_done;
+    int stopped;                   /* ended early because *stop was set */
+} run_result;
+
+/* cores: the CPU core ids the job may use (ncores >= 1). Returns 0, or -1 with
+ * a message (bad data, NaN loss, a replica error) in err. */
+int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
+            int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen);
+
+/* Load the job's train and test sets as its data.* fields say. */
+int run_load_data(const job_config *cfg, dataset *train, dataset *test, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,70 @@
+/* Philox 4x32-10 counter-based RNG (Salmon et al., SC'11), host and device.
+ * A stream is keyed by (seed, replica) and indexed by a 64-bit counter, so any
+ * draw can be recomputed anywhere (CPU or GPU, before or after a resume) from
+ * (seed, replica, counter) alone. */
+#ifndef PARLE_PHILOX_H
+#define PARLE_PHILOX_H
+
+#include <stdint.h>
+#include "hostdevice.h"
+
+typedef struct philox_key { uint32_t k0, k1; } philox_key;
+typedef struct philox_out { uint32_t v[4]; } philox_out;
+
+/* The key mixes the job seed and the replica index; `stream` separates uses
+ * (dropout, data order, init) so that they never share counters. */
+PARLE_HD static inline philox_key philox_make_key(uint64_t seed, uint32_t replica, uint32_t stream)
+{
+    philox_key k;
+    k.k0 = (uint32_t)seed ^ (stream * 0x9E3779B9u);
+    k.k1 = (uint32_t)(seed >> 32) ^ (replica * 0x85EBCA6Bu) ^ 0x5bd1e995u;
+    return k;
+}
+
+PARLE_HD static inline void philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+{
+    uint64_t p = (uint64_t)a * (uint64_t)b;
+    *hi = (uint32_t)(p >> 32);
+    *lo = (uint32_t)p;
+}
+
+PARLE_HD static inline philox_out philox4x32(philox_key key, uint64_t counter)
+{
+    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = key.k0, k1 = key.k1;
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0, lo0, hi1, lo1;
+        philox_mulhilo(0xD2511F53u, c0, &hi0, &lo0);
+        philox_mulhilo(0xCD9E8D57u, c2, &hi1, &lo1);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    philox_out o = {{c0, c1, c2, c3}};
+    return o;
+}
+
+/* Uniform float in [0, 1) from the top 24 bits. */
+PARLE_HD static inline float philox_uniform(uint32_t bits)
+{
+    return (float)(bits >> 8) * (1.0f / 16777216.0f);
+}
+
+/* The i-th uniform of a stream: draw i lives in block i/4, lane i%4. */
+PARLE_HD static inline float philox_uniform_at(philox_key key, uint64_t base, uint64_t i)
+{
+    philox_out o = philox4x32(key, base + (i >> 2));
+    return philox_uniform(o.v[i & 3]);
+}
+
+/* Uses of the generator, so that no two share a counter space. */
+enum philox_stream {
+    RNG_STREAM_INIT = 1,     /* weight initialisation */
+    RNG_STREAM_DATA = 2,     /* data order and sampling */
+    RNG_STREAM_DROPOUT = 3,  /* dropout masks */
+    RNG_STREAM_COUPLING = 4, /* random choices of coupling rules */
+    RNG_STREAM_SYNTH = 5,    /* synthetic dataset */
+};
+
+#endif
