@@ -1,0 +1,22 @@
+#include "coupling.h"
+
+#include <string.h>
+
+extern const coupling_rule coupling_parle;
+
+/* sgd, elastic-sgd and entropy-sgd are exact special cases of Parle
+ * (design.md §8); the validator fixes their n, L and rho. */
+static const struct { const char *name; const coupling_rule *rule; } rules[] = {
+    {"parle", &coupling_parle},
+    {"elastic-sgd", &coupling_parle},
+    {"entropy-sgd", &coupling_parle},
+    {"sgd", &coupling_parle},
+};
+
+const coupling_rule *coupling_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(rules[i].name, name) == 0)
+            return rules[i].rule;
+    return NULL;
+}

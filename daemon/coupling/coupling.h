@@ -1,0 +1,29 @@
+/* A coupling rule: how replicas turn gradients into updates and talk to each
+ * other (design.md §3). One file per algorithm; the runner drives them all
+ * through this table:
+ *
+ *   init  ; repeat { begin ; (gradient ; step) x steps_per_sync ; sync }
+ *
+ * The rule's `weights` are what the master averages and what a checkpoint
+ * saves as the replica's weights. */
+#ifndef PARLE_COUPLING_H
+#define PARLE_COUPLING_H
+
+#include <stddef.h>
+#include "replica.h"
+
+typedef struct coupling_rule {
+    const char *name;
+    int (*init)(replica *r, char *err, size_t errlen);
+    int (*steps_per_sync)(const job_config *cfg);
+    void (*begin)(replica *r);   /* start of outer iteration r->k */
+    void (*step)(replica *r);    /* r->model.grads holds the new gradient */
+    void (*sync)(replica *r);    /* end of outer iteration r->k */
+    float *(*weights)(replica *r);
+    void (*free)(replica *r);
+} coupling_rule;
+
+/* The rule for cfg->algorithm.name, or NULL. */
+const coupling_rule *coupling_find(const char *name);
+
+#endif

@@ -1,0 +1,24 @@
+/* One replica of a running job: its model, backend context and the state its
+ * coupling rule keeps. Owned by its own thread. */
+#ifndef PARLE_REPLICA_H
+#define PARLE_REPLICA_H
+
+#include "backend.h"
+#include "comm.h"
+#include "jobconfig.h"
+#include "model.h"
+
+typedef struct replica {
+    int rank, n;
+    const job_config *cfg;
+    comm *comm;
+    model model;           /* model.params is the iterate the gradients are taken at */
+    backend_ctx ctx;
+    void *rule_state;
+    /* The schedules at the current outer iteration k (from 1). */
+    long k;
+    float lr, inner_lr, gamma, rho;
+    double sync_s;         /* time spent in the rule's sync, seconds */
+} replica;
+
+#endif

@@ -1,0 +1,322 @@
+/* The job runner: one pthread per replica, pinned to its share of the cores,
+ * each running  begin ; (batch, gradient, step) x S ; sync  per outer
+ * iteration of its coupling rule, and the master evaluated at every epoch end. */
+#include "runner.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coupling.h"
+#include "replica.h"
+#include "sampler.h"
+
+typedef struct job_run {
+    const job_config *cfg;
+    const dataset *train, *test;
+    const run_hooks *hooks;
+    const coupling_rule *rule;
+    comm comm;
+    int n;
+    const int *cores;
+    int ncores;
+    long outer_per_epoch;     /* nb: batches per pass over a replica's data */
+    long total_outer;
+    double t_start;
+    model eval_model;         /* the master, evaluated on rank 0's thread */
+    pthread_mutex_t lock;     /* guards failed / err */
+    int failed;
+    char err[512];
+    run_result result;
+} job_run;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_fail(job_run *run, const char *msg)
+{
+    pthread_mutex_lock(&run->lock);
+    if (!run->failed) {
+        run->failed = 1;
+        snprintf(run->err, sizeof run->err, "%s", msg);
+    }
+    pthread_mutex_unlock(&run->lock);
+}
+
+static int run_has_failed(job_run *run)
+{
+    pthread_mutex_lock(&run->lock);
+    int f = run->failed;
+    pthread_mutex_unlock(&run->lock);
+    return f;
+}
+
+static void emit(job_run *run, const run_event *ev)
+{
+    if (run->hooks && run->hooks->on_event)
+        run->hooks->on_event(run->hooks->user, ev);
+}
+
+/* gamma_k and rho_k grow by (1 + growth/nb) per outer iteration, capped. */
+static float schedule_growth(double start, double cap, double growth, long nb, long k)
+{
+    double v = start * pow(1.0 + growth / (double)nb, (double)k);
+    return (float)(v < cap ? v : cap);
+}
+
+/* Replica a's cores: a set of max(1, ncores / n), round-robin when replicas
+ * outnumber cores. */
+static int pin_replica(const job_run *run, int rank)
+{
+    int share = run->ncores / run->n > 1 ? run->ncores / run->n : 1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < share; i++)
+        CPU_SET(run->cores[(rank * share + i) % run->ncores], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    return share;
+}
+
+/* Every replica takes part (collectives); rank 0 evaluates the master. */
+static void evaluate_master(job_run *run, replica *r, int epochs_done, double train_loss)
+{
+    const job_config *cfg = run->cfg;
+    model *em = &run->eval_model;
+    size_t np = r->model.nparams;
+    const float *master = comm_allreduce_mean(r->comm, r->rank, &r->ctx, run->rule->weights(r), np);
+    double dist = 0.0;
+    for (size_t i = 0; i < np; i++) {
+        double d = (double)run->rule->weights(r)[i] - master[i];
+        dist += d * d;
+    }
+    if (r->rank == 0)
+        memcpy(em->params, master, np * sizeof(float));
+    if (strcmp(cfg->eval.bn, "average") == 0) {
+        const float *stats = comm_allreduce_mean(r->comm, r->rank, &r->ctx, r->model.stats,
+                                                 r->model.nstats);
+        if (r->rank == 0)
+            memcpy(em->stats, stats, em->nstats * sizeof(float));
+    }
+    /* Each rank's distance to the master, averaged over ranks. */
+    float dist_f = (float)sqrt(dist);
+    const float *mean_dist = comm_allreduce_mean(r->comm, r->rank, &r->ctx, &dist_f, 1);
+    if (r->rank != 0)
+        return;
+    double t0 = now_s();
+    if (strcmp(cfg->eval.bn, "recompute") == 0)
+        model_recompute_bn(em, &r->ctx, run->train->images, run->train->n);
+    else if (strcmp(cfg->eval.bn, "replica0") == 0)
+        memcpy(em->stats, r->model.stats, em->nstats * sizeof(float));
+    run_event ev = {.kind = RUN_EV_EVAL, .epoch = epochs_done, .epochs = cfg->epochs,
+                    .train_loss = train_loss, .dist_to_master = mean_dist[0]};
+    model_evaluate(em, &r->ctx, run->test->images, run->test->labels, run->test->n,
+                   &ev.test_loss, &ev.test_error);
+    run->result.test_error = ev.test_error;
+    run->result.test_loss = ev.test_loss;
+    run->result.epochs_done = epochs_done;
+    ev.elapsed_s = now_s() - run->t_start;
+    ev.sync_s = r->sync_s;
+    snprintf(ev.message, sizeof ev.message, "eval took %.2f s", now_s() - t0);
+    emit(run, &ev);
+}
+
+typedef struct replica_arg {
+    job_run *run;
+    int rank;
+} replica_arg;
+
+static void *replica_main(void *p)
+{
+    replica_arg *arg = p;
+    job_run *run = arg->run;
+    const job_config *cfg = run->cfg;
+    const dataset *train = run->train;
+    replica r = {.rank = arg->rank, .n = run->n, .cfg = cfg, .comm = &run->comm};
+    char err[512] = "";
+    int threads = pin_replica(run, r.rank);
+    backend_ctx_init_cpu(&r.ctx, threads);
+
+    int batch = cfg->optim.batch;
+    size_t ex = dataset_example_size(train);
+    float *xb = malloc((size_t)batch * ex * sizeof(float));
+    int32_t *yb = malloc((size_t)batch * sizeof(int32_t));
+    sampler smp = {0};
+    model_spec spec = cfg->model;
+    spec.in_c = train->c, spec.in_h = train->h, spec.in_w = train->w;
+    int setup = -1;
+    if (!xb || !yb)
+        snprintf(err, sizeof err, "replica %d: out of memory for batch buffers", r.rank);
+    else if (model_build(&r.model, &spec, batch, err, sizeof err) == 0) {
+        int independent = strcmp(cfg->algorithm.init, "independent") == 0;
+        model_init_params(&r.model, cfg->seed, independent ? (uint32_t)r.rank : 0);
+        if (sampler_init(&smp, cfg, train->n, r.rank, run->n) != 0)
+            snprintf(err, sizeof err, "replica %d: out of memory for the sampler", r.rank);
+        else
+            setup = run->rule->init(&r, err, sizeof err);
+    }
+    if (setup != 0)
+        run_fail(run, err);
+    /* Nobody starts unless everyone could. */
+    if (comm_any(&run->comm, r.rank, setup != 0))
+        goto out;
+
+    const int S = run->rule->steps_per_sync(cfg);
+    const long nb = run->outer_per_epoch;
+    const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)r.rank, RNG_STREAM_DROPOUT);
+    double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
+                                                  : job_lr_at_epoch(cfg, 0);
+    r.inner_lr = (float)inner_lr;
+    long step = 0, window_steps = 0;
+    double window_loss = 0.0, window_t0 = now_s(), epoch_loss = 0.0;
+    long epoch_steps = 0;
+    for (long k = 1; k <= run->total_outer; k++) {
+        int epoch = (int)((k - 1) / nb);
+        r.k = k;
+        r.lr = (float)job_lr_at_epoch(cfg, epoch);
+        r.gamma = schedule_growth(cfg->algorithm.gamma, cfg->algorithm.gamma_max,
+                                  cfg->algorithm.growth, nb, k);
+        r.rho = schedule_growth(cfg->algorithm.rho, cfg->algorithm.rho_max,
+                                cfg->algorithm.growth, nb, k);
+        run->rule->begin(&r);
+        int bad = 0;
+        for (int l = 0; l < S; l++) {
+            int n = sampler_next(&smp, train, xb, yb);
+            r.model.dropout_key = dkey;
+            r.model.dropout_counter = (uint64_t)step << 32;
+            float loss = model_train_grads(&r.model, &r.ctx, xb, yb, n, NULL);
+            step++;
+            if (!isfinite(loss)) {
+                snprintf(err, sizeof err,
+                         "replica %d: loss is %s at step %ld (epoch %d): the learning rate may be too high",
+                         r.rank, isnan(loss) ? "NaN" : "infinite", step, epoch);
+                run_fail(run, err);
+                bad = 1;
+                break;
+            }
+            run->rule->step(&r);
+            window_loss += loss;
+            window_steps++;
+            epoch_loss += loss;
+            epoch_steps++;
+        }
+        if (!bad)
+            run->rule->sync(&r);
+        int stop = bad || run_has_failed(run) || (run->hooks && run->hooks->stop && *run->hooks->stop);
+        if (comm_any(&run->comm, r.rank, stop)) {
+            if (r.rank == 0)
+                run->result.stopped = !run_has_failed(run);
+            break;
+        }
+        if (r.rank == 0 && (window_steps >= cfg->log_every || k % nb == 0)) {
+            double t = now_s(), elapsed = t - run->t_start;
+            double done = (double)k / (double)run->total_outer;
+            run_event ev = {
+                .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
+                .data_passes = (double)step / (double)nb,
+                .train_loss = window_loss / (double)window_steps,
+                .images_per_sec = (double)window_steps * batch * run->n / (t - window_t0),
+                .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0, .rho = r.rho,
+                .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
+                .compute_s = elapsed - r.sync_s, .sync_s = r.sync_s,
+            };
+            emit(run, &ev);
+            window_steps = 0;
+            window_loss = 0.0;
+            window_t0 = t;
+        }
+        if (k % nb == 0) {
+            evaluate_master(run, &r, epoch + 1, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
+            epoch_loss = 0.0;
+            epoch_steps = 0;
+        }
+    }
+out:
+    if (r.rule_state)
+        run->rule->free(&r);
+    sampler_free(&smp);
+    model_free(&r.model);
+    backend_ctx_free(&r.ctx);
+    free(xb);
+    free(yb);
+    return NULL;
+}
+
+int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
+            int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen)
+{
+    job_run run = {.cfg = cfg, .train = train, .test = test, .hooks = hooks, .cores = cores,
+                   .ncores = ncores, .n = cfg->algorithm.replicas};
+    memset(result, 0, sizeof(*result));
+    run.rule = coupling_find(cfg->algorithm.name);
+    if (!run.rule) {
+        snprintf(err, errlen, "algorithm.name: no coupling rule \"%s\"", cfg->algorithm.name);
+        return -1;
+    }
+    if (ncores < 1 || run.n < 1) {
+        snprintf(err, errlen, "run: no cores (%d) or replicas (%d)", ncores, run.n);
+        return -1;
+    }
+    if (train->n < cfg->optim.batch || test->n < 1) {
+        snprintf(err, errlen, "data: %d training examples are fewer than one batch of %d",
+                 train->n, cfg->optim.batch);
+        return -1;
+    }
+    long shard = cfg->data.split ? train->n / run.n : train->n;
+    run.outer_per_epoch = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
+    run.total_outer = run.outer_per_epoch * cfg->epochs;
+    model_spec spec = cfg->model;
+    spec.in_c = train->c, spec.in_h = train->h, spec.in_w = train->w;
+    if (model_build(&run.eval_model, &spec, 256, err, errlen) != 0)
+        return -1;
+    if (comm_init(&run.comm, run.n, run.eval_model.nparams, err, errlen) != 0) {
+        model_free(&run.eval_model);
+        return -1;
+    }
+    pthread_mutex_init(&run.lock, NULL);
+    run.t_start = now_s();
+    pthread_t *tids = calloc((size_t)run.n, sizeof(pthread_t));
+    replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
+    int started = 0;
+    if (tids && args) {
+        for (; started < run.n; started++) {
+            args[started] = (replica_arg){.run = &run, .rank = started};
+            if (pthread_create(&tids[started], NULL, replica_main, &args[started]) != 0)
+                break;
+        }
+    }
+    if (started < run.n) {
+        /* Threads already started wait at a barrier sized for n: we cannot
+         * free them; refuse to go on rather than deadlock. */
+        snprintf(err, errlen, "run: could not start replica thread %d of %d", started, run.n);
+        if (started == 0) {
+            free(tids);
+            free(args);
+            comm_free(&run.comm);
+            model_free(&run.eval_model);
+            pthread_mutex_destroy(&run.lock);
+            return -1;
+        }
+        run_fail(&run, err);
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    free(tids);
+    free(args);
+    comm_free(&run.comm);
+    model_free(&run.eval_model);
+    pthread_mutex_destroy(&run.lock);
+    *result = run.result;
+    if (run.failed) {
+        snprintf(err, errlen, "%s", run.err);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,123 @@
+/* parle-train: run one job in the foreground, without the daemon
+ * (for quick experiments, tests and benchmarks). */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parle_config.h"
+#include "runner.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: parle-train [--quiet] JOB.json\n"
+            "Trains the job in the foreground on all cores this process may use, printing\n"
+            "progress and each epoch's test error of the master, and finally\n"
+            "  final test error: E%%\n"
+            "  --quiet   only the final line\n"
+            "  --help    this text\n");
+}
+
+static void on_event(void *user, const run_event *ev)
+{
+    int quiet = *(const int *)user;
+    if (quiet)
+        return;
+    if (ev->kind == RUN_EV_PROGRESS)
+        fprintf(stderr,
+                "epoch %d/%d step %ld passes %.2f loss %.4f lr %.4g gamma %.4g rho %.4g "
+                "%.0f img/s eta %.0fs\n",
+                ev->epoch + 1, ev->epochs, ev->step, ev->data_passes, ev->train_loss, ev->lr,
+                ev->gamma, ev->rho, ev->images_per_sec, ev->eta_s);
+    else if (ev->kind == RUN_EV_EVAL)
+        fprintf(stderr, "epoch %d/%d done: test error %.2f%% test loss %.4f (%s, %.1fs)\n",
+                ev->epoch, ev->epochs, 100.0 * ev->test_error, ev->test_loss, ev->message,
+                ev->elapsed_s);
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0, n = 0, r;
+    do {
+        if (n + 4096 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                snprintf(err, errlen, "%s: out of memory", path);
+                return NULL;
+            }
+            buf = nb;
+        }
+        r = fread(buf + n, 1, cap - n, f);
+        n += r;
+    } while (r > 0);
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    int quiet = 0;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
+        } else if (!path && argv[i][0] != '-') {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "parle-train: unexpected argument %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    char err[4096];
+    size_t len;
+    char *text = read_file(path, &len, err, sizeof err);
+    job_config cfg;
+    if (!text || job_config_parse(text, len, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "parle-train: %s%s%s\n", text ? path : "", text ? ": " : "", err);
+        free(text);
+        return 1;
+    }
+    free(text);
+    dataset train, test;
+    if (run_load_data(&cfg, &train, &test, err, sizeof err) != 0) {
+        fprintf(stderr, "parle-train: %s\n", err);
+        return 1;
+    }
+    cpu_set_t set;
+    int cores[CPU_SETSIZE], ncores = 0;
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cores[ncores++] = c;
+    run_hooks hooks = {.on_event = on_event, .user = &quiet};
+    run_result res;
+    int rc = run_job(&cfg, &train, &test, cores, ncores, &hooks, &res, err, sizeof err);
+    dataset_free(&train);
+    dataset_free(&test);
+    if (rc != 0) {
+        fprintf(stderr, "parle-train: %s\n", err);
+        return 1;
+    }
+    printf("final test error: %.2f%%\n", 100.0 * res.test_error);
+    return 0;
+}

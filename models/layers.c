@@ -1,0 +1,154 @@
+/* Forward/backward pairs for each layer kind: thin wrappers that bind a
+ * layer's offsets in the flat buffers to the backend ops. */
+#include "layers.h"
+
+#include <string.h>
+
+static float *param(model *m, size_t off) { return off == NO_TENSOR ? NULL : m->params + off; }
+static float *grad(model *m, size_t off) { return off == NO_TENSOR ? NULL : m->grads + off; }
+
+static void conv_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                         enum forward_mode mode)
+{
+    (void)mode;
+    conv2d_forward(ctx, &l->conv, n, x, param(m, l->w), param(m, l->b), l->y);
+}
+
+static void conv_backward(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
+                          float *dx, int n)
+{
+    conv2d_backward_filter(ctx, &l->conv, n, x, dy, grad(m, l->w), grad(m, l->b));
+    if (dx)
+        conv2d_backward_data(ctx, &l->conv, n, dy, param(m, l->w), dx);
+}
+
+static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                       enum forward_mode mode)
+{
+    int hw = l->out_h * l->out_w;
+    float *rm = m->stats + l->rmean, *rv = m->stats + l->rvar;
+    if (mode == MODE_INFER) {
+        batchnorm_forward_infer(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm, rv,
+                                BN_EPS, l->y);
+        return;
+    }
+    /* PyTorch's momentum 0.1 in training; 1/k folds batch k into a plain mean. */
+    float momentum = mode == MODE_TRAIN ? 0.1f : 1.0f / (float)(m->bn_batches + 1);
+    batchnorm_forward_train(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm, rv,
+                            momentum, BN_EPS, l->y, l->save_mean, l->save_invstd);
+}
+
+static void bn_backward(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
+                        float *dx, int n)
+{
+    batchnorm_backward(ctx, n, l->out_c, l->out_h * l->out_w, x, dy, param(m, l->w), l->save_mean,
+                       l->save_invstd, dx, grad(m, l->w), grad(m, l->b));
+}
+
+static void relu_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                               enum forward_mode mode)
+{
+    (void)m, (void)mode;
+    relu_forward(ctx, (size_t)n * l->out_size, x, l->y);
+}
+
+static void relu_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
+                                const float *dy, float *dx, int n)
+{
+    (void)m, (void)x;
+    if (dx)
+        relu_backward(ctx, (size_t)n * l->out_size, l->y, dy, dx);
+}
+
+static void maxpool_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                            enum forward_mode mode)
+{
+    (void)m, (void)mode;
+    maxpool2d_forward(ctx, &l->pool, n, x, l->y, l->argmax);
+}
+
+static void maxpool_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
+                             const float *dy, float *dx, int n)
+{
+    (void)m, (void)x;
+    if (dx)
+        maxpool2d_backward(ctx, &l->pool, n, dy, l->argmax, dx);
+}
+
+static void avgpool_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                            enum forward_mode mode)
+{
+    (void)m, (void)mode;
+    avgpool2d_forward(ctx, &l->pool, n, x, l->y);
+}
+
+static void avgpool_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
+                             const float *dy, float *dx, int n)
+{
+    (void)m, (void)x;
+    if (dx)
+        avgpool2d_backward(ctx, &l->pool, n, dy, dx);
+}
+
+/* Each dropout layer draws from its own counter range within the step's. */
+static uint64_t dropout_counter(const layer *l, const model *m)
+{
+    return m->dropout_counter + ((uint64_t)(l - m->layers) << 24);
+}
+
+static void dropout_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                                  enum forward_mode mode)
+{
+    size_t count = (size_t)n * l->out_size;
+    if (mode == MODE_TRAIN && l->p > 0.0f)
+        dropout_forward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), x, l->y);
+    else
+        memcpy(l->y, x, count * sizeof(float));
+}
+
+static void dropout_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
+                                   const float *dy, float *dx, int n)
+{
+    (void)x;
+    size_t count = (size_t)n * l->out_size;
+    if (!dx)
+        return;
+    if (l->p > 0.0f)
+        dropout_backward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), dy, dx);
+    else
+        memcpy(dx, dy, count * sizeof(float));
+}
+
+static void linear_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
+                                 enum forward_mode mode)
+{
+    (void)mode;
+    linear_forward(ctx, n, l->in_c * l->in_h * l->in_w, l->out_c, x, param(m, l->w),
+                   param(m, l->b), l->y);
+}
+
+static void linear_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
+                                  const float *dy, float *dx, int n)
+{
+    linear_backward(ctx, n, l->in_c * l->in_h * l->in_w, l->out_c, x, param(m, l->w), dy, dx,
+                    grad(m, l->w), grad(m, l->b));
+}
+
+void layer_bind(layer *l)
+{
+    switch (l->kind) {
+    case LAYER_CONV: l->forward = conv_forward; l->backward = conv_backward; break;
+    case LAYER_BN: l->forward = bn_forward; l->backward = bn_backward; break;
+    case LAYER_RELU: l->forward = relu_layer_forward; l->backward = relu_layer_backward; break;
+    case LAYER_MAXPOOL: l->forward = maxpool_forward; l->backward = maxpool_backward; break;
+    case LAYER_AVGPOOL: l->forward = avgpool_forward; l->backward = avgpool_backward; break;
+    case LAYER_DROPOUT:
+        l->forward = dropout_layer_forward;
+        l->backward = dropout_layer_backward;
+        break;
+    case LAYER_LINEAR:
+        l->forward = linear_layer_forward;
+        l->backward = linear_layer_backward;
+        break;
+    }
+}

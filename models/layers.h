@@ -1,0 +1,32 @@
+/* Internal to models/: layer function tables and the network builder. */
+#ifndef PARLE_LAYERS_H
+#define PARLE_LAYERS_H
+
+#include "model.h"
+
+#define BN_EPS 1e-5f
+
+/* Set l->forward / l->backward for l->kind. */
+void layer_bind(layer *l);
+
+/* Builds a layer list and assigns each tensor its place in the flat buffers;
+ * the buffers themselves are allocated by model_build afterwards. */
+typedef struct net_builder {
+    model *m;
+    int cap_layers, cap_tensors;
+    int c, h, w;              /* current per-example shape */
+    int failed;               /* out of memory */
+} net_builder;
+
+void nb_conv(net_builder *b, const char *name, int out_c, int k, int stride, int pad, int bias);
+void nb_bn(net_builder *b, const char *name);
+void nb_relu(net_builder *b);
+void nb_maxpool(net_builder *b, int k, int stride);
+void nb_avgpool(net_builder *b, int k, int stride);
+void nb_dropout(net_builder *b, float p);
+void nb_linear(net_builder *b, const char *name, int out);
+
+/* Architectures (archs.c): return 0, or -1 with a message. */
+int arch_build(net_builder *b, const model_spec *spec, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,323 @@
+/* Model construction, initialisation and the forward/backward driver. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers.h"
+
+/* ---- builder ---- */
+
+static layer *nb_push(net_builder *b, enum layer_kind kind)
+{
+    model *m = b->m;
+    if (b->failed)
+        return NULL;
+    if (m->nlayers == b->cap_layers) {
+        int cap = b->cap_layers ? 2 * b->cap_layers : 16;
+        layer *nl = realloc(m->layers, (size_t)cap * sizeof(layer));
+        if (!nl) {
+            b->failed = 1;
+            return NULL;
+        }
+        m->layers = nl;
+        b->cap_layers = cap;
+    }
+    layer *l = &m->layers[m->nlayers++];
+    memset(l, 0, sizeof(*l));
+    l->kind = kind;
+    l->in_c = l->out_c = b->c;
+    l->in_h = l->out_h = b->h;
+    l->in_w = l->out_w = b->w;
+    l->w = l->b = l->rmean = l->rvar = NO_TENSOR;
+    return l;
+}
+
+static void nb_finish(net_builder *b, layer *l)
+{
+    l->out_size = (size_t)l->out_c * l->out_h * l->out_w;
+    b->c = l->out_c;
+    b->h = l->out_h;
+    b->w = l->out_w;
+    layer_bind(l);
+}
+
+/* Registers a named tensor and returns its offset in params or stats. */
+static size_t nb_tensor(net_builder *b, const char *layer_name, const char *suffix, int is_stat,
+                        int ndim, const int *shape)
+{
+    model *m = b->m;
+    if (b->failed)
+        return NO_TENSOR;
+    if (m->ntensors == b->cap_tensors) {
+        int cap = b->cap_tensors ? 2 * b->cap_tensors : 32;
+        tensor_info *nt = realloc(m->tensors, (size_t)cap * sizeof(tensor_info));
+        if (!nt) {
+            b->failed = 1;
+            return NO_TENSOR;
+        }
+        m->tensors = nt;
+        b->cap_tensors = cap;
+    }
+    tensor_info *t = &m->tensors[m->ntensors++];
+    memset(t, 0, sizeof(*t));
+    snprintf(t->name, sizeof t->name, "%s.%s", layer_name, suffix);
+    t->is_stat = is_stat;
+    t->ndim = ndim;
+    t->count = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->count *= (size_t)shape[i];
+    }
+    size_t *total = is_stat ? &m->nstats : &m->nparams;
+    t->offset = *total;
+    *total += t->count;
+    return t->offset;
+}
+
+void nb_conv(net_builder *b, const char *name, int out_c, int k, int stride, int pad, int bias)
+{
+    layer *l = nb_push(b, LAYER_CONV);
+    if (!l)
+        return;
+    conv2d_desc_init(&l->conv, b->c, b->h, b->w, out_c, k, stride, pad);
+    l->out_c = out_c;
+    l->out_h = l->conv.out_h;
+    l->out_w = l->conv.out_w;
+    int wshape[4] = {out_c, b->c, k, k};
+    l->w = nb_tensor(b, name, "weight", 0, 4, wshape);
+    if (bias)
+        l->b = nb_tensor(b, name, "bias", 0, 1, &out_c);
+    nb_finish(b, l);
+}
+
+void nb_bn(net_builder *b, const char *name)
+{
+    layer *l = nb_push(b, LAYER_BN);
+    if (!l)
+        return;
+    int c = b->c;
+    l->w = nb_tensor(b, name, "weight", 0, 1, &c);
+    l->b = nb_tensor(b, name, "bias", 0, 1, &c);
+    l->rmean = nb_tensor(b, name, "running_mean", 1, 1, &c);
+    l->rvar = nb_tensor(b, name, "running_var", 1, 1, &c);
+    nb_finish(b, l);
+}
+
+void nb_relu(net_builder *b)
+{
+    layer *l = nb_push(b, LAYER_RELU);
+    if (l)
+        nb_finish(b, l);
+}
+
+static void nb_pool(net_builder *b, enum layer_kind kind, int k, int stride)
+{
+    layer *l = nb_push(b, kind);
+    if (!l)
+        return;
+    pool2d_desc_init(&l->pool, b->c, b->h, b->w, k, stride, 0);
+    l->out_h = l->pool.out_h;
+    l->out_w = l->pool.out_w;
+    nb_finish(b, l);
+}
+
+void nb_maxpool(net_builder *b, int k, int stride) { nb_pool(b, LAYER_MAXPOOL, k, stride); }
+void nb_avgpool(net_builder *b, int k, int stride) { nb_pool(b, LAYER_AVGPOOL, k, stride); }
+
+void nb_dropout(net_builder *b, float p)
+{
+    layer *l = nb_push(b, LAYER_DROPOUT);
+    if (!l)
+        return;
+    l->p = p;
+    nb_finish(b, l);
+}
+
+/* A linear layer flattens its input (NCHW is already row-major per example). */
+void nb_linear(net_builder *b, const char *name, int out)
+{
+    layer *l = nb_push(b, LAYER_LINEAR);
+    if (!l)
+        return;
+    int in = b->c * b->h * b->w;
+    l->out_c = out;
+    l->out_h = l->out_w = 1;
+    int wshape[2] = {out, in};
+    l->w = nb_tensor(b, name, "weight", 0, 2, wshape);
+    l->b = nb_tensor(b, name, "bias", 0, 1, &out);
+    nb_finish(b, l);
+}
+
+/* ---- model ---- */
+
+static size_t layer_in_size(const layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }
+
+int model_build(model *m, const model_spec *spec, int max_batch, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof(*m));
+    m->spec = *spec;
+    if (m->spec.classes <= 0)
+        m->spec.classes = 10;
+    if (max_batch < 1 || spec->in_c < 1 || spec->in_h < 1 || spec->in_w < 1) {
+        snprintf(err, errlen, "model: bad input shape %dx%dx%d or batch %d", spec->in_c,
+                 spec->in_h, spec->in_w, max_batch);
+        return -1;
+    }
+    m->max_batch = max_batch;
+    net_builder b = {.m = m, .c = spec->in_c, .h = spec->in_h, .w = spec->in_w};
+    if (arch_build(&b, &m->spec, err, errlen) != 0) {
+        model_free(m);
+        return -1;
+    }
+    if (b.failed)
+        goto oom;
+
+    size_t grad_floats = (size_t)max_batch * m->spec.classes;
+    m->params = calloc(m->nparams, sizeof(float));
+    m->grads = calloc(m->nparams, sizeof(float));
+    m->stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
+    m->dlogits = calloc((size_t)max_batch * m->spec.classes, sizeof(float));
+    if (!m->params || !m->grads || !m->stats || !m->dlogits)
+        goto oom;
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *l = &m->layers[i];
+        size_t in = layer_in_size(l);
+        if ((size_t)max_batch * in > grad_floats)
+            grad_floats = (size_t)max_batch * in;
+        if (!(l->y = malloc((size_t)max_batch * l->out_size * sizeof(float))))
+            goto oom;
+        if (l->kind == LAYER_MAXPOOL &&
+            !(l->argmax = malloc((size_t)max_batch * l->out_size * sizeof(int32_t))))
+            goto oom;
+        if (l->kind == LAYER_BN && (!(l->save_mean = malloc((size_t)l->out_c * sizeof(float))) ||
+                                    !(l->save_invstd = malloc((size_t)l->out_c * sizeof(float)))))
+            goto oom;
+    }
+    m->grad_a = malloc(grad_floats * sizeof(float));
+    m->grad_b = malloc(grad_floats * sizeof(float));
+    if (!m->grad_a || !m->grad_b)
+        goto oom;
+    return 0;
+oom:
+    snprintf(err, errlen, "model: out of memory building %s for batch %d", spec->arch, max_batch);
+    model_free(m);
+    return -1;
+}
+
+void model_free(model *m)
+{
+    for (int i = 0; m->layers && i < m->nlayers; i++) {
+        free(m->layers[i].y);
+        free(m->layers[i].argmax);
+        free(m->layers[i].save_mean);
+        free(m->layers[i].save_invstd);
+    }
+    free(m->layers);
+    free(m->tensors);
+    free(m->params);
+    free(m->grads);
+    free(m->stats);
+    free(m->grad_a);
+    free(m->grad_b);
+    free(m->dlogits);
+    memset(m, 0, sizeof(*m));
+}
+
+/* kaiming_uniform(a = sqrt(5)) for weights and U(-1/sqrt(fan_in), ..) for
+ * biases reduce to the same bound 1/sqrt(fan_in). */
+static void init_uniform(float *p, size_t count, float bound, philox_key key, size_t offset)
+{
+    for (size_t i = 0; i < count; i++)
+        p[i] = bound * (2.0f * philox_uniform_at(key, 0, offset + i) - 1.0f);
+}
+
+void model_init_params(model *m, uint64_t seed, uint32_t replica)
+{
+    philox_key key = philox_make_key(seed, replica, RNG_STREAM_INIT);
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *l = &m->layers[i];
+        if (l->kind == LAYER_CONV || l->kind == LAYER_LINEAR) {
+            size_t fan_in = l->kind == LAYER_CONV ? (size_t)l->in_c * l->conv.k * l->conv.k
+                                                  : layer_in_size(l);
+            float bound = 1.0f / sqrtf((float)fan_in);
+            init_uniform(m->params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
+            if (l->b != NO_TENSOR)
+                init_uniform(m->params + l->b, (size_t)l->out_c, bound, key, l->b);
+        } else if (l->kind == LAYER_BN) {
+            for (int c = 0; c < l->out_c; c++) {
+                m->params[l->w + c] = 1.0f;
+                m->params[l->b + c] = 0.0f;
+                m->stats[l->rmean + c] = 0.0f;
+                m->stats[l->rvar + c] = 1.0f;
+            }
+        }
+    }
+}
+
+const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
+                           enum forward_mode mode)
+{
+    const float *in = x;
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *l = &m->layers[i];
+        l->forward(l, m, ctx, in, n, mode);
+        in = l->y;
+    }
+    return in;
+}
+
+float model_train_grads(model *m, backend_ctx *ctx, const float *x, const int32_t *labels, int n,
+                        int *correct)
+{
+    const float *logits = model_forward(m, ctx, x, n, MODE_TRAIN);
+    float loss = softmax_xent(ctx, n, m->spec.classes, logits, labels, m->dlogits, correct);
+    const float *dy = m->dlogits;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        layer *l = &m->layers[i];
+        const float *in = i > 0 ? m->layers[i - 1].y : x;
+        float *dx = i == 0 ? NULL : (dy == m->grad_a ? m->grad_b : m->grad_a);
+        l->backward(l, m, ctx, in, dy, dx, n);
+        dy = dx;
+    }
+    return loss;
+}
+
+void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
+                    int count, double *loss, double *error)
+{
+    size_t ex = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+    double loss_sum = 0;
+    long wrong = 0;
+    for (int i = 0; i < count; i += m->max_batch) {
+        int n = count - i < m->max_batch ? count - i : m->max_batch;
+        int correct = 0;
+        const float *logits = model_forward(m, ctx, images + (size_t)i * ex, n, MODE_INFER);
+        loss_sum += (double)softmax_xent(ctx, n, m->spec.classes, logits, labels + i, NULL,
+                                         &correct) * n;
+        wrong += n - correct;
+    }
+    *loss = count ? loss_sum / count : 0.0;
+    *error = count ? (double)wrong / count : 0.0;
+}
+
+void model_recompute_bn(model *m, backend_ctx *ctx, const float *images, int count)
+{
+    size_t ex = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+    m->bn_batches = 0;
+    for (int i = 0; i < count; i += m->max_batch) {
+        int n = count - i < m->max_batch ? count - i : m->max_batch;
+        if (n < 2)
+            break; /* a batch of one has no variance */
+        model_forward(m, ctx, images + (size_t)i * ex, n, MODE_BN_RECOMPUTE);
+        m->bn_batches++;
+    }
+}
+
+const tensor_info *model_find_tensor(const model *m, const char *name)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return &m->tensors[i];
+    return NULL;
+}
