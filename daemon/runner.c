@@ -234,6 +234,8 @@ static void *replica_main(void *p)
         }
         if (k % nb == 0) {
             evaluate_master(run, &r, epoch + 1, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
+            if (r.rank == 0 && k == run->total_outer && run->hooks && run->hooks->on_final)
+                run->hooks->on_final(run->hooks->user, &run->eval_model);
             epoch_loss = 0.0;
             epoch_steps = 0;
         }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include "dataset.h"
 #include "jobconfig.h"
+#include "model.h"
 
 enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG };
 
@@ -30,6 +31,9 @@ typedef struct run_hooks {
     void *user;
     /* Set non-zero (by any thread) to stop at the next step boundary. */
     const volatile int *stop;
+    /* If set, called once after the last evaluation with the master (its
+     * weights and the BN statistics it was evaluated with), e.g. to save it. */
+    void (*on_final)(void *user, const model *master);
 } run_hooks;
 
 typedef struct run_result {

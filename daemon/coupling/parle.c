@@ -9,13 +9,8 @@
 #include <time.h>
 
 #include "coupling.h"
+#include "parle.h"
 
-typedef struct parle_state {
-    float *x;   /* the replica's weights x^a; with L = 0 this is model.params */
-    float *z;   /* running average of the inner iterate (L > 0) */
-    float *v;   /* inner momentum (L > 0), never reset */
-    float *u;   /* outer momentum, never reset */
-} parle_state;
 
 static double now_s(void)
 {
@@ -72,25 +67,31 @@ static void parle_step(replica *r)
                     r->model.params, s->z, s->v, r->model.grads, s->x);
 }
 
+/* The all-reduce, timed: that is the replica's time in sync. */
+static const float *parle_mean(replica *r, const float *vec)
+{
+    double t0 = now_s();
+    const float *mean = comm_allreduce_mean(r->comm, r->rank, &r->ctx, vec, r->model.nparams);
+    r->sync_s += now_s() - t0;
+    return mean;
+}
+
 static void parle_sync(replica *r)
 {
     parle_state *s = r->rule_state;
     const job_config *cfg = r->cfg;
     size_t n = r->model.nparams;
-    float mu = (float)cfg->optim.momentum;
-    double t0 = now_s();
+    float mu = (float)cfg->optim.momentum, wd = (float)cfg->optim.weight_decay;
     if (cfg->algorithm.L > 0) {
-        const float *zbar = comm_allreduce_mean(r->comm, r->rank, &r->ctx, s->z, n);
+        const float *zbar = parle_mean(r, s->z);
         vec_parle_outer(&r->ctx, n, r->lr, mu, r->rho, s->x, s->u, s->x, s->z, zbar);
     } else if (r->n > 1 && r->rho > 0.0f) {
-        const float *xbar = comm_allreduce_mean(r->comm, r->rank, &r->ctx, s->x, n);
-        vec_elastic_step(&r->ctx, n, r->lr, mu, (float)cfg->optim.weight_decay, r->rho, s->x,
-                         s->u, r->model.grads, xbar);
+        const float *xbar = parle_mean(r, s->x);
+        vec_elastic_step(&r->ctx, n, r->lr, mu, wd, r->rho, s->x, s->u, r->model.grads, xbar);
     } else {
-        vec_sgd_momentum(&r->ctx, n, r->lr, mu, (float)cfg->optim.weight_decay,
-                         cfg->optim.nesterov, s->x, s->u, r->model.grads);
+        vec_sgd_momentum(&r->ctx, n, r->lr, mu, wd, cfg->optim.nesterov, s->x, s->u,
+                         r->model.grads);
     }
-    r->sync_s += now_s() - t0;
 }
 
 static float *parle_weights(replica *r) { return ((parle_state *)r->rule_state)->x; }

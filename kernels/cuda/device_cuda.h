@@ -1,0 +1,28 @@
+/* Host helpers for CUDA devices and device memory. Callable from C. Every
+ * function that can fail returns 0 / -1 and fills err. */
+#ifndef PARLE_DEVICE_CUDA_H
+#define PARLE_DEVICE_CUDA_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices; 0 when there is no driver or no device. */
+int cuda_device_count(void);
+/* Make `device` current for the calling thread. */
+int cuda_set_device(int device, char *err, size_t errlen);
+int cuda_alloc(void **ptr, size_t bytes, char *err, size_t errlen);
+void cuda_free(void *ptr);
+/* Copy in any direction (host/device, device/device), ordered on stream s. */
+int cuda_copy(void *dst, const void *src, size_t bytes, cudaStream_t s, char *err, size_t errlen);
+/* Wait for stream s; reports errors of kernels that failed after launch. */
+int cuda_stream_sync(cudaStream_t s, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,169 @@
+/* Vector ops, ReLU and dropout on CUDA. Each is one grid-stride loop over the
+ * per-element functions of elementwise.h and philox.h, the very ones the CPU
+ * loops call, so the two backends cannot drift apart. The file is built with
+ * --fmad=false: the CPU build does not contract a*b+c into FMA either, so both
+ * round the same way and agree bit for bit. */
+#include "vecops_cuda.h"
+#include "cuda_check.h"
+#include "elementwise.h"
+#include "philox.h"
+
+/* 4096 blocks of 256 threads (1M threads) fill even a 132-SM H100 several
+ * times over; past that each thread loops instead of the grid growing. */
+enum { THREADS_PER_BLOCK = 256, MAX_BLOCKS = 4096 };
+
+template <typename F>
+__global__ void for_each_index_kernel(size_t n, F f)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        f(i);
+}
+
+/* Run f(i) for every i in [0, n) on stream s, in one launch for any n. */
+template <typename F>
+static cudaError_t for_each_index(cudaStream_t s, size_t n, F f)
+{
+    if (n == 0)
+        return cudaSuccess;
+    size_t blocks = (n + THREADS_PER_BLOCK - 1) / THREADS_PER_BLOCK;
+    if (blocks > MAX_BLOCKS)
+        blocks = MAX_BLOCKS;
+    for_each_index_kernel<<<(unsigned)blocks, THREADS_PER_BLOCK, 0, s>>>(n, f);
+    return cudaGetLastError();
+}
+
+extern "C" int cuda_vec_axpby(cudaStream_t s, size_t n, float a, const float *x, float b, float *y,
+                              char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) { y[i] = axpby_elem(a, x[i], b, y[i]); };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+extern "C" int cuda_vec_scale(cudaStream_t s, size_t n, float a, float *x, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) { x[i] *= a; };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+/* The input pointers travel by value in the kernel's arguments. */
+struct mean_inputs {
+    const float *x[CUDA_VEC_MEAN_MAX_INPUTS];
+};
+
+extern "C" int cuda_vec_mean(cudaStream_t s, size_t n, const float *const *xs, int k, float *out,
+                             char *err, size_t errlen)
+{
+    if (k < 1 || k > CUDA_VEC_MEAN_MAX_INPUTS) {
+        snprintf(err, errlen, "cuda_vec_mean: %d inputs, want 1 to %d", k,
+                 CUDA_VEC_MEAN_MAX_INPUTS);
+        return -1;
+    }
+    mean_inputs in = {};
+    for (int j = 0; j < k; j++)
+        in.x[j] = xs[j];
+    float inv_k = 1.0f / (float)k;
+    auto f = [=] __device__(size_t i) {
+        float sum = in.x[0][i];
+        for (int j = 1; j < k; j++)
+            sum += in.x[j][i];
+        out[i] = sum * inv_k;
+    };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+extern "C" int cuda_vec_sgd_momentum(cudaStream_t s, size_t n, float lr, float mu, float wd,
+                                     int nesterov, float *w, float *v, const float *g, char *err,
+                                     size_t errlen)
+{
+    auto f = [=] __device__(size_t i) { sgd_momentum_elem(&w[i], &v[i], g[i], lr, mu, wd, nesterov); };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+extern "C" int cuda_vec_parle_inner(cudaStream_t s, size_t n, float eta, float mu, float lambda,
+                                    float gamma, float alpha, float *y, float *z, float *v,
+                                    const float *g, const float *xhat, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) {
+        parle_inner_elem(&y[i], &z[i], &v[i], g[i], xhat[i], eta, mu, lambda, gamma, alpha);
+    };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+/* The outer step is Nesterov momentum from xhat along d, without weight decay. */
+extern "C" int cuda_vec_parle_outer(cudaStream_t s, size_t n, float eta, float mu, float rho,
+                                    float *x, float *u, const float *xhat, const float *z,
+                                    const float *zbar, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) {
+        float d = parle_outer_dir_elem(xhat[i], z[i], zbar[i], rho);
+        float w = xhat[i];
+        sgd_momentum_elem(&w, &u[i], d, eta, mu, 0.0f, 1);
+        x[i] = w;
+    };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+extern "C" int cuda_vec_elastic_step(cudaStream_t s, size_t n, float eta, float mu, float lambda,
+                                     float rho, float *x, float *u, const float *g,
+                                     const float *xbar, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) {
+        float d = elastic_dir_elem(x[i], g[i], xbar[i], lambda, rho);
+        sgd_momentum_elem(&x[i], &u[i], d, eta, mu, 0.0f, 1);
+    };
+    CUDA_CHECK(for_each_index(s, n, f));
+    return 0;
+}
+
+extern "C" int cuda_relu_forward(cudaStream_t s, size_t count, const float *x, float *y, char *err,
+                                 size_t errlen)
+{
+    auto f = [=] __device__(size_t i) { y[i] = relu_elem(x[i]); };
+    CUDA_CHECK(for_each_index(s, count, f));
+    return 0;
+}
+
+extern "C" int cuda_relu_backward(cudaStream_t s, size_t count, const float *y, const float *dy,
+                                  float *dx, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t i) { dx[i] = relu_grad_elem(y[i], dy[i]); };
+    CUDA_CHECK(for_each_index(s, count, f));
+    return 0;
+}
+
+/* out = mask(in) / (1 - p). Forward and backward are this same map, as the
+ * mask is redrawn from (key, counter). One thread per Philox block: uniform i
+ * is lane i % 4 of block counter + i / 4, exactly as philox_uniform_at. */
+static int dropout_apply(cudaStream_t s, size_t count, float p, philox_key key, uint64_t counter,
+                         const float *in, float *out, char *err, size_t errlen)
+{
+    auto f = [=] __device__(size_t block) {
+        philox_out r = philox4x32(key, counter + block);
+        size_t first = 4 * block;
+        for (unsigned lane = 0; lane < 4 && first + lane < count; lane++)
+            out[first + lane] = dropout_elem(in[first + lane], philox_uniform(r.v[lane]), p);
+    };
+    CUDA_CHECK(for_each_index(s, (count + 3) / 4, f));
+    return 0;
+}
+
+extern "C" int cuda_dropout_forward(cudaStream_t s, size_t count, float p, philox_key key,
+                                    uint64_t counter, const float *x, float *y, char *err,
+                                    size_t errlen)
+{
+    return dropout_apply(s, count, p, key, counter, x, y, err, errlen);
+}
+
+extern "C" int cuda_dropout_backward(cudaStream_t s, size_t count, float p, philox_key key,
+                                     uint64_t counter, const float *dy, float *dx, char *err,
+                                     size_t errlen)
+{
+    return dropout_apply(s, count, p, key, counter, dy, dx, err, errlen);
+}

@@ -1,0 +1,102 @@
+#!/bin/sh
+# Builds parle the ways CI does and runs every test suite:
+#   release (-Werror, CUDA when nvcc is found): unit, threads, integration, gpu, learning
+#   AddressSanitizer + UndefinedBehaviorSanitizer: unit, threads, integration
+#   ThreadSanitizer: threads
+#   libFuzzer (clang): the request parser and the job-file validator, FUZZ_SECONDS each
+# Ends with one line: "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+OUT=${PARLE_TEST_BUILD:-build-test}
+JOBS=${JOBS:-$(nproc)}
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="detect_leaks=1"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+status=0
+logs=""
+
+step() { echo "== $*"; }
+
+# setup DIR ARGS...: configure (or reconfigure) a build directory and build it.
+build() {
+    dir=$1; shift
+    if [ -d "$dir" ]; then
+        meson setup --reconfigure "$dir" "$@" >"$dir.setup.log" 2>&1
+    else
+        meson setup "$dir" "$@" >"$dir.setup.log" 2>&1
+    fi || { echo "meson setup $dir failed:"; tail -30 "$dir.setup.log"; return 1; }
+    ninja -C "$dir" -j "$JOBS" >"$dir.build.log" 2>&1 || {
+        echo "build $dir failed:"; grep -E "error|warning" "$dir.build.log" | head -40
+        tail -20 "$dir.build.log"; return 1; }
+}
+
+# run DIR SUITES...: run the given suites and remember the log.
+run() {
+    dir=$1; shift
+    args=""
+    for s in "$@"; do args="$args --suite $s"; done
+    # shellcheck disable=SC2086
+    meson test -C "$dir" $args --print-errorlogs --num-processes 1 || status=1
+    logs="$logs $dir/meson-logs/testlog.json"
+}
+
+step "release build (-Werror)"
+if build "$OUT/release" -Dwerror=true -Dbuildtype=release; then
+    run "$OUT/release" unit threads integration gpu learning
+else
+    status=1; echo "FAILED: release build" >&2
+fi
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer build"
+if build "$OUT/asan" -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined \
+        -Dcuda=disabled -Dlearning_tests=false; then
+    run "$OUT/asan" unit threads integration
+else
+    status=1; echo "FAILED: asan build" >&2
+fi
+
+step "ThreadSanitizer build"
+if build "$OUT/tsan" -Dwerror=true -Dbuildtype=debug -Db_sanitize=thread -Dcuda=disabled \
+        -Dlearning_tests=false; then
+    OMP_NUM_THREADS=1 run "$OUT/tsan" threads
+else
+    status=1; echo "FAILED: tsan build" >&2
+fi
+
+fuzz_result=""
+if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null 2>&1; then
+    step "libFuzzer harnesses (${FUZZ_SECONDS:=30} s each)"
+    if FUZZ_BUILD="$OUT/fuzz" FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzz.sh; then
+        fuzz_result=pass
+    else
+        fuzz_result=fail; status=1
+    fi
+fi
+
+# shellcheck disable=SC2086
+python3 - "$fuzz_result" $logs <<'PY'
+import json, sys
+fuzz, paths = sys.argv[1], sys.argv[2:]
+passed = failed = skipped = 0
+for p in paths:
+    try:
+        lines = open(p).read().splitlines()
+    except OSError:
+        failed += 1
+        print(f"missing test log {p}")
+        continue
+    for line in lines:
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif r == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+if fuzz == "pass":
+    passed += 1
+elif fuzz == "fail":
+    failed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status

@@ -1,0 +1,96 @@
+/* Learning quality on real data: train a job file and require the master's
+ * final test error to be at most a bound.
+ *   test_learning JOB.json MAX_ERROR [--beats OTHER.json]
+ * With --beats, the job must also end strictly below OTHER's error.
+ * Exits 77 (skipped) when the job's dataset directory is absent. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "runner.h"
+
+static void on_event(void *user, const run_event *ev)
+{
+    (void)user;
+    if (ev->kind == RUN_EV_EVAL)
+        printf("  epoch %d/%d: test error %.2f%%, loss %.4f, %.0f s\n", ev->epoch, ev->epochs,
+               100 * ev->test_error, ev->test_loss, ev->elapsed_s);
+}
+
+/* Returns the final test error, or -1 (error printed), or -2 (skip). */
+static double train(const char *path)
+{
+    char err[4096];
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("cannot open %s\n", path);
+        return -1;
+    }
+    static char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    job_config cfg;
+    if (job_config_parse(text, len, &cfg, err, sizeof err) != 0) {
+        printf("%s: %s\n", path, err);
+        return -1;
+    }
+    struct stat st;
+    if (cfg.data.root[0] && stat(cfg.data.root, &st) != 0) {
+        printf("SKIP: %s is absent (apt-get install dataset-fashion-mnist)\n", cfg.data.root);
+        return -2;
+    }
+    dataset tr, te;
+    if (run_load_data(&cfg, &tr, &te, err, sizeof err) != 0) {
+        printf("%s\n", err);
+        return -1;
+    }
+    cpu_set_t set;
+    int cores[CPU_SETSIZE], ncores = 0;
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cores[ncores++] = c;
+    printf("%s: %s, %d replica(s), L=%d, %d epochs, %d training images\n", path,
+           cfg.algorithm.name, cfg.algorithm.replicas, cfg.algorithm.L, cfg.epochs, tr.n);
+    run_hooks hooks = {.on_event = on_event};
+    run_result res;
+    int rc = run_job(&cfg, &tr, &te, cores, ncores, &hooks, &res, err, sizeof err);
+    dataset_free(&tr);
+    dataset_free(&te);
+    if (rc != 0) {
+        printf("%s\n", err);
+        return -1;
+    }
+    return res.test_error;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 && !(argc == 5 && strcmp(argv[3], "--beats") == 0)) {
+        fprintf(stderr, "usage: test_learning JOB.json MAX_ERROR [--beats OTHER.json]\n");
+        return 2;
+    }
+    double bound = atof(argv[2]);
+    double e = train(argv[1]);
+    if (e == -2)
+        return 77;
+    if (e < 0)
+        return 1;
+    int ok = e <= bound;
+    printf("%s: final test error %.2f%% (bound %.2f%%): %s\n", argv[1], 100 * e, 100 * bound,
+           ok ? "ok" : "FAILED");
+    if (argc == 5) {
+        double other = train(argv[4]);
+        if (other < 0)
+            return 1;
+        int beats = e < other;
+        printf("%.2f%% vs %s %.2f%%: %s\n", 100 * e, argv[4], 100 * other,
+               beats ? "ok" : "FAILED, does not beat it");
+        ok = ok && beats;
+    }
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,89 @@
+/* comm on real threads: all-reduce-mean against a float64 mean over odd
+ * lengths (slices of unequal size, fewer elements than ranks), many rounds
+ * back to back (the result buffer is reused), and comm_any. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "testutil.h"
+
+#define ROUNDS 50
+static const size_t lens[] = {1, 3, 7, 1000, 4097};
+
+typedef struct shared {
+    comm c;
+    int n;
+    float *inputs;       /* [ROUNDS][n][maxlen] */
+    size_t maxlen;
+    double max_err[8];
+    int any_wrong[8];
+} shared;
+
+typedef struct arg { shared *s; int rank; } arg;
+
+static void *worker(void *q)
+{
+    arg *a = q;
+    shared *s = a->s;
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t len = lens[round % 5];
+        const float *mine = s->inputs + ((size_t)round * s->n + a->rank) * s->maxlen;
+        const float *mean = comm_allreduce_mean(&s->c, a->rank, &ctx, mine, len);
+        for (size_t i = 0; i < len; i++) {
+            double want = 0, scale = 0;
+            for (int j = 0; j < s->n; j++) {
+                double x = s->inputs[((size_t)round * s->n + j) * s->maxlen + i];
+                want += x;
+                scale += fabs(x);
+            }
+            want /= s->n;
+            /* Relative to the mean magnitude: the mean itself may cancel to ~0. */
+            double e = fabs(mean[i] - want) / (1e-6 + scale / s->n);
+            if (e > s->max_err[a->rank])
+                s->max_err[a->rank] = e;
+        }
+        /* Only one rank raises the flag, on odd rounds. */
+        int flag = (round % 2) && a->rank == round % s->n;
+        if (comm_any(&s->c, a->rank, flag) != (round % 2))
+            s->any_wrong[a->rank]++;
+    }
+    backend_ctx_free(&ctx);
+    return NULL;
+}
+
+static void run(int n)
+{
+    static shared s;
+    memset(&s, 0, sizeof s);
+    s.n = n;
+    s.maxlen = 4097;
+    s.inputs = malloc(sizeof(float) * ROUNDS * (size_t)n * s.maxlen);
+    test_fill_uniform(s.inputs, (size_t)ROUNDS * n * s.maxlen, -10, 10);
+    char err[128];
+    CHECK(comm_init(&s.c, n, s.maxlen, err, sizeof err) == 0, "%s", err);
+    pthread_t t[8];
+    arg a[8];
+    for (int r = 0; r < n; r++) {
+        a[r] = (arg){&s, r};
+        pthread_create(&t[r], NULL, worker, &a[r]);
+    }
+    for (int r = 0; r < n; r++)
+        pthread_join(t[r], NULL);
+    for (int r = 0; r < n; r++) {
+        CHECK(s.max_err[r] <= 1e-5, "n=%d rank %d: mean off by %.3g", n, r, s.max_err[r]);
+        CHECK(s.any_wrong[r] == 0, "n=%d rank %d: comm_any wrong %d times", n, r, s.any_wrong[r]);
+    }
+    comm_free(&s.c);
+    free(s.inputs);
+}
+
+int main(void)
+{
+    test_init("comm");
+    for (int n = 1; n <= 5; n++)
+        run(n);
+    return test_main_end();
+}
