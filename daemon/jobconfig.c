@@ -1,0 +1,535 @@
+/* Job files: cJSON parses the text, a table of every field checks types and
+ * ranges, then the rules that tie fields together (defaults that depend on the
+ * architecture, dataset or algorithm) run once at the end. Every problem is
+ * reported by its dotted path, all of them at once (docs/config.md). */
+#include "jobconfig.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
+#define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
+#define MAX_GPU_ID 255
+
+static const char *const archs[] = {"lenet", "allcnn", "wrn", "mlp", NULL};
+static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic",
+                                       NULL};
+static const char *const normalizations[] = {"none", "channel", "zca", NULL};
+static const char *const samplings[] = {"shuffle", "replacement", NULL};
+static const char *const algorithms[] = {"sgd", "parle", "elastic-sgd", "entropy-sgd", NULL};
+static const char *const inits[] = {"same", "independent", NULL};
+static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
+
+enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_SEED, K_SCHEDULE };
+enum { LO_OPEN = 1, HI_OPEN = 2 };
+
+typedef struct field {
+    const char *path;
+    enum field_kind kind;
+    size_t offset, size;
+    double lo, hi;              /* K_INT, K_NUM, K_FLOAT, K_SEED: allowed range */
+    int open;                   /* LO_OPEN, HI_OPEN: the bound itself is excluded */
+    const char *const *choices; /* K_STR: the allowed values, or NULL for free text */
+} field;
+
+#define F(path, kind, member, lo, hi, open, choices)                                          \
+    {path, kind, offsetof(job_config, member), sizeof(((job_config *)0)->member), lo, hi, open, \
+     choices}
+#define INT(path, member, lo, hi) F(path, K_INT, member, lo, hi, 0, NULL)
+#define NUM(path, member, lo, hi, open) F(path, K_NUM, member, lo, hi, open, NULL)
+#define STR(path, member, choices) F(path, K_STR, member, 0, 0, 0, choices)
+#define BOOL(path, member) F(path, K_BOOL, member, 0, 0, 0, NULL)
+
+/* Every field a job file may hold; a section is any prefix before a dot. */
+static const field fields[] = {
+    STR("name", name, NULL),
+    STR("model.arch", model.arch, archs),
+    INT("model.depth", model.depth, 10, 1000),
+    INT("model.width", model.width, 1, 64),
+    F("model.dropout", K_FLOAT, model.dropout, 0, 1, HI_OPEN, NULL),
+    INT("model.classes", model.classes, 0, 100000),
+    STR("data.dataset", data.dataset, datasets),
+    STR("data.root", data.root, NULL),
+    INT("data.train_limit", data.train_limit, 0, INT_MAX),
+    INT("data.test_limit", data.test_limit, 0, INT_MAX),
+    STR("data.normalize", data.normalize, normalizations),
+    BOOL("data.augment", data.augment),
+    STR("data.sampling", data.sampling, samplings),
+    BOOL("data.split", data.split),
+    STR("algorithm.name", algorithm.name, algorithms),
+    INT("algorithm.replicas", algorithm.replicas, 1, 64),
+    INT("algorithm.L", algorithm.L, 0, 100000),
+    NUM("algorithm.gamma", algorithm.gamma, 0, INFINITY, 0),
+    NUM("algorithm.rho", algorithm.rho, 0, INFINITY, 0),
+    NUM("algorithm.gamma_max", algorithm.gamma_max, 0, INFINITY, 0),
+    NUM("algorithm.rho_max", algorithm.rho_max, 0, INFINITY, 0),
+    NUM("algorithm.growth", algorithm.growth, 0, INFINITY, 0),
+    NUM("algorithm.alpha", algorithm.alpha, 0, 1, HI_OPEN),
+    NUM("algorithm.inner_lr", algorithm.inner_lr, 0, INFINITY, 0),
+    STR("algorithm.init", algorithm.init, inits),
+    NUM("optim.lr", optim.lr, 0, INFINITY, LO_OPEN),
+    F("optim.lr_schedule", K_SCHEDULE, optim.schedule, 0, 0, 0, NULL),
+    NUM("optim.momentum", optim.momentum, 0, 1, HI_OPEN),
+    BOOL("optim.nesterov", optim.nesterov),
+    NUM("optim.weight_decay", optim.weight_decay, 0, INFINITY, 0),
+    INT("optim.batch", optim.batch, 1, 4096),
+    INT("epochs", epochs, 1, 100000),
+    F("seed", K_SEED, seed, 0, SEED_MAX, 0, NULL),
+    STR("devices", devices, NULL),
+    INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
+    INT("checkpoint.keep", checkpoint.keep, 1, 1000),
+    STR("eval.bn", eval.bn, bn_modes),
+    INT("log_every", log_every, 1, INT_MAX),
+};
+#define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+/* What the file did with each field: the defaults and cross-checks need to
+ * know, and a bad value must not be reported twice. */
+enum field_state { ABSENT, SET, BAD };
+
+typedef struct parser {
+    job_config *cfg;
+    enum field_state state[NFIELDS];
+    char *err;
+    size_t errlen, used;
+    int nerrors;
+    int full; /* err holds all it can, ending in "..." */
+} parser;
+
+__attribute__((format(printf, 2, 3))) static void report(parser *p, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->nerrors++;
+    if (p->full || p->errlen == 0)
+        return;
+    const char *sep = p->used ? "; " : "";
+    size_t need = strlen(sep) + strlen(msg);
+    snprintf(p->err + p->used, p->errlen - p->used, "%s%s", sep, msg);
+    if (p->used + need < p->errlen) {
+        p->used += need;
+        return;
+    }
+    /* Did not fit: snprintf kept what did; its last bytes become "...". */
+    size_t end = p->errlen - 1, dots = end < 3 ? end : 3;
+    memset(p->err + end - dots, '.', dots);
+    p->used = end;
+    p->full = 1;
+}
+
+/* User text quoted in a message: printable ASCII only, at most 40 bytes. */
+static const char *shown(const char *s, char out[48])
+{
+    size_t n = 0;
+    for (; s[n] && n < 40; n++)
+        out[n] = isprint((unsigned char)s[n]) ? s[n] : '?';
+    if (s[n]) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+static int field_index(const char *path)
+{
+    for (int i = 0; i < NFIELDS; i++)
+        if (!strcmp(fields[i].path, path))
+            return i;
+    return -1;
+}
+
+static int is_section(const char *path)
+{
+    size_t n = strlen(path);
+    for (int i = 0; i < NFIELDS; i++)
+        if (!strncmp(fields[i].path, path, n) && fields[i].path[n] == '.')
+            return 1;
+    return 0;
+}
+
+static enum field_state state_of(const parser *p, const char *path)
+{
+    return p->state[field_index(path)];
+}
+
+/* Finite and within [lo, hi], the ends excluded as `open` says. */
+static int in_range(double x, double lo, double hi, int open)
+{
+    return isfinite(x) && x >= lo && !((open & LO_OPEN) && x == lo) && x <= hi &&
+           !((open & HI_OPEN) && x == hi);
+}
+
+static int number_in(const cJSON *v, double lo, double hi, int open, double *out)
+{
+    if (!cJSON_IsNumber(v) || !in_range(v->valuedouble, lo, hi, open))
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+static int integer_in(const cJSON *v, double lo, double hi, double *out)
+{
+    return number_in(v, lo, hi, 0, out) && *out == floor(*out);
+}
+
+static void report_range(parser *p, const field *f, const char *path)
+{
+    if (f->kind == K_INT || f->kind == K_SEED) {
+        if (f->hi >= INT_MAX && f->kind == K_INT)
+            report(p, "%s: must be an integer >= %.0f", path, f->lo);
+        else
+            report(p, "%s: must be an integer in %.0f..%.0f", path, f->lo, f->hi);
+    } else if (isinf(f->hi)) {
+        report(p, "%s: must be %s %g", path, (f->open & LO_OPEN) ? ">" : ">=", f->lo);
+    } else {
+        report(p, "%s: must be in %c%g, %g%c", path, (f->open & LO_OPEN) ? '(' : '[', f->lo, f->hi,
+               (f->open & HI_OPEN) ? ')' : ']');
+    }
+}
+
+static void report_choices(parser *p, const char *path, const char *value,
+                           const char *const *choices)
+{
+    char known[256] = "", buf[48];
+    for (int i = 0; choices[i]; i++) {
+        if (i)
+            strcat(known, ", ");
+        strcat(known, choices[i]);
+    }
+    report(p, "%s: unknown \"%s\"; known: %s", path, shown(value, buf), known);
+}
+
+/* optim.lr_schedule: [[E1, lr1], [E2, lr2], ...], E integers >= 1 increasing, lr > 0. */
+static int parse_schedule(parser *p, const cJSON *v, const char *path)
+{
+    if (!cJSON_IsArray(v)) {
+        report(p, "%s: must be an array of [epoch, lr] pairs", path);
+        return 0;
+    }
+    int n = cJSON_GetArraySize(v);
+    if (n > JOB_MAX_SCHEDULE) {
+        report(p, "%s: at most %d entries, got %d", path, JOB_MAX_SCHEDULE, n);
+        return 0;
+    }
+    int ok = 1, i = 0;
+    double last_epoch = 0;
+    for (const cJSON *entry = v->child; entry; entry = entry->next, i++) {
+        if (!cJSON_IsArray(entry) || cJSON_GetArraySize(entry) != 2) {
+            report(p, "%s[%d]: must be [epoch, lr]", path, i);
+            ok = 0;
+            continue;
+        }
+        double epoch, lr;
+        if (!integer_in(entry->child, 1, INT_MAX, &epoch)) {
+            report(p, "%s[%d]: epoch must be an integer >= 1", path, i);
+            ok = 0;
+        } else if (epoch <= last_epoch) {
+            report(p, "%s[%d]: epochs must increase", path, i);
+            ok = 0;
+        } else {
+            last_epoch = epoch;
+            p->cfg->optim.schedule[i][0] = epoch;
+        }
+        if (!number_in(entry->child->next, 0, INFINITY, LO_OPEN, &lr)) {
+            report(p, "%s[%d]: lr must be > 0", path, i);
+            ok = 0;
+        } else {
+            p->cfg->optim.schedule[i][1] = lr;
+        }
+    }
+    if (ok)
+        p->cfg->optim.nschedule = n;
+    return ok;
+}
+
+/* Checks one value against its field and stores it; returns 0 if it is bad. */
+static int parse_field(parser *p, const field *f, const cJSON *v, const char *path)
+{
+    char *dst = (char *)p->cfg + f->offset, buf[48];
+    double x;
+    switch (f->kind) {
+    case K_INT:
+    case K_SEED:
+        if (!integer_in(v, f->lo, f->hi, &x))
+            break;
+        if (f->kind == K_INT)
+            *(int *)dst = (int)x;
+        else
+            *(uint64_t *)dst = (uint64_t)x;
+        return 1;
+    case K_NUM:
+    case K_FLOAT:
+        if (!cJSON_IsNumber(v)) {
+            report(p, "%s: must be a number", path);
+            return 0;
+        }
+        /* A float field is checked as stored: 0.9999999999 rounds to 1. */
+        x = f->kind == K_FLOAT ? (double)(float)v->valuedouble : v->valuedouble;
+        if (!in_range(x, f->lo, f->hi, f->open))
+            break;
+        if (f->kind == K_FLOAT)
+            *(float *)dst = (float)x;
+        else
+            *(double *)dst = x;
+        return 1;
+    case K_BOOL:
+        if (!cJSON_IsBool(v)) {
+            report(p, "%s: must be a boolean", path);
+            return 0;
+        }
+        *(bool *)dst = cJSON_IsTrue(v);
+        return 1;
+    case K_STR:
+        if (!cJSON_IsString(v)) {
+            report(p, "%s: must be a string", path);
+            return 0;
+        }
+        if (f->choices) {
+            int i = 0;
+            while (f->choices[i] && strcmp(f->choices[i], v->valuestring))
+                i++;
+            if (!f->choices[i]) {
+                report_choices(p, path, v->valuestring, f->choices);
+                return 0;
+            }
+        }
+        if (strlen(v->valuestring) >= f->size) {
+            report(p, "%s: too long (at most %zu bytes): \"%s\"", path, f->size - 1,
+                   shown(v->valuestring, buf));
+            return 0;
+        }
+        strcpy(dst, v->valuestring);
+        return 1;
+    case K_SCHEDULE:
+        return parse_schedule(p, v, path);
+    }
+    report_range(p, f, path);
+    return 0;
+}
+
+/* Its fields count as bad, so that none is also reported as missing. */
+static void bad_section(parser *p, const char *path)
+{
+    size_t n = strlen(path);
+    report(p, "%s: must be an object", path);
+    for (int i = 0; i < NFIELDS; i++)
+        if (!strncmp(fields[i].path, path, n) && fields[i].path[n] == '.')
+            p->state[i] = BAD;
+}
+
+/* Walks one JSON object whose fields are named `prefix.key`. */
+static void parse_object(parser *p, const cJSON *obj, const char *prefix)
+{
+    for (const cJSON *item = obj->child; item; item = item->next) {
+        char path[128], buf[48];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", shown(item->string, buf));
+        int i = strchr(item->string, '.') ? -1 : field_index(path);
+        if (i >= 0) {
+            if (p->state[i] != ABSENT)
+                report(p, "%s: given twice", path);
+            else
+                p->state[i] = parse_field(p, &fields[i], item, path) ? SET : BAD;
+        } else if (!strchr(item->string, '.') && is_section(path)) {
+            const cJSON *prev = obj->child;
+            while (prev != item && strcmp(prev->string, item->string))
+                prev = prev->next;
+            if (prev != item)
+                report(p, "%s: given twice", path);
+            else if (!cJSON_IsObject(item))
+                bad_section(p, path);
+            else
+                parse_object(p, item, path);
+        } else {
+            report(p, "%s: unknown field", path);
+        }
+    }
+}
+
+/* "cpu", "auto", or distinct GPU ids separated by commas ("0,1"). */
+static int devices_valid(const char *s)
+{
+    if (!strcmp(s, "cpu") || !strcmp(s, "auto"))
+        return 1;
+    bool used[MAX_GPU_ID + 1] = {0};
+    for (;;) {
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        int id = 0;
+        for (; isdigit((unsigned char)*s); s++)
+            if ((id = id * 10 + (*s - '0')) > MAX_GPU_ID)
+                return 0;
+        if (used[id])
+            return 0;
+        used[id] = true;
+        if (!*s)
+            return 1;
+        if (*s++ != ',')
+            return 0;
+    }
+}
+
+static int is_name(const char *have, const char *want) { return !strcmp(have, want); }
+
+/* The rules between fields, and the defaults that depend on another field.
+ * A field that is BAD was already reported and is left out here. */
+static void finish(parser *p)
+{
+    job_config *cfg = p->cfg;
+    const char *arch = cfg->model.arch, *dataset = cfg->data.dataset, *alg = cfg->algorithm.name;
+    char buf[48];
+
+    if (state_of(p, "model.arch") == ABSENT)
+        report(p, "model.arch: required");
+    if (state_of(p, "data.dataset") == ABSENT)
+        report(p, "data.dataset: required");
+    if (state_of(p, "algorithm.name") == ABSENT)
+        report(p, "algorithm.name: required");
+
+    if (*arch && !is_name(arch, "wrn")) {
+        if (state_of(p, "model.depth") != ABSENT)
+            report(p, "model.depth: only for arch wrn, not %s", arch);
+        if (state_of(p, "model.width") != ABSENT)
+            report(p, "model.width: only for arch wrn, not %s", arch);
+    }
+    if (is_name(arch, "wrn") && (cfg->model.depth - 4) % 6 != 0)
+        report(p, "model.depth: must be 6k+4 (16, 22, 28, 40, ...) for wrn, got %d",
+               cfg->model.depth);
+    if (state_of(p, "optim.weight_decay") == ABSENT)
+        cfg->optim.weight_decay = is_name(arch, "allcnn") ? 1e-3 : is_name(arch, "wrn") ? 5e-4 : 0;
+
+    if (state_of(p, "data.root") == ABSENT && is_name(dataset, "fashion-mnist"))
+        strcpy(cfg->data.root, FASHION_MNIST_ROOT);
+    if ((is_name(dataset, "mnist") || !strncmp(dataset, "cifar", 5)) && !*cfg->data.root &&
+        state_of(p, "data.root") != BAD)
+        report(p, "data.root: required for dataset %s", dataset);
+
+    int sgd = is_name(alg, "sgd"), entropy = is_name(alg, "entropy-sgd");
+    int inner_loop = is_name(alg, "parle") || entropy; /* L > 0 makes sense */
+    if (state_of(p, "algorithm.L") == ABSENT)
+        cfg->algorithm.L = inner_loop ? 25 : 0;
+    else if (*alg && !inner_loop && state_of(p, "algorithm.L") == SET && cfg->algorithm.L != 0)
+        report(p, "algorithm.L: must be 0 for %s", alg);
+    if ((sgd || entropy) && cfg->algorithm.replicas != 1)
+        report(p, "algorithm.replicas: must be 1 for %s", alg);
+    if (entropy && state_of(p, "algorithm.rho") == ABSENT)
+        cfg->algorithm.rho = 0;
+    else if (entropy && state_of(p, "algorithm.rho") == SET && cfg->algorithm.rho != 0)
+        report(p, "algorithm.rho: must be 0 for entropy-sgd");
+    if (state_of(p, "algorithm.init") == ABSENT && *alg && !sgd)
+        strcpy(cfg->algorithm.init, "independent");
+    if (cfg->algorithm.gamma_max < cfg->algorithm.gamma && state_of(p, "algorithm.gamma") != BAD &&
+        state_of(p, "algorithm.gamma_max") != BAD)
+        report(p, "algorithm.gamma_max: must be >= algorithm.gamma (%g)", cfg->algorithm.gamma);
+    if (cfg->algorithm.rho_max < cfg->algorithm.rho && state_of(p, "algorithm.rho") != BAD &&
+        state_of(p, "algorithm.rho_max") != BAD)
+        report(p, "algorithm.rho_max: must be >= algorithm.rho (%g)", cfg->algorithm.rho);
+
+    if (state_of(p, "name") == ABSENT) {
+        if (*arch && *dataset && *alg)
+            snprintf(cfg->name, sizeof cfg->name, "%s-%s-%s", arch, dataset, alg);
+    } else if (state_of(p, "name") == SET) {
+        const char *c = cfg->name;
+        while (*c && isprint((unsigned char)*c))
+            c++;
+        if (!*cfg->name || *c)
+            report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
+    }
+    if (state_of(p, "devices") == SET && !devices_valid(cfg->devices))
+        report(p, "devices: \"%s\" is not \"cpu\", \"auto\" or distinct GPU ids like \"0,1\"",
+               shown(cfg->devices, buf));
+}
+
+void job_config_defaults(job_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->model.depth = 16;
+    cfg->model.width = 4;
+    cfg->model.dropout = -1;
+    strcpy(cfg->data.normalize, "none");
+    strcpy(cfg->data.sampling, "shuffle");
+    cfg->algorithm.replicas = 1;
+    cfg->algorithm.L = 25;
+    cfg->algorithm.gamma = 0.01;
+    cfg->algorithm.rho = 1;
+    cfg->algorithm.gamma_max = 1;
+    cfg->algorithm.rho_max = 10;
+    cfg->algorithm.growth = 0.5;
+    cfg->algorithm.alpha = 0.75;
+    strcpy(cfg->algorithm.init, "same");
+    cfg->optim.lr = 0.1;
+    cfg->optim.momentum = 0.9;
+    cfg->optim.nesterov = true;
+    cfg->optim.batch = 128;
+    cfg->epochs = 10;
+    cfg->seed = 42;
+    strcpy(cfg->devices, "cpu");
+    cfg->checkpoint.every_epochs = 1;
+    cfg->checkpoint.keep = 2;
+    strcpy(cfg->eval.bn, "recompute");
+    cfg->log_every = 20;
+}
+
+int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen)
+{
+    parser p = {.cfg = cfg, .err = err, .errlen = err ? errlen : 0};
+    if (p.errlen)
+        err[0] = '\0';
+    job_config_defaults(cfg);
+    if (!json)
+        len = 0;
+    const char *nul = len ? memchr(json, '\0', len) : NULL;
+    if (nul) {
+        report(&p, "JSON syntax error at byte %zu: NUL byte", (size_t)(nul - json));
+        return -1;
+    }
+    /* cJSON gets a terminated copy: the caller's buffer need not be. */
+    char *text = malloc(len + 1);
+    if (!text) {
+        report(&p, "out of memory");
+        return -1;
+    }
+    if (len)
+        memcpy(text, json, len);
+    text[len] = '\0';
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        report(&p, "JSON syntax error at byte %zu", end ? (size_t)(end - text) : (size_t)0);
+    } else {
+        size_t at = (size_t)(end - text);
+        while (at < len && (unsigned char)text[at] <= ' ')
+            at++;
+        if (at < len)
+            report(&p, "JSON syntax error at byte %zu: text after the job", at);
+        else if (!cJSON_IsObject(root))
+            report(&p, "job: must be a JSON object");
+        else {
+            parse_object(&p, root, "");
+            finish(&p);
+        }
+        cJSON_Delete(root);
+    }
+    free(text);
+    return p.nerrors ? -1 : 0;
+}
+
+double job_lr_at_epoch(const job_config *cfg, int epoch)
+{
+    int n = cfg->optim.nschedule;
+    if (n <= 0)
+        return cfg->optim.lr;
+    for (int i = 0; i < n; i++)
+        if (epoch < cfg->optim.schedule[i][0])
+            return cfg->optim.schedule[i][1];
+    return cfg->optim.schedule[n - 1][1];
+}

@@ -1,0 +1,521 @@
+/* Job files: the shipped configs parse, defaults follow the arch, dataset and
+ * algorithm, every kind of bad field is reported by its dotted path (all of
+ * them at once), the error list truncates safely, job_lr_at_epoch follows the
+ * schedule, and mangled job files never crash the parser. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobconfig.h"
+#include "parle_config.h"
+#include "testutil.h"
+
+/* The common valid sections, spliced into the cases below. */
+#define MODEL "\"model\": {\"arch\": \"lenet\"}"
+#define DATA "\"data\": {\"dataset\": \"synthetic\"}"
+#define SGD "\"algorithm\": {\"name\": \"sgd\"}"
+#define BASE MODEL ", " DATA ", " SGD
+#define JOB(...) "{" BASE ", " __VA_ARGS__ "}"
+
+/* Messages are joined by "; " (which also introduces an enum's known values). */
+static int count_messages(const char *err)
+{
+    int n = *err != '\0';
+    for (const char *s = err; (s = strstr(s, "; ")); s += 2)
+        n += strncmp(s, "; known: ", 9) != 0;
+    return n;
+}
+
+static int parse(const char *json, job_config *cfg, char *err, size_t errlen)
+{
+    return job_config_parse(json, strlen(json), cfg, err, errlen);
+}
+
+static char *read_text(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/%s", PARLE_SOURCE_ROOT, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(1 << 16);
+    *len = fread(buf, 1, (1 << 16) - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_shipped_configs(void)
+{
+    job_config cfg;
+    char err[1024];
+    size_t len;
+
+    char *text = read_text("lenet-fmnist-sgd.json", &len);
+    CHECK(text, "configs/lenet-fmnist-sgd.json unreadable");
+    if (text) {
+        CHECK(job_config_parse(text, len, &cfg, err, sizeof err) == 0, "%s", err);
+        CHECK(!strcmp(cfg.name, "lenet-fmnist-sgd"), "%s", cfg.name);
+        CHECK(!strcmp(cfg.model.arch, "lenet") && !strcmp(cfg.algorithm.name, "sgd"), "arch/alg");
+        CHECK(!strcmp(cfg.data.dataset, "fashion-mnist"), "%s", cfg.data.dataset);
+        CHECK(!strcmp(cfg.data.root, "/usr/share/datasets/fashion-mnist"), "%s", cfg.data.root);
+        CHECK(cfg.algorithm.replicas == 1 && cfg.algorithm.L == 0, "n %d L %d",
+              cfg.algorithm.replicas, cfg.algorithm.L);
+        CHECK(cfg.optim.nschedule == 2 && cfg.optim.schedule[0][0] == 1 &&
+                  cfg.optim.schedule[0][1] == 0.1 && cfg.optim.schedule[1][0] == 2 &&
+                  cfg.optim.schedule[1][1] == 0.02,
+              "schedule");
+        CHECK(cfg.optim.lr == 0.1 && cfg.optim.momentum == 0.9 && cfg.optim.nesterov &&
+                  cfg.optim.batch == 128 && cfg.optim.weight_decay == 0,
+              "optim");
+        CHECK(cfg.epochs == 2 && cfg.seed == 42 && !strcmp(cfg.devices, "cpu"), "top level");
+        free(text);
+    }
+
+    text = read_text("lenet-fmnist-parle.json", &len);
+    CHECK(text, "configs/lenet-fmnist-parle.json unreadable");
+    if (text) {
+        CHECK(job_config_parse(text, len, &cfg, err, sizeof err) == 0, "%s", err);
+        CHECK(!strcmp(cfg.algorithm.name, "parle") && cfg.algorithm.replicas == 3 &&
+                  cfg.algorithm.L == 25,
+              "parle n %d L %d", cfg.algorithm.replicas, cfg.algorithm.L);
+        CHECK(cfg.algorithm.gamma == 0.01 && cfg.algorithm.rho == 1, "gamma rho");
+        CHECK(!strcmp(cfg.algorithm.init, "independent"), "%s", cfg.algorithm.init);
+        CHECK(cfg.optim.nschedule == 2 && cfg.epochs == 2, "schedule, epochs");
+        free(text);
+    }
+
+    text = read_text("mlp-synthetic-sgd.json", &len);
+    CHECK(text, "configs/mlp-synthetic-sgd.json unreadable");
+    if (text) {
+        CHECK(job_config_parse(text, len, &cfg, err, sizeof err) == 0, "%s", err);
+        CHECK(!strcmp(cfg.model.arch, "mlp") && !strcmp(cfg.data.dataset, "synthetic"), "mlp");
+        CHECK(cfg.epochs == 2 && cfg.data.train_limit > 0, "small and short");
+        free(text);
+    }
+}
+
+static void test_defaults(void)
+{
+    job_config cfg;
+    char err[1024];
+
+    CHECK(parse("{\"model\": {\"arch\": \"wrn\"}, " DATA ", \"algorithm\": {\"name\": \"parle\"}}",
+                &cfg, err, sizeof err) == 0,
+          "%s", err);
+    CHECK(!strcmp(cfg.name, "wrn-synthetic-parle"), "%s", cfg.name);
+    CHECK(cfg.model.depth == 16 && cfg.model.width == 4, "wrn %d-%d", cfg.model.depth,
+          cfg.model.width);
+    CHECK(cfg.model.dropout == -1 && cfg.model.classes == 0, "dropout, classes");
+    CHECK(!strcmp(cfg.data.root, "") && cfg.data.train_limit == 0 && cfg.data.test_limit == 0,
+          "data");
+    CHECK(!strcmp(cfg.data.normalize, "none") && !cfg.data.augment &&
+              !strcmp(cfg.data.sampling, "shuffle") && !cfg.data.split,
+          "data options");
+    CHECK(cfg.algorithm.replicas == 1 && cfg.algorithm.L == 25, "n %d L %d",
+          cfg.algorithm.replicas, cfg.algorithm.L);
+    CHECK(cfg.algorithm.gamma == 0.01 && cfg.algorithm.rho == 1 && cfg.algorithm.gamma_max == 1 &&
+              cfg.algorithm.rho_max == 10 && cfg.algorithm.growth == 0.5 &&
+              cfg.algorithm.alpha == 0.75 && cfg.algorithm.inner_lr == 0,
+          "parle constants");
+    CHECK(!strcmp(cfg.algorithm.init, "independent"), "%s", cfg.algorithm.init);
+    CHECK(cfg.optim.lr == 0.1 && cfg.optim.nschedule == 0 && cfg.optim.momentum == 0.9 &&
+              cfg.optim.nesterov && cfg.optim.batch == 128,
+          "optim");
+    CHECK(cfg.optim.weight_decay == 5e-4, "wrn weight decay %g", cfg.optim.weight_decay);
+    CHECK(cfg.epochs == 10 && cfg.seed == 42 && !strcmp(cfg.devices, "cpu"), "top level");
+    CHECK(cfg.checkpoint.every_epochs == 1 && cfg.checkpoint.keep == 2, "checkpoint");
+    CHECK(!strcmp(cfg.eval.bn, "recompute") && cfg.log_every == 20, "eval, log_every");
+
+    CHECK(parse("{\"model\": {\"arch\": \"allcnn\"}, \"data\": {\"dataset\": \"fashion-mnist\"}, "
+                "\"algorithm\": {\"name\": \"entropy-sgd\"}}",
+                &cfg, err, sizeof err) == 0,
+          "%s", err);
+    CHECK(cfg.optim.weight_decay == 1e-3, "allcnn weight decay %g", cfg.optim.weight_decay);
+    CHECK(!strcmp(cfg.data.root, "/usr/share/datasets/fashion-mnist"), "%s", cfg.data.root);
+    CHECK(cfg.algorithm.L == 25 && cfg.algorithm.rho == 0, "entropy-sgd L %d rho %g",
+          cfg.algorithm.L, cfg.algorithm.rho);
+    CHECK(!strcmp(cfg.algorithm.init, "independent"), "%s", cfg.algorithm.init);
+
+    CHECK(parse("{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"elastic-sgd\", \"replicas\": 4}}",
+                &cfg, err, sizeof err) == 0,
+          "%s", err);
+    CHECK(cfg.algorithm.L == 0 && cfg.algorithm.replicas == 4, "elastic-sgd L %d",
+          cfg.algorithm.L);
+    CHECK(!strcmp(cfg.algorithm.init, "independent"), "%s", cfg.algorithm.init);
+    CHECK(cfg.optim.weight_decay == 0, "lenet weight decay %g", cfg.optim.weight_decay);
+
+    CHECK(parse("{" BASE "}", &cfg, err, sizeof err) == 0, "%s", err);
+    CHECK(cfg.algorithm.L == 0 && !strcmp(cfg.algorithm.init, "same"), "sgd L %d init %s",
+          cfg.algorithm.L, cfg.algorithm.init);
+
+    /* Values at the edges of their ranges, and the other legal forms. */
+    const char *valid[] = {
+        JOB("\"seed\": 0, \"checkpoint\": {\"every_epochs\": 0, \"keep\": 1}"),
+        JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
+        JOB("\"devices\": \"0,1,7\""),
+        JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
+        "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
+        ", " SGD "}",
+        "{" MODEL ", \"data\": {\"dataset\": \"cifar100\", \"root\": \"/d\", \"normalize\": "
+        "\"zca\", \"augment\": true, \"sampling\": \"replacement\", \"split\": true}, "
+        "\"algorithm\": {\"name\": \"parle\", \"replicas\": 64, \"L\": 0, \"alpha\": 0, "
+        "\"init\": \"same\", \"gamma\": 0, \"rho\": 0}}",
+    };
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+        CHECK(parse(valid[i], &cfg, err, sizeof err) == 0, "valid[%zu]: %s", i, err);
+    CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
+    CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
+              cfg.model.width == 10 && cfg.model.dropout == 0,
+          "wrn-28-10");
+}
+
+typedef struct bad_case {
+    const char *json;
+    const char *want; /* a substring of the error */
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    {JOB("\"optim\": {\"lr\": 0}"), "optim.lr: must be > 0"},
+    {JOB("\"optim\": {\"lr\": \"fast\"}"), "optim.lr: must be a number"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parel\"}}",
+     "algorithm.name: unknown \"parel\"; known: sgd, parle, elastic-sgd, entropy-sgd"},
+    {"{\"model\": {\"arch\": \"lenet\", \"foo\": 1}, " DATA ", " SGD "}", "model.foo: unknown field"},
+    {JOB("\"foo\": {\"bar\": 1}"), "foo: unknown field"},
+    {JOB("\"Epochs\": 2"), "Epochs: unknown field"},
+    {JOB("\"model.arch\": \"lenet\""), "model.arch: unknown field"},
+    {JOB("\"optim\": {\"lr\": 0.1, \"x\\u0001y\": 1}"), "optim.x?y: unknown field"},
+    {JOB("\"epochs\": 0"), "epochs: must be an integer in 1..100000"},
+    {JOB("\"epochs\": 2.5"), "epochs: must be an integer in 1..100000"},
+    {JOB("\"epochs\": \"2\""), "epochs: must be an integer in 1..100000"},
+    {JOB("\"epochs\": 3e9"), "epochs: must be an integer in 1..100000"},
+    {JOB("\"epochs\": 1e999"), "epochs: must be an integer in 1..100000"},
+    {JOB("\"epochs\": 2, \"epochs\": 3"), "epochs: given twice"},
+    {JOB("\"optim\": {\"lr_schedule\": [[2, 0.1], [1, 0.02]]}"),
+     "optim.lr_schedule[1]: epochs must increase"},
+    {JOB("\"optim\": {\"lr_schedule\": [[1, 0.1], [1, 0.02]]}"),
+     "optim.lr_schedule[1]: epochs must increase"},
+    {JOB("\"optim\": {\"lr_schedule\": [[0, 0.1]]}"),
+     "optim.lr_schedule[0]: epoch must be an integer >= 1"},
+    {JOB("\"optim\": {\"lr_schedule\": [[1.5, 0.1]]}"),
+     "optim.lr_schedule[0]: epoch must be an integer >= 1"},
+    {JOB("\"optim\": {\"lr_schedule\": [[1, 0.1], [2, -0.1]]}"),
+     "optim.lr_schedule[1]: lr must be > 0"},
+    {JOB("\"optim\": {\"lr_schedule\": [[1, 0.1], [2]]}"), "optim.lr_schedule[1]: must be [epoch, lr]"},
+    {JOB("\"optim\": {\"lr_schedule\": [3]}"), "optim.lr_schedule[0]: must be [epoch, lr]"},
+    {JOB("\"optim\": {\"lr_schedule\": 0.1}"), "optim.lr_schedule: must be an array"},
+    {JOB("\"optim\": {\"lr_schedule\": [[1,1],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1],[8,1],[9,1],"
+         "[10,1],[11,1],[12,1],[13,1],[14,1],[15,1],[16,1],[17,1]]}"),
+     "optim.lr_schedule: at most 16 entries"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"synthetic\", \"split\": \"yes\"}, " SGD "}",
+     "data.split: must be a boolean"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"synthetic\", \"augment\": 1}, " SGD "}",
+     "data.augment: must be a boolean"},
+    {JOB("\"optim\": {\"nesterov\": null}"), "optim.nesterov: must be a boolean"},
+    {JOB("\"devices\": 0"), "devices: must be a string"},
+    {"{\"model\": 3, " DATA ", " SGD "}", "model: must be an object"},
+    {"{" BASE ", " MODEL "}", "model: given twice"},
+    {"{\"model\": {\"arch\": \"lenet\"}, \"model\": {\"arch\": \"mlp\"}, " DATA ", " SGD "}",
+     "model: given twice"},
+    {"{\"model\": {}, " DATA ", " SGD "}", "model.arch: required"},
+    {"{" MODEL ", \"data\": {}, " SGD "}", "data.dataset: required"},
+    {"{" MODEL ", " DATA "}", "algorithm.name: required"},
+    {"{\"model\": {\"arch\": \"resnet\"}, " DATA ", " SGD "}", "model.arch: unknown \"resnet\"; known: lenet, allcnn, wrn, mlp"},
+    {"{\"model\": {\"arch\": \"lenet\", \"depth\": 28}, " DATA ", " SGD "}",
+     "model.depth: only for arch wrn"},
+    {"{\"model\": {\"arch\": \"mlp\", \"width\": 2}, " DATA ", " SGD "}",
+     "model.width: only for arch wrn"},
+    {"{\"model\": {\"arch\": \"wrn\", \"depth\": 18}, " DATA ", " SGD "}",
+     "model.depth: must be 6k+4"},
+    {"{\"model\": {\"arch\": \"wrn\", \"depth\": 4}, " DATA ", " SGD "}",
+     "model.depth: must be an integer in 10..1000"},
+    {"{\"model\": {\"arch\": \"wrn\", \"width\": 0}, " DATA ", " SGD "}",
+     "model.width: must be an integer in 1..64"},
+    {"{\"model\": {\"arch\": \"lenet\", \"dropout\": 1}, " DATA ", " SGD "}",
+     "model.dropout: must be in [0, 1)"},
+    {"{\"model\": {\"arch\": \"lenet\", \"dropout\": 0.99999999999}, " DATA ", " SGD "}",
+     "model.dropout: must be in [0, 1)"},
+    {"{\"model\": {\"arch\": \"lenet\", \"dropout\": -1}, " DATA ", " SGD "}",
+     "model.dropout: must be in [0, 1)"},
+    {"{\"model\": {\"arch\": \"lenet\", \"classes\": -3}, " DATA ", " SGD "}",
+     "model.classes: must be an integer in 0..100000"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"mnist\"}, " SGD "}", "data.root: required for dataset mnist"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"cifar10\", \"root\": \"\"}, " SGD "}",
+     "data.root: required for dataset cifar10"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"imagenet\"}, " SGD "}",
+     "data.dataset: unknown \"imagenet\"; known: mnist, fashion-mnist, cifar10, cifar100, synthetic"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"synthetic\", \"train_limit\": -1}, " SGD "}",
+     "data.train_limit: must be an integer >= 0"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"synthetic\", \"normalize\": \"pca\"}, " SGD "}",
+     "data.normalize: unknown \"pca\"; known: none, channel, zca"},
+    {"{" MODEL ", \"data\": {\"dataset\": \"synthetic\", \"sampling\": \"random\"}, " SGD "}",
+     "data.sampling: unknown \"random\"; known: shuffle, replacement"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"replicas\": 0}}",
+     "algorithm.replicas: must be an integer in 1..64"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"replicas\": 65}}",
+     "algorithm.replicas: must be an integer in 1..64"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"sgd\", \"replicas\": 2}}",
+     "algorithm.replicas: must be 1 for sgd"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"entropy-sgd\", \"replicas\": 3}}",
+     "algorithm.replicas: must be 1 for entropy-sgd"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"sgd\", \"L\": 5}}",
+     "algorithm.L: must be 0 for sgd"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"elastic-sgd\", \"L\": 1}}",
+     "algorithm.L: must be 0 for elastic-sgd"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"L\": -1}}",
+     "algorithm.L: must be an integer in 0..100000"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"entropy-sgd\", \"rho\": 1}}",
+     "algorithm.rho: must be 0 for entropy-sgd"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"alpha\": 1}}",
+     "algorithm.alpha: must be in [0, 1)"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"sgd\", \"gamma\": -0.1}}",
+     "algorithm.gamma: must be >= 0"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"gamma\": 2}}",
+     "algorithm.gamma_max: must be >= algorithm.gamma"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"rho_max\": 0.5}}",
+     "algorithm.rho_max: must be >= algorithm.rho"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"growth\": -1}}",
+     "algorithm.growth: must be >= 0"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"inner_lr\": -1}}",
+     "algorithm.inner_lr: must be >= 0"},
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"parle\", \"init\": \"random\"}}",
+     "algorithm.init: unknown \"random\"; known: same, independent"},
+    {JOB("\"optim\": {\"momentum\": 1}"), "optim.momentum: must be in [0, 1)"},
+    {JOB("\"optim\": {\"weight_decay\": -1e-4}"), "optim.weight_decay: must be >= 0"},
+    {JOB("\"optim\": {\"batch\": 0}"), "optim.batch: must be an integer in 1..4096"},
+    {JOB("\"optim\": {\"batch\": 4097}"), "optim.batch: must be an integer in 1..4096"},
+    {JOB("\"seed\": -1"), "seed: must be an integer in 0..9007199254740992"},
+    {JOB("\"seed\": 1.5"), "seed: must be an integer in 0..9007199254740992"},
+    {JOB("\"seed\": \"42\""), "seed: must be an integer in 0..9007199254740992"},
+    {JOB("\"seed\": 1e17"), "seed: must be an integer in 0..9007199254740992"},
+    {JOB("\"devices\": \"gpu\""), "devices: \"gpu\" is not"},
+    {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
+    {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
+    {JOB("\"devices\": \"1,\""), "devices: \"1,\" is not"},
+    {JOB("\"devices\": \"\""), "devices: \"\" is not"},
+    {JOB("\"devices\": \"256\""), "devices: \"256\" is not"},
+    {JOB("\"checkpoint\": {\"every_epochs\": -1}"),
+     "checkpoint.every_epochs: must be an integer >= 0"},
+    {JOB("\"checkpoint\": {\"keep\": 0}"), "checkpoint.keep: must be an integer in 1..1000"},
+    {JOB("\"eval\": {\"bn\": \"mean\"}"), "eval.bn: unknown \"mean\"; known: recompute, average, replica0"},
+    {JOB("\"log_every\": 0"), "log_every: must be an integer >= 1"},
+    {JOB("\"name\": \"\""), "name: must be non-empty printable text"},
+    {JOB("\"name\": \"a\\nb\""), "name: must be non-empty printable text, got \"a?b\""},
+    {"{\"model\": }", "JSON syntax error at byte 10"},
+    {"", "JSON syntax error at byte 0"},
+    {"{" BASE "} {}", "text after the job"},
+    {"[1, 2]", "job: must be a JSON object"},
+    {"\"job\"", "job: must be a JSON object"},
+};
+
+static void test_bad_fields(void)
+{
+    job_config cfg;
+    char err[2048];
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        const bad_case *c = &bad_cases[i];
+        int rc = parse(c->json, &cfg, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, c->want), "case %zu: want \"%s\", got rc %d \"%s\"", i,
+              c->want, rc, err);
+        /* One problem, one message: nothing else piles on. */
+        CHECK(count_messages(err) == 1, "case %zu: extra errors in \"%s\"", i, err);
+    }
+
+    /* Strings longer than their buffers. */
+    char big[4096], json[8192];
+    memset(big, 'a', 3000);
+    big[3000] = '\0';
+    snprintf(json, sizeof json, JOB("\"name\": \"%.200s\""), big);
+    CHECK(parse(json, &cfg, err, sizeof err) == -1 && strstr(err, "name: too long (at most 127 bytes)"),
+          "%s", err);
+    snprintf(json, sizeof json, "{" MODEL ", \"data\": {\"dataset\": \"cifar10\", \"root\": \"%s\"}, "
+             SGD "}", big);
+    CHECK(parse(json, &cfg, err, sizeof err) == -1 &&
+              strstr(err, "data.root: too long (at most 1023 bytes)") && count_messages(err) == 1,
+          "%s", err);
+    snprintf(json, sizeof json, JOB("\"devices\": \"%.64s\""), big);
+    CHECK(parse(json, &cfg, err, sizeof err) == -1 && strstr(err, "devices: too long (at most 63 bytes)"),
+          "%s", err);
+    /* An unknown key is shown clipped. */
+    snprintf(json, sizeof json, JOB("\"%s\": 1"), big);
+    CHECK(parse(json, &cfg, err, sizeof err) == -1 && strstr(err, "...: unknown field") &&
+              strlen(err) < 100,
+          "%s", err);
+
+    /* A NUL inside the given length is an error, not an early end. */
+    static const char with_nul[] = "{\"epochs\": 2}\0garbage";
+    CHECK(job_config_parse(with_nul, sizeof with_nul - 1, &cfg, err, sizeof err) == -1 &&
+              strstr(err, "NUL byte"),
+          "%s", err);
+    /* Only len bytes are read: a valid job followed by junk beyond len parses. */
+    static const char prefix[] = "{" BASE "}xxxx";
+    CHECK(job_config_parse(prefix, sizeof prefix - 5, &cfg, err, sizeof err) == 0, "%s", err);
+}
+
+static void test_all_errors_at_once(void)
+{
+    job_config cfg;
+    char err[2048];
+    const char *json = "{\"model\": {\"arch\": \"lenet\", \"foo\": 1}, "
+                       "\"data\": {\"dataset\": \"synthetic\", \"split\": 3}, "
+                       "\"algorithm\": {\"name\": \"parle\", \"L\": -2}, "
+                       "\"optim\": {\"lr\": -1, \"lr_schedule\": [[3, 0.1], [2, 0.1]]}, "
+                       "\"epochs\": 0, \"bogus\": true}";
+    const char *want[] = {"model.foo: unknown field", "data.split: must be a boolean",
+                          "algorithm.L: must be an integer", "optim.lr: must be > 0",
+                          "optim.lr_schedule[1]: epochs must increase",
+                          "epochs: must be an integer", "bogus: unknown field"};
+    int n = (int)(sizeof want / sizeof want[0]);
+    CHECK(parse(json, &cfg, err, sizeof err) == -1, "should fail");
+    for (int i = 0; i < n; i++)
+        CHECK(strstr(err, want[i]), "missing \"%s\" in \"%s\"", want[i], err);
+    CHECK(count_messages(err) == n, "%d messages in \"%s\"", count_messages(err), err);
+}
+
+static void test_truncation(void)
+{
+    /* Many errors: every unknown field is one. */
+    char json[8192];
+    size_t at = (size_t)snprintf(json, sizeof json, "{" BASE);
+    for (int i = 0; i < 200; i++)
+        at += (size_t)snprintf(json + at, sizeof json - at, ", \"unknown_%d\": %d", i, i);
+    snprintf(json + at, sizeof json - at, "}");
+
+    job_config cfg;
+    static char full[65536];
+    CHECK(parse(json, &cfg, full, sizeof full) == -1, "should fail");
+    size_t full_len = strlen(full);
+    CHECK(full_len > 4000 && strstr(full, "unknown_199: unknown field"), "full list %zu", full_len);
+
+    char buf[600];
+    for (size_t errlen = 0; errlen < 520; errlen++) {
+        memset(buf, '#', sizeof buf);
+        CHECK(parse(json, &cfg, buf, errlen) == -1, "errlen %zu", errlen);
+        int guard_ok = 1;
+        for (size_t i = errlen; i < sizeof buf; i++)
+            guard_ok &= buf[i] == '#';
+        CHECK(guard_ok, "errlen %zu: wrote past the buffer", errlen);
+        if (errlen == 0)
+            continue;
+        size_t len = strnlen(buf, errlen);
+        CHECK(len == errlen - 1, "errlen %zu: length %zu", errlen, len);
+        size_t dots = errlen - 1 < 3 ? errlen - 1 : 3;
+        CHECK(!memcmp(buf + len - dots, "...", dots), "errlen %zu: \"%s\"", errlen, buf);
+        CHECK(!memcmp(buf, full, len - dots), "errlen %zu: not a prefix: \"%s\"", errlen, buf);
+    }
+    CHECK(parse(json, &cfg, NULL, 0) == -1, "no error buffer");
+}
+
+/* The lr of epoch e by a second route: walk the schedule from its end. */
+static double lr_reference(const double (*schedule)[2], int n, int epoch)
+{
+    double lr = schedule[n - 1][1];
+    for (int i = n - 1; i >= 0; i--)
+        if (epoch < schedule[i][0])
+            lr = schedule[i][1];
+    return lr;
+}
+
+static void test_lr_at_epoch(void)
+{
+    job_config cfg;
+    char err[1024];
+    CHECK(parse(JOB("\"optim\": {\"lr\": 0.3}"), &cfg, err, sizeof err) == 0, "%s", err);
+    CHECK(job_lr_at_epoch(&cfg, 0) == 0.3 && job_lr_at_epoch(&cfg, 50) == 0.3, "no schedule");
+
+    CHECK(parse(JOB("\"optim\": {\"lr_schedule\": [[1, 0.1], [2, 0.02], [5, 0.004]]}"), &cfg, err,
+                sizeof err) == 0,
+          "%s", err);
+    const double want[] = {0.1, 0.02, 0.004, 0.004, 0.004, 0.004, 0.004};
+    for (int e = 0; e < 7; e++)
+        CHECK(job_lr_at_epoch(&cfg, e) == want[e], "epoch %d: %g", e, job_lr_at_epoch(&cfg, e));
+
+    /* Random schedules, written as JSON and parsed back. */
+    for (int trial = 0; trial < 200; trial++) {
+        int n = 1 + (int)test_uniform(0, JOB_MAX_SCHEDULE);
+        double schedule[JOB_MAX_SCHEDULE][2];
+        char json[2048], entries[1536];
+        size_t at = 0;
+        int epoch = 0;
+        for (int i = 0; i < n; i++) {
+            epoch += 1 + (int)test_uniform(0, 5);
+            schedule[i][0] = epoch;
+            schedule[i][1] = test_uniform(1e-4, 1);
+            at += (size_t)snprintf(entries + at, sizeof entries - at, "%s[%d, %.17g]", i ? ", " : "",
+                                   epoch, schedule[i][1]);
+        }
+        snprintf(json, sizeof json, JOB("\"optim\": {\"lr_schedule\": [%s]}"), entries);
+        CHECK(parse(json, &cfg, err, sizeof err) == 0, "%s", err);
+        CHECK(cfg.optim.nschedule == n, "n %d", cfg.optim.nschedule);
+        for (int e = 0; e <= epoch + 2; e++)
+            CHECK(job_lr_at_epoch(&cfg, e) == lr_reference(schedule, n, e), "trial %d epoch %d",
+                  trial, e);
+    }
+}
+
+/* Mangled job files: each mutation must end in 0 or -1 with a message, never
+ * a crash or a read past the given length (ASan watches the exact-size copy). */
+static void test_mutations(void)
+{
+    const char *names[] = {"lenet-fmnist-sgd.json", "lenet-fmnist-parle.json",
+                           "mlp-synthetic-sgd.json"};
+    job_config cfg;
+    char err[512];
+    int failed_parses = 0, runs = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        size_t len;
+        char *text = read_text(names[k], &len);
+        if (!text)
+            continue;
+        for (int trial = 0; trial < 3000; trial++) {
+            char *m = malloc(len + 1);
+            memcpy(m, text, len);
+            size_t mlen = len;
+            int edits = 1 + (int)test_uniform(0, 4);
+            for (int e = 0; e < edits && mlen > 0; e++) {
+                size_t pos = (size_t)test_uniform(0, (double)mlen);
+                switch ((int)test_uniform(0, 4)) {
+                case 0: /* delete a byte */
+                    memmove(m + pos, m + pos + 1, mlen - pos - 1);
+                    mlen--;
+                    break;
+                case 1: /* flip a byte to anything */
+                    m[pos] = (char)(int)test_uniform(0, 256);
+                    break;
+                case 2: /* truncate */
+                    mlen = pos;
+                    break;
+                default: /* a structural character somewhere */
+                    m[pos] = "{}[]\",:0-e."[(int)test_uniform(0, 11)];
+                }
+            }
+            char *exact = malloc(mlen ? mlen : 1);
+            memcpy(exact, m, mlen);
+            int rc = job_config_parse(exact, mlen, &cfg, err, sizeof err);
+            runs++;
+            CHECK(rc == 0 || (rc == -1 && err[0]), "rc %d err \"%s\"", rc, err);
+            if (rc == 0)
+                CHECK(cfg.epochs >= 1 && cfg.algorithm.replicas >= 1 && cfg.optim.batch >= 1 &&
+                          cfg.optim.lr > 0 && cfg.model.arch[0] && cfg.name[0],
+                      "accepted an invalid job");
+            failed_parses += rc != 0;
+            free(exact);
+            free(m);
+        }
+        free(text);
+    }
+    CHECK(runs == 9000 && failed_parses > runs / 2, "%d of %d mutations rejected", failed_parses,
+          runs);
+}
+
+int main(void)
+{
+    test_init("jobconfig");
+    test_shipped_configs();
+    test_defaults();
+    test_bad_fields();
+    test_all_errors_at_once();
+    test_truncation();
+    test_lr_at_epoch();
+    test_mutations();
+    return test_main_end();
+}
