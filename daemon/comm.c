@@ -56,7 +56,7 @@ const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const floa
 int comm_any(comm *c, int rank, int flag)
 {
     if (c->n == 1)
-        return flag != 0;
+        return flag;
     c->flags[rank] = flag;
     pthread_barrier_wait(&c->barrier);
     int any = 0;
@@ -64,5 +64,5 @@ int comm_any(comm *c, int rank, int flag)
         any |= c->flags[j];
     /* Nobody may overwrite a flag before everyone has read them all. */
     pthread_barrier_wait(&c->barrier);
-    return any != 0;
+    return any;
 }

@@ -27,7 +27,8 @@ void comm_barrier(comm *c);
 const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const float *vec,
                                  size_t len);
 
-/* 1 on every rank if any rank passed a non-zero flag. */
+/* The bitwise OR of every rank's flag, on every rank (an agreement point:
+ * e.g. "someone failed" or "stop now"). */
 int comm_any(comm *c, int rank, int flag);
 
 #endif

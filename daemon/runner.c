@@ -4,6 +4,7 @@
 #include "runner.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "checkpoint.h"
 #include "coupling.h"
 #include "replica.h"
 #include "sampler.h"
@@ -28,6 +30,7 @@ typedef struct job_run {
     long total_outer;
     double t_start;
     model eval_model;         /* the master, evaluated on rank 0's thread */
+    checkpoint_info resume;   /* resume.k > 0: continue from this checkpoint */
     pthread_mutex_t lock;     /* guards failed / err */
     int failed;
     char err[512];
@@ -128,6 +131,104 @@ static void evaluate_master(job_run *run, replica *r, int epochs_done, double tr
     emit(run, &ev);
 }
 
+static void emit_log(job_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void emit_log(job_run *run, const char *fmt, ...)
+{
+    run_event ev = {.kind = RUN_EV_LOG, .epochs = run->cfg->epochs};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.message, sizeof ev.message, fmt, ap);
+    va_end(ap);
+    emit(run, &ev);
+}
+
+/* The replica's checkpointed tensors: the rule's state vectors and the BN
+ * statistics, as 1-D tensors. Returns how many. */
+static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **data)
+{
+    const char *names[RULE_MAX_STATE];
+    int n = run->rule->state(r, names, data);
+    for (int i = 0; i <= n; i++) {
+        memset(&ts[i], 0, sizeof ts[i]);
+        snprintf(ts[i].name, sizeof ts[i].name, "%s", i < n ? names[i] : "bn_stats");
+        ts[i].count = i < n ? r->model.nparams : r->model.nstats;
+        ts[i].ndim = 1;
+        ts[i].shape[0] = (int)ts[i].count;
+    }
+    data[n] = r->model.stats;
+    return n + 1;
+}
+
+/* Every rank writes its file; if all did, rank 0 completes the checkpoint. */
+static void take_checkpoint(job_run *run, replica *r, const sampler *smp, long step)
+{
+    tensor_info ts[RULE_MAX_STATE + 1];
+    float *data[RULE_MAX_STATE + 1];
+    int n = replica_tensors(run, r, ts, data);
+    char pass[32], pos[32], draws[32], sync_s[32], err[512];
+    snprintf(pass, sizeof pass, "%ld", smp->pass);
+    snprintf(pos, sizeof pos, "%d", smp->pos);
+    snprintf(draws, sizeof draws, "%llu", (unsigned long long)smp->draws);
+    snprintf(sync_s, sizeof sync_s, "%.17g", r->sync_s);
+    st_meta meta[] = {{"sampler_pass", pass}, {"sampler_pos", pos}, {"sampler_draws", draws},
+                      {"sync_s", sync_s}};
+    int bad = checkpoint_write_replica(run->hooks->checkpoint_dir, r->k, r->rank, ts,
+                                       (const float *const *)data, n, meta, 4, err,
+                                       sizeof err) != 0;
+    if (bad)
+        emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",
+                 r->k, err);
+    if (comm_any(r->comm, r->rank, bad) || r->rank != 0)
+        return;
+    checkpoint_info info = {.k = r->k, .step = step, .replicas = run->n,
+                            .epochs_done = run->result.epochs_done,
+                            .test_error = run->result.test_error,
+                            .test_loss = run->result.test_loss,
+                            .elapsed_s = now_s() - run->t_start};
+    if (checkpoint_commit(run->hooks->checkpoint_dir, &info, run->cfg->checkpoint.keep, err,
+                          sizeof err) != 0)
+        emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",
+                 r->k, err);
+    else
+        emit_log(run, "checkpoint at outer iteration %ld (step %ld) written", r->k, step);
+}
+
+static int meta_long(const char *json, const char *key, long long *out)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *at = json ? strstr(json, pat) : NULL;
+    if (!at)
+        return -1;
+    char *end;
+    *out = strtoll(at + strlen(pat), &end, 10);
+    return *end == '"' ? 0 : -1;
+}
+
+static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, size_t errlen)
+{
+    tensor_info ts[RULE_MAX_STATE + 1];
+    float *data[RULE_MAX_STATE + 1];
+    int n = replica_tensors(run, r, ts, data);
+    char *meta = NULL;
+    if (checkpoint_read_replica(&run->resume, r->rank, ts, data, n, &meta, err, errlen) != 0)
+        return -1;
+    long long pass = -1, pos = -1, draws = 0;
+    int rc = meta_long(meta, "sampler_pass", &pass) | meta_long(meta, "sampler_pos", &pos) |
+             meta_long(meta, "sampler_draws", &draws);
+    const char *sync_at = meta ? strstr(meta, "\"sync_s\":\"") : NULL;
+    r->sync_s = sync_at ? strtod(sync_at + 10, NULL) : 0.0;
+    free(meta);
+    if (rc != 0 || pos < 0 || pos > smp->count || pass < 0) {
+        snprintf(err, errlen, "checkpoint at outer iteration %ld: replica %d: bad sampler "
+                 "position in its metadata", run->resume.k, r->rank);
+        return -1;
+    }
+    sampler_restore(smp, (long)pass, (int)pos, (uint64_t)draws);
+    return 0;
+}
+
 typedef struct replica_arg {
     job_run *run;
     int rank;
@@ -168,16 +269,29 @@ static void *replica_main(void *p)
     if (comm_any(&run->comm, r.rank, setup != 0))
         goto out;
 
+    long k0 = 0, step = 0;
+    if (run->resume.k > 0) {
+        int bad = restore_replica(run, &r, &smp, err, sizeof err) != 0;
+        if (bad)
+            run_fail(run, err);
+        if (comm_any(&run->comm, r.rank, bad))
+            goto out;
+        k0 = run->resume.k;
+        step = run->resume.step;
+    }
+
     const int S = run->rule->steps_per_sync(cfg);
     const long nb = run->outer_per_epoch;
     const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)r.rank, RNG_STREAM_DROPOUT);
     double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
                                                   : job_lr_at_epoch(cfg, 0);
     r.inner_lr = (float)inner_lr;
-    long step = 0, window_steps = 0;
+    long window_steps = 0;
     double window_loss = 0.0, window_t0 = now_s(), epoch_loss = 0.0;
     long epoch_steps = 0;
-    for (long k = 1; k <= run->total_outer; k++) {
+    const int every = cfg->checkpoint.every_epochs;
+    const int checkpoints = run->hooks && run->hooks->checkpoint_dir;
+    for (long k = k0 + 1; k <= run->total_outer; k++) {
         int epoch = (int)((k - 1) / nb);
         r.k = k;
         r.lr = (float)job_lr_at_epoch(cfg, epoch);
@@ -209,21 +323,16 @@ static void *replica_main(void *p)
         }
         if (!bad)
             run->rule->sync(&r);
-        int stop = bad || run_has_failed(run) || (run->hooks && run->hooks->stop && *run->hooks->stop);
-        if (comm_any(&run->comm, r.rank, stop)) {
-            if (r.rank == 0)
-                run->result.stopped = !run_has_failed(run);
-            break;
-        }
         if (r.rank == 0 && (window_steps >= cfg->log_every || k % nb == 0)) {
             double t = now_s(), elapsed = t - run->t_start;
             double done = (double)k / (double)run->total_outer;
             run_event ev = {
                 .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
                 .data_passes = (double)step / (double)nb,
-                .train_loss = window_loss / (double)window_steps,
+                .train_loss = window_steps ? window_loss / (double)window_steps : 0.0,
                 .images_per_sec = (double)window_steps * batch * run->n / (t - window_t0),
-                .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0, .rho = r.rho,
+                .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0,
+                .rho = run->n > 1 ? r.rho : 0,
                 .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
                 .compute_s = elapsed - r.sync_s, .sync_s = r.sync_s,
             };
@@ -232,12 +341,29 @@ static void *replica_main(void *p)
             window_loss = 0.0;
             window_t0 = t;
         }
-        if (k % nb == 0) {
+        int checkpointed = 0;
+        if (!bad && k % nb == 0) {
             evaluate_master(run, &r, epoch + 1, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
             if (r.rank == 0 && k == run->total_outer && run->hooks && run->hooks->on_final)
                 run->hooks->on_final(run->hooks->user, &run->eval_model);
             epoch_loss = 0.0;
             epoch_steps = 0;
+            /* The last boundary needs none: the job is over. */
+            if (checkpoints && every > 0 && (k / nb) % every == 0 && k < run->total_outer) {
+                take_checkpoint(run, &r, &smp, step);
+                checkpointed = 1;
+            }
+        }
+        /* Everyone agrees whether to go on: a failure anywhere, or a stop. */
+        int want = bad || run_has_failed(run) ? 4 : (run->hooks && run->hooks->stop ? *run->hooks->stop : 0);
+        int agreed = comm_any(&run->comm, r.rank, want);
+        if (agreed) {
+            if (!(agreed & 4) && (agreed & RUN_STOP_CHECKPOINT) && checkpoints && !checkpointed &&
+                k < run->total_outer)
+                take_checkpoint(run, &r, &smp, step);
+            if (r.rank == 0)
+                run->result.stopped = !(agreed & 4) && k < run->total_outer;
+            break;
         }
     }
 out:
@@ -284,6 +410,24 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test, co
     }
     pthread_mutex_init(&run.lock, NULL);
     run.t_start = now_s();
+    if (hooks && hooks->checkpoint_dir) {
+        char log[2048];
+        int found = checkpoint_find_latest(hooks->checkpoint_dir, run.n, &run.resume, log, sizeof log);
+        for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+            emit_log(&run, "%s", line);
+        if (found == 1 && run.resume.k < run.total_outer) {
+            run.t_start -= run.resume.elapsed_s;
+            run.result.epochs_done = run.resume.epochs_done;
+            run.result.test_error = run.resume.test_error;
+            run.result.test_loss = run.resume.test_loss;
+            run.result.resumed_k = run.resume.k;
+            run.result.resumed_step = run.resume.step;
+            emit_log(&run, "resuming from %s (outer iteration %ld, step %ld)", run.resume.dir,
+                     run.resume.k, run.resume.step);
+        } else {
+            memset(&run.resume, 0, sizeof run.resume);
+        }
+    }
     pthread_t *tids = calloc((size_t)run.n, sizeof(pthread_t));
     replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
     int started = 0;

@@ -25,12 +25,18 @@ typedef struct run_event {
     char message[256];          /* RUN_EV_LOG */
 } run_event;
 
+enum { RUN_STOP = 1, RUN_STOP_CHECKPOINT = 2 };
+
 typedef struct run_hooks {
     /* Called from a replica thread; must be quick and thread-safe. */
     void (*on_event)(void *user, const run_event *ev);
     void *user;
-    /* Set non-zero (by any thread) to stop at the next step boundary. */
+    /* Set by any thread: RUN_STOP stops at the next outer-iteration boundary;
+     * RUN_STOP_CHECKPOINT checkpoints there first (daemon shutdown). */
     const volatile int *stop;
+    /* Checkpoints go here (cfg->checkpoint.every_epochs, .keep); NULL: none.
+     * If it holds a complete checkpoint, the run resumes from the newest. */
+    const char *checkpoint_dir;
     /* If set, called once after the last evaluation with the master (its
      * weights and the BN statistics it was evaluated with), e.g. to save it. */
     void (*on_final)(void *user, const model *master);
@@ -40,6 +46,7 @@ typedef struct run_result {
     double test_error, test_loss;  /* the master's last evaluation */
     int epochs_done;
     int stopped;                   /* ended early because *stop was set */
+    long resumed_k, resumed_step;  /* where a resumed run started (0: from scratch) */
 } run_result;
 
 /* cores: the CPU core ids the job may use (ncores >= 1). Returns 0, or -1 with

@@ -46,20 +46,40 @@ static void format_shape(char *buf, size_t len, const int *shape, int ndim)
         snprintf(buf + at, len - at, "]");
 }
 
-/* The model's own description of a tensor must be consistent before it is
- * written or filled. */
-static int check_tensor(const model *m, const tensor_info *t, const char *path, char *err,
-                        size_t errlen)
+/* A tensor's description must be consistent before it is written or filled. */
+static int check_tensor(const tensor_info *t, const char *path, char *err, size_t errlen)
 {
     size_t count = 1;
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; d < t->ndim && d < 4; d++)
         count *= (size_t)t->shape[d];
-    size_t limit = t->is_stat ? m->nstats : m->nparams;
-    if (t->ndim < 0 || t->ndim > 4 || count != t->count || t->offset > limit ||
-        t->count > limit - t->offset)
-        return st_fail(err, errlen, path, "model tensor %s is inconsistent (count %zu, offset %zu)",
-                       t->name, t->count, t->offset);
+    if (t->ndim < 0 || t->ndim > 4 || count != t->count)
+        return st_fail(err, errlen, path, "tensor %s is inconsistent (count %zu, shape of %zu)",
+                       t->name, t->count, count);
     return 0;
+}
+
+/* The data pointer of each of the model's tensors in params or stats, after
+ * checking each lies within its buffer. NULL (err filled) if not. */
+static float **model_tensor_data(const model *m, float *params, float *stats, const char *path,
+                                 char *err, size_t errlen)
+{
+    float **data = calloc(m->ntensors ? (size_t)m->ntensors : 1, sizeof(float *));
+    if (!data) {
+        st_fail(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < m->ntensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        size_t limit = t->is_stat ? m->nstats : m->nparams;
+        if (t->offset > limit || t->count > limit - t->offset) {
+            st_fail(err, errlen, path, "model tensor %s is inconsistent (count %zu, offset %zu)",
+                    t->name, t->count, t->offset);
+            free(data);
+            return NULL;
+        }
+        data[i] = (t->is_stat ? stats : params) + t->offset;
+    }
+    return data;
 }
 
 static int set_meta(cJSON *obj, const char *key, const char *value)
@@ -69,8 +89,8 @@ static int set_meta(cJSON *obj, const char *key, const char *value)
 }
 
 /* The header JSON (unpadded), or NULL with err filled. */
-static char *build_header(const char *path, const model *m, const st_meta *meta, int nmeta,
-                          char *err, size_t errlen)
+static char *build_header(const char *path, const tensor_info *ts, int n, const st_meta *meta,
+                          int nmeta, char *err, size_t errlen)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
@@ -81,9 +101,9 @@ static char *build_header(const char *path, const model *m, const st_meta *meta,
         if (set_meta(md, meta[i].key, meta[i].value) != 0)
             goto oom;
     size_t begin = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        const tensor_info *t = &m->tensors[i];
-        if (check_tensor(m, t, path, err, errlen) != 0)
+    for (int i = 0; i < n; i++) {
+        const tensor_info *t = &ts[i];
+        if (check_tensor(t, path, err, errlen) != 0)
             goto fail;
         if (cJSON_GetObjectItemCaseSensitive(root, t->name)) {
             st_fail(err, errlen, path, "tensor name %s is used twice", t->name);
@@ -116,10 +136,10 @@ fail:
     return NULL;
 }
 
-int safetensors_write(const char *path, const model *m, const float *params, const float *stats,
-                      const st_meta *meta, int nmeta, char *err, size_t errlen)
+int safetensors_write_tensors(const char *path, const tensor_info *ts, const float *const *data,
+                              int n, const st_meta *meta, int nmeta, char *err, size_t errlen)
 {
-    char *json = build_header(path, m, meta, nmeta, err, errlen);
+    char *json = build_header(path, ts, n, meta, nmeta, err, errlen);
     if (!json)
         return -1;
     size_t len = strlen(json);
@@ -135,11 +155,8 @@ int safetensors_write(const char *path, const model *m, const float *params, con
     int ok = fwrite(prefix, 1, 8, af.f) == 8 && fwrite(json, 1, len, af.f) == len;
     for (size_t i = len; ok && i < padded; i++)
         ok = fputc(' ', af.f) != EOF;
-    for (int i = 0; ok && i < m->ntensors; i++) {
-        const tensor_info *t = &m->tensors[i];
-        const float *src = (t->is_stat ? stats : params) + t->offset;
-        ok = fwrite(src, sizeof(float), t->count, af.f) == t->count;
-    }
+    for (int i = 0; ok && i < n; i++)
+        ok = fwrite(data[i], sizeof(float), ts[i].count, af.f) == ts[i].count;
     free(json);
     if (!ok) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
@@ -147,6 +164,19 @@ int safetensors_write(const char *path, const model *m, const float *params, con
         return -1;
     }
     return atomic_commit(&af, err, errlen);
+}
+
+int safetensors_write(const char *path, const model *m, const float *params, const float *stats,
+                      const st_meta *meta, int nmeta, char *err, size_t errlen)
+{
+    /* The writer only reads through these pointers. */
+    float **data = model_tensor_data(m, (float *)params, (float *)stats, path, err, errlen);
+    if (!data)
+        return -1;
+    int rc = safetensors_write_tensors(path, m->tensors, (const float *const *)data, m->ntensors,
+                                       meta, nmeta, err, errlen);
+    free(data);
+    return rc;
 }
 
 /* A JSON number that is an exact non-negative integer. */
@@ -381,8 +411,8 @@ static int read_tensor(FILE *f, const cJSON *root, uint64_t data_start, const te
     return 0;
 }
 
-int safetensors_read(const char *path, const model *m, float *params, float *stats,
-                     char **meta_json, char *err, size_t errlen)
+int safetensors_read_tensors(const char *path, const tensor_info *ts, float *const *data, int n,
+                             char **meta_json, char *err, size_t errlen)
 {
     if (meta_json)
         *meta_json = NULL;
@@ -394,13 +424,10 @@ int safetensors_read(const char *path, const model *m, float *params, float *sta
     cJSON *root = read_header(f, path, &data_start, &data_size, err, errlen);
     if (!root || check_layout(root, data_size, path, err, errlen) != 0)
         goto done;
-    for (int i = 0; i < m->ntensors; i++) {
-        const tensor_info *t = &m->tensors[i];
-        if (check_tensor(m, t, path, err, errlen) != 0 ||
-            read_tensor(f, root, data_start, t, (t->is_stat ? stats : params) + t->offset, path,
-                        err, errlen) != 0)
+    for (int i = 0; i < n; i++)
+        if (check_tensor(&ts[i], path, err, errlen) != 0 ||
+            read_tensor(f, root, data_start, &ts[i], data[i], path, err, errlen) != 0)
             goto done;
-    }
     if (meta_json) {
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
         *meta_json = md ? cJSON_PrintUnformatted(md) : strdup("{}");
@@ -413,5 +440,18 @@ int safetensors_read(const char *path, const model *m, float *params, float *sta
 done:
     cJSON_Delete(root);
     fclose(f);
+    return rc;
+}
+
+int safetensors_read(const char *path, const model *m, float *params, float *stats,
+                     char **meta_json, char *err, size_t errlen)
+{
+    if (meta_json)
+        *meta_json = NULL;
+    float **data = model_tensor_data(m, params, stats, path, err, errlen);
+    if (!data)
+        return -1;
+    int rc = safetensors_read_tensors(path, m->tensors, data, m->ntensors, meta_json, err, errlen);
+    free(data);
     return rc;
 }

@@ -24,4 +24,12 @@ int safetensors_write(const char *path, const model *m, const float *params, con
 int safetensors_read(const char *path, const model *m, float *params, float *stats,
                      char **meta_json, char *err, size_t errlen);
 
+/* The same over any list of named tensors, data[i] holding ts[i].count floats
+ * (offset and is_stat are not used): checkpoints save optimizer and coupling
+ * state this way. */
+int safetensors_write_tensors(const char *path, const tensor_info *ts, const float *const *data,
+                              int n, const st_meta *meta, int nmeta, char *err, size_t errlen);
+int safetensors_read_tensors(const char *path, const tensor_info *ts, float *const *data, int n,
+                             char **meta_json, char *err, size_t errlen);
+
 #endif

@@ -68,6 +68,16 @@ int sampler_next(sampler *s, const dataset *d, float *x, int32_t *y)
     return n;
 }
 
+void sampler_restore(sampler *s, long pass, int pos, uint64_t draws)
+{
+    s->draws = draws;
+    if (s->replacement || pass == 0)
+        return;
+    s->pass = pass - 1;
+    shuffle_pass(s); /* regenerates pass `pass - 1`'s order and counts it */
+    s->pos = pos;
+}
+
 void sampler_free(sampler *s)
 {
     free(s->perm);

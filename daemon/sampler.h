@@ -24,6 +24,8 @@ int sampler_init(sampler *s, const job_config *cfg, int n_examples, int rank, in
 /* Gathers the next mini-batch into x, y; returns its size (the last batch of
  * a pass may be short). */
 int sampler_next(sampler *s, const dataset *d, float *x, int32_t *y);
+/* Continue from a saved position (pass, pos, draws as in the struct). */
+void sampler_restore(sampler *s, long pass, int pos, uint64_t draws);
 void sampler_free(sampler *s);
 
 #endif

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include "replica.h"
 
+#define RULE_MAX_STATE 4
+
 typedef struct coupling_rule {
     const char *name;
     int (*init)(replica *r, char *err, size_t errlen);
@@ -20,6 +22,10 @@ typedef struct coupling_rule {
     void (*step)(replica *r);    /* r->model.grads holds the new gradient */
     void (*sync)(replica *r);    /* end of outer iteration r->k */
     float *(*weights)(replica *r);
+    /* The vectors (nparams floats each) that, with the BN statistics, are the
+     * replica's whole state at an outer-iteration boundary: what a checkpoint
+     * saves and a resume restores. Returns how many (at most RULE_MAX_STATE). */
+    int (*state)(replica *r, const char **names, float **bufs);
     void (*free)(replica *r);
 } coupling_rule;
 

@@ -96,6 +96,17 @@ static void parle_sync(replica *r)
 
 static float *parle_weights(replica *r) { return ((parle_state *)r->rule_state)->x; }
 
+static int parle_state_buffers(replica *r, const char **names, float **bufs)
+{
+    parle_state *s = r->rule_state;
+    int n = 0;
+    names[n] = "x", bufs[n++] = s->x;
+    names[n] = "u", bufs[n++] = s->u;
+    if (s->v)
+        names[n] = "v", bufs[n++] = s->v;
+    return n;
+}
+
 static void parle_free(replica *r)
 {
     parle_state *s = r->rule_state;
@@ -118,5 +129,6 @@ const coupling_rule coupling_parle = {
     .step = parle_step,
     .sync = parle_sync,
     .weights = parle_weights,
+    .state = parle_state_buffers,
     .free = parle_free,
 };
