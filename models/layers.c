@@ -150,5 +150,7 @@ void layer_bind(layer *l)
         l->forward = linear_layer_forward;
         l->backward = linear_layer_backward;
         break;
+    case LAYER_ADD: /* the driver sums and routes gradients itself */
+        break;
     }
 }

@@ -15,6 +15,7 @@ typedef struct net_builder {
     model *m;
     int cap_layers, cap_tensors;
     int c, h, w;              /* current per-example shape */
+    int cur;                  /* the layer the next one reads (-1: the model input) */
     int failed;               /* out of memory */
 } net_builder;
 
@@ -25,6 +26,11 @@ void nb_maxpool(net_builder *b, int k, int stride);
 void nb_avgpool(net_builder *b, int k, int stride);
 void nb_dropout(net_builder *b, float p);
 void nb_linear(net_builder *b, const char *name, int out);
+/* Residual wiring: the current layer's index; continue from an earlier one;
+ * add an earlier layer's output (same shape) to the current one. */
+int nb_here(const net_builder *b);
+void nb_from(net_builder *b, int index);
+void nb_add(net_builder *b, int other);
 
 /* Architectures (archs.c): return 0, or -1 with a message. */
 int arch_build(net_builder *b, const model_spec *spec, char *err, size_t errlen);

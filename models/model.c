@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "layers.h"
 
@@ -26,6 +27,8 @@ static layer *nb_push(net_builder *b, enum layer_kind kind)
     layer *l = &m->layers[m->nlayers++];
     memset(l, 0, sizeof(*l));
     l->kind = kind;
+    l->src = b->cur;
+    l->src2 = -1;
     l->in_c = l->out_c = b->c;
     l->in_h = l->out_h = b->h;
     l->in_w = l->out_w = b->w;
@@ -36,6 +39,7 @@ static layer *nb_push(net_builder *b, enum layer_kind kind)
 static void nb_finish(net_builder *b, layer *l)
 {
     l->out_size = (size_t)l->out_c * l->out_h * l->out_w;
+    b->cur = (int)(l - b->m->layers);
     b->c = l->out_c;
     b->h = l->out_h;
     b->w = l->out_w;
@@ -73,6 +77,31 @@ static size_t nb_tensor(net_builder *b, const char *layer_name, const char *suff
     t->offset = *total;
     *total += t->count;
     return t->offset;
+}
+
+int nb_here(const net_builder *b) { return b->cur; }
+
+void nb_from(net_builder *b, int index)
+{
+    const layer *l = &b->m->layers[index];
+    b->cur = index;
+    b->c = l->out_c;
+    b->h = l->out_h;
+    b->w = l->out_w;
+}
+
+void nb_add(net_builder *b, int other)
+{
+    const layer *o = &b->m->layers[other];
+    if (o->out_c != b->c || o->out_h != b->h || o->out_w != b->w) {
+        b->failed = 1;
+        return;
+    }
+    layer *l = nb_push(b, LAYER_ADD);
+    if (!l)
+        return;
+    l->src2 = other;
+    nb_finish(b, l);
 }
 
 void nb_conv(net_builder *b, const char *name, int out_c, int k, int stride, int pad, int bias)
@@ -165,7 +194,7 @@ int model_build(model *m, const model_spec *spec, int max_batch, char *err, size
         return -1;
     }
     m->max_batch = max_batch;
-    net_builder b = {.m = m, .c = spec->in_c, .h = spec->in_h, .w = spec->in_w};
+    net_builder b = {.m = m, .c = spec->in_c, .h = spec->in_h, .w = spec->in_w, .cur = -1};
     if (arch_build(&b, &m->spec, err, errlen) != 0) {
         model_free(m);
         return -1;
@@ -177,16 +206,20 @@ int model_build(model *m, const model_spec *spec, int max_batch, char *err, size
     m->params = calloc(m->nparams, sizeof(float));
     m->grads = calloc(m->nparams, sizeof(float));
     m->stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
-    m->dlogits = calloc((size_t)max_batch * m->spec.classes, sizeof(float));
-    if (!m->params || !m->grads || !m->stats || !m->dlogits)
+    if (!m->params || !m->grads || !m->stats)
         goto oom;
     for (int i = 0; i < m->nlayers; i++) {
         layer *l = &m->layers[i];
         size_t in = layer_in_size(l);
         if ((size_t)max_batch * in > grad_floats)
             grad_floats = (size_t)max_batch * in;
-        if (!(l->y = malloc((size_t)max_batch * l->out_size * sizeof(float))))
+        if (!(l->y = malloc((size_t)max_batch * l->out_size * sizeof(float))) ||
+            !(l->dy = malloc((size_t)max_batch * l->out_size * sizeof(float))))
             goto oom;
+        if (l->src >= 0)
+            m->layers[l->src].consumers++;
+        if (l->src2 >= 0)
+            m->layers[l->src2].consumers++;
         if (l->kind == LAYER_MAXPOOL &&
             !(l->argmax = malloc((size_t)max_batch * l->out_size * sizeof(int32_t))))
             goto oom;
@@ -194,9 +227,7 @@ int model_build(model *m, const model_spec *spec, int max_batch, char *err, size
                                     !(l->save_invstd = malloc((size_t)l->out_c * sizeof(float)))))
             goto oom;
     }
-    m->grad_a = malloc(grad_floats * sizeof(float));
-    m->grad_b = malloc(grad_floats * sizeof(float));
-    if (!m->grad_a || !m->grad_b)
+    if (!(m->grad_scratch = malloc(grad_floats * sizeof(float))))
         goto oom;
     return 0;
 oom:
@@ -209,6 +240,7 @@ void model_free(model *m)
 {
     for (int i = 0; m->layers && i < m->nlayers; i++) {
         free(m->layers[i].y);
+        free(m->layers[i].dy);
         free(m->layers[i].argmax);
         free(m->layers[i].save_mean);
         free(m->layers[i].save_invstd);
@@ -218,9 +250,7 @@ void model_free(model *m)
     free(m->params);
     free(m->grads);
     free(m->stats);
-    free(m->grad_a);
-    free(m->grad_b);
-    free(m->dlogits);
+    free(m->grad_scratch);
     memset(m, 0, sizeof(*m));
 }
 
@@ -232,6 +262,18 @@ static void init_uniform(float *p, size_t count, float bound, philox_key key, si
         p[i] = bound * (2.0f * philox_uniform_at(key, 0, offset + i) - 1.0f);
 }
 
+/* N(0, std) by Box-Muller, from a counter range apart from the uniform draws. */
+static void init_normal(float *p, size_t count, float std, philox_key key, size_t offset)
+{
+    const uint64_t base = (uint64_t)1 << 40;
+    for (size_t i = 0; i < count; i++) {
+        philox_out o = philox4x32(key, base + offset + i);
+        float u1 = ((float)(o.v[0] >> 8) + 1.0f) * (1.0f / 16777216.0f); /* (0, 1] */
+        float u2 = philox_uniform(o.v[1]);
+        p[i] = std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+    }
+}
+
 void model_init_params(model *m, uint64_t seed, uint32_t replica)
 {
     philox_key key = philox_make_key(seed, replica, RNG_STREAM_INIT);
@@ -241,7 +283,10 @@ void model_init_params(model *m, uint64_t seed, uint32_t replica)
             size_t fan_in = l->kind == LAYER_CONV ? (size_t)l->in_c * l->conv.k * l->conv.k
                                                   : layer_in_size(l);
             float bound = 1.0f / sqrtf((float)fan_in);
-            init_uniform(m->params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
+            if (l->init_std > 0)
+                init_normal(m->params + l->w, (size_t)l->out_c * fan_in, l->init_std, key, l->w);
+            else
+                init_uniform(m->params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
             if (l->b != NO_TENSOR)
                 init_uniform(m->params + l->b, (size_t)l->out_c, bound, key, l->b);
         } else if (l->kind == LAYER_BN) {
@@ -255,30 +300,86 @@ void model_init_params(model *m, uint64_t seed, uint32_t replica)
     }
 }
 
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const float *layer_input(const model *m, int src, const float *x)
+{
+    return src < 0 ? x : m->layers[src].y;
+}
+
 const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
                            enum forward_mode mode)
 {
-    const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
         layer *l = &m->layers[i];
-        l->forward(l, m, ctx, in, n, mode);
-        in = l->y;
+        double t0 = m->profile ? wall_s() : 0.0;
+        if (l->kind == LAYER_ADD) {
+            size_t count = (size_t)n * l->out_size;
+            memcpy(l->y, layer_input(m, l->src, x), count * sizeof(float));
+            vec_axpby(ctx, count, 1.0f, layer_input(m, l->src2, x), 1.0f, l->y);
+        } else {
+            l->forward(l, m, ctx, layer_input(m, l->src, x), n, mode);
+        }
+        if (m->profile)
+            m->profile[2 * i] += wall_s() - t0;
     }
-    return in;
+    return m->layers[m->nlayers - 1].y;
+}
+
+/* Where layer `src`'s gradient goes: straight into its dy when this is its only
+ * consumer, else into the scratch, to be added by grad_deliver. */
+static float *grad_target(model *m, int src)
+{
+    if (src < 0)
+        return NULL;
+    return m->layers[src].consumers == 1 ? m->layers[src].dy : m->grad_scratch;
+}
+
+/* Consumers run backward in reverse order, so the first to deliver copies and
+ * the later ones add. */
+static void grad_deliver(model *m, backend_ctx *ctx, int src, const float *g, int n,
+                         unsigned char *delivered)
+{
+    if (src < 0)
+        return;
+    layer *s = &m->layers[src];
+    size_t count = (size_t)n * s->out_size;
+    if (!delivered[src]) {
+        if (g != s->dy)
+            memcpy(s->dy, g, count * sizeof(float));
+        delivered[src] = 1;
+    } else {
+        vec_axpby(ctx, count, 1.0f, g, 1.0f, s->dy);
+    }
 }
 
 float model_train_grads(model *m, backend_ctx *ctx, const float *x, const int32_t *labels, int n,
                         int *correct)
 {
     const float *logits = model_forward(m, ctx, x, n, MODE_TRAIN);
-    float loss = softmax_xent(ctx, n, m->spec.classes, logits, labels, m->dlogits, correct);
-    const float *dy = m->dlogits;
+    layer *last = &m->layers[m->nlayers - 1];
+    float loss = softmax_xent(ctx, n, m->spec.classes, logits, labels, last->dy, correct);
+    unsigned char delivered[m->nlayers];
+    memset(delivered, 0, sizeof delivered);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer *l = &m->layers[i];
-        const float *in = i > 0 ? m->layers[i - 1].y : x;
-        float *dx = i == 0 ? NULL : (dy == m->grad_a ? m->grad_b : m->grad_a);
-        l->backward(l, m, ctx, in, dy, dx, n);
-        dy = dx;
+        double t0 = m->profile ? wall_s() : 0.0;
+        if (l->kind == LAYER_ADD) {
+            grad_deliver(m, ctx, l->src, l->dy, n, delivered);
+            grad_deliver(m, ctx, l->src2, l->dy, n, delivered);
+        } else {
+            float *dx = grad_target(m, l->src);
+            l->backward(l, m, ctx, layer_input(m, l->src, x), l->dy, dx, n);
+            if (dx)
+                grad_deliver(m, ctx, l->src, dx, n, delivered);
+        }
+        if (m->profile)
+            m->profile[2 * i + 1] += wall_s() - t0;
     }
     return loss;
 }

@@ -22,7 +22,7 @@ typedef struct model model;
 typedef struct layer layer;
 
 enum layer_kind { LAYER_CONV, LAYER_BN, LAYER_RELU, LAYER_MAXPOOL, LAYER_AVGPOOL, LAYER_DROPOUT,
-                  LAYER_LINEAR };
+                  LAYER_LINEAR, LAYER_ADD };
 
 /* How a forward pass treats BN and dropout. */
 enum forward_mode {
@@ -31,12 +31,18 @@ enum forward_mode {
     MODE_BN_RECOMPUTE, /* batch statistics folded into a cumulative mean, dropout off */
 };
 
+/* Layers run in order; each reads the output of an earlier layer (src, -1 for
+ * the model's input), an ADD layer two of them (residual connections). */
 struct layer {
     enum layer_kind kind;
+    int src, src2;              /* inputs: earlier layer indices, -1 = the model input */
+    int consumers;              /* how many later layers read this one's output */
     int in_c, in_h, in_w;       /* per example */
     int out_c, out_h, out_w;
     size_t out_size;            /* out_c * out_h * out_w */
     float *y;                   /* output, max_batch * out_size */
+    float *dy;                  /* gradient w.r.t. y during backward */
+    float init_std;             /* > 0: weights ~ N(0, init_std) instead of PyTorch's default */
     size_t w, b;                /* offsets into params/grads, or NO_TENSOR */
     size_t rmean, rvar;         /* offsets into stats (BN), or NO_TENSOR */
     conv2d_desc conv;
@@ -46,7 +52,7 @@ struct layer {
     float *save_mean, *save_invstd; /* BN, per channel */
     void (*forward)(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                     enum forward_mode mode);
-    /* dx may be NULL for the first layer. */
+    /* dx may be NULL for the first layer. ADD layers are handled by the driver. */
     void (*backward)(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
                      float *dx, int n);
 };
@@ -68,13 +74,15 @@ struct model {
     int ntensors;
     tensor_info *tensors;
     int max_batch;
-    float *grad_a, *grad_b;     /* ping-pong buffers for activation gradients */
-    float *dlogits;
+    float *grad_scratch;        /* a layer's dx when its input has several consumers */
     /* Dropout draws for the current step: key and a counter base that the
      * training loop sets from (seed, replica, step); layer i offsets it. */
     philox_key dropout_key;
     uint64_t dropout_counter;
     long bn_batches;            /* batches folded in by MODE_BN_RECOMPUTE */
+    /* Benchmarks only: if set, 2 * nlayers seconds, each layer's forward then
+     * backward time accumulated. */
+    double *profile;
 };
 
 int model_build(model *m, const model_spec *spec, int max_batch, char *err, size_t errlen);

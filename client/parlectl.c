@@ -1,0 +1,847 @@
+/* parlectl: the command-line client of parled. It speaks only the protocol
+ * of docs/protocol.md: one JSON request per line over the Unix socket, one
+ * JSON reply per line (plus event lines for watch and logs -f). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+
+#include "parle_config.h"
+
+/* Exit statuses: 0 success, 1 failure (an error reply, a job that did not
+ * end done), 2 a usage error. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static const char usage[] =
+    "usage: parlectl [--socket PATH] COMMAND [ARG]...\n"
+    "Talk to parled over its Unix socket (--socket, else $PARLE_SOCKET, else\n"
+    "$XDG_RUNTIME_DIR/parled.sock, else /run/parled.sock).\n"
+    "\n"
+    "commands:\n"
+    "  submit FILE [-q] [--set key.path=value]... [--watch] [--json]   queue a job\n"
+    "  status [ID] [--json]    one job, or the daemon and all jobs\n"
+    "  list [--json]           all jobs\n"
+    "  watch ID [--json]       follow a job's progress until it ends\n"
+    "  logs ID [-f]            a job's log (-f: follow until the job ends)\n"
+    "  cancel ID               cancel a queued or running job\n"
+    "  wait ID                 block until the job ends: exit 0 if done, 1 otherwise\n"
+    "  export ID FILE          write the job's master weights (safetensors)\n"
+    "  devices [--json]        the daemon's devices and what runs on them\n"
+    "  version [--json]        client and daemon versions\n"
+    "  shutdown                stop parled (running jobs stop at a step boundary)\n"
+    "\n"
+    "'parlectl COMMAND --help' describes a command. Exit status: 0 success, 1 failure,\n"
+    "2 usage error.\n";
+
+typedef struct command command;
+typedef int (*command_fn)(const command *cmd, int argc, char **argv);
+struct command {
+    const char *name;
+    command_fn run;
+    const char *help;
+};
+
+static char socket_path[4096];
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("parlectl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_FAIL;
+}
+
+static int usage_error(const command *cmd, const char *what, const char *arg)
+{
+    fprintf(stderr, "parlectl %s: %s%s; try 'parlectl %s --help'\n", cmd->name, what, arg,
+            cmd->name);
+    return EXIT_USAGE;
+}
+
+/* ---- the connection ---- */
+
+typedef struct conn {
+    int fd;
+    char *buf;
+    size_t start, len, cap;
+} conn;
+
+static int conn_open(conn *c)
+{
+    memset(c, 0, sizeof(*c));
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(socket_path) >= sizeof(addr.sun_path))
+        return fail("socket path too long: %s", socket_path);
+    memcpy(addr.sun_path, socket_path, strlen(socket_path) + 1);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0)
+        return fail("socket: %s", strerror(errno));
+    if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        int e = errno;
+        close(c->fd);
+        c->fd = -1;
+        if (e == ENOENT || e == ECONNREFUSED)
+            return fail("parled is not running on %s: start it with `parled --socket %s &`",
+                        socket_path, socket_path);
+        return fail("cannot connect to parled on %s: %s", socket_path, strerror(e));
+    }
+    return 0;
+}
+
+static void conn_close(conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->buf);
+    c->fd = -1;
+    c->buf = NULL;
+}
+
+static int conn_send(conn *c, cJSON *req)
+{
+    char *text = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    if (!text)
+        return fail("out of memory");
+    size_t n = strlen(text);
+    text[n] = '\n'; /* cJSON's terminator becomes the line's end */
+    size_t off = 0;
+    while (off < n + 1) {
+        ssize_t w = send(c->fd, text + off, n + 1 - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            free(text);
+            return fail("sending to parled: %s", strerror(errno));
+        }
+        off += (size_t)w;
+    }
+    free(text);
+    return 0;
+}
+
+/* The next line from parled, parsed; NULL (with a message) on EOF or junk. */
+static cJSON *conn_read(conn *c)
+{
+    for (;;) {
+        char *nl = c->len > c->start ? memchr(c->buf + c->start, '\n', c->len - c->start) : NULL;
+        if (nl) {
+            *nl = '\0';
+            cJSON *msg = cJSON_Parse(c->buf + c->start);
+            c->start = (size_t)(nl - c->buf) + 1;
+            if (!msg)
+                fail("parled sent a line that is not JSON");
+            return msg;
+        }
+        if (c->start > 0) {
+            memmove(c->buf, c->buf + c->start, c->len - c->start);
+            c->len -= c->start;
+            c->start = 0;
+        }
+        if (c->cap - c->len < 65536) {
+            size_t cap = c->cap ? c->cap * 2 : 131072;
+            char *b = realloc(c->buf, cap);
+            if (!b) {
+                fail("out of memory");
+                return NULL;
+            }
+            c->buf = b;
+            c->cap = cap;
+        }
+        ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            fail("parled closed the connection%s", r < 0 ? " (read error)" : "");
+            return NULL;
+        }
+        c->len += (size_t)r;
+    }
+}
+
+/* An error reply as one line; returns EXIT_FAIL. */
+static int reply_error(const cJSON *reply)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+    const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "code"));
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "message"));
+    if (code && strcmp(code, "invalid_job") == 0)
+        return fail("invalid job: %s", msg ? msg : "?");
+    return fail("%s (%s)", msg ? msg : "parled refused the request", code ? code : "error");
+}
+
+/* Send `req` and read its reply: the reply if ok, else NULL after printing
+ * the error. */
+static cJSON *request(conn *c, cJSON *req)
+{
+    if (conn_send(c, req) != 0)
+        return NULL;
+    cJSON *reply = conn_read(c);
+    if (reply && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"))) {
+        reply_error(reply);
+        cJSON_Delete(reply);
+        return NULL;
+    }
+    return reply;
+}
+
+static cJSON *op_request(const char *op, const char *id)
+{
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "op", op);
+    if (id)
+        cJSON_AddStringToObject(req, "id", id);
+    return req;
+}
+
+/* One connection, one request, one reply. */
+static cJSON *call(cJSON *req)
+{
+    conn c;
+    if (conn_open(&c) != 0) {
+        cJSON_Delete(req);
+        return NULL;
+    }
+    cJSON *reply = request(&c, req);
+    conn_close(&c);
+    return reply;
+}
+
+/* ---- output helpers ---- */
+
+static void print_json(const cJSON *v)
+{
+    char *text = cJSON_Print(v);
+    if (text)
+        puts(text);
+    free(text);
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+    return s ? s : "";
+}
+
+static const char *fmt_duration(double s, char *buf, size_t len)
+{
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    long t = lround(s);
+    if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+    return buf;
+}
+
+static const char *fmt_percent(double v, char *buf, size_t len)
+{
+    if (isfinite(v))
+        snprintf(buf, len, "%.2f%%", 100 * v);
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+static const char *fmt_num(double v, const char *fmt, char *buf, size_t len)
+{
+    if (isfinite(v))
+        snprintf(buf, len, fmt, v);
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+static void print_job(const cJSON *j)
+{
+    char a[32], b[32], c[32], d[32];
+    printf("%s  %s  %s\n", str(j, "id"), str(j, "name"), str(j, "state"));
+    printf("  %s x%.0f, %s on %s, devices %s\n", str(j, "algorithm"), num(j, "replicas"),
+           str(j, "model"), str(j, "dataset"), str(j, "devices"));
+    printf("  epoch %.0f/%.0f  step %.0f  data passes %s\n", num(j, "epoch"), num(j, "epochs"),
+           num(j, "step"), fmt_num(num(j, "data_passes"), "%.2f", a, sizeof(a)));
+    printf("  train loss %s  test error %s  test loss %s\n",
+           fmt_num(num(j, "train_loss"), "%.4f", a, sizeof(a)),
+           fmt_percent(num(j, "test_error"), b, sizeof(b)),
+           fmt_num(num(j, "test_loss"), "%.4f", c, sizeof(c)));
+    printf("  images/s %s  elapsed %s  ETA %s\n",
+           fmt_num(num(j, "images_per_sec"), "%.0f", a, sizeof(a)),
+           fmt_duration(num(j, "elapsed_s"), b, sizeof(b)), fmt_duration(num(j, "eta_s"), d, sizeof(d)));
+    if (*str(j, "error"))
+        printf("  error: %s\n", str(j, "error"));
+}
+
+static void print_job_table(const cJSON *jobs)
+{
+    char a[32], b[32];
+    printf("%-8s %-10s %-28s %-14s %-9s %-10s %s\n", "ID", "STATE", "NAME", "ALGORITHM", "EPOCH",
+           "TEST ERR", "ELAPSED");
+    const cJSON *j;
+    cJSON_ArrayForEach(j, jobs) {
+        char algo[32], epoch[24];
+        snprintf(algo, sizeof(algo), "%s x%.0f", str(j, "algorithm"), num(j, "replicas"));
+        snprintf(epoch, sizeof(epoch), "%.0f/%.0f", num(j, "epoch"), num(j, "epochs"));
+        printf("%-8s %-10s %-28.28s %-14s %-9s %-10s %s\n", str(j, "id"), str(j, "state"),
+               str(j, "name"), algo, epoch, fmt_percent(num(j, "test_error"), a, sizeof(a)),
+               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)));
+    }
+}
+
+/* ---- watching a job ---- */
+
+typedef struct progress {
+    int tty, quiet, json;
+    int bar_shown;
+    double test_error;
+} progress;
+
+static void bar_clear(progress *p)
+{
+    if (p->tty && p->bar_shown) {
+        fputs("\r\033[K", stdout);
+        p->bar_shown = 0;
+    }
+}
+
+static void bar_draw(progress *p, const char *id, const cJSON *ev)
+{
+    char loss[32], terr[32], ips[32], eta[32];
+    double elapsed = num(ev, "elapsed_s"), left = num(ev, "eta_s");
+    double frac = isfinite(elapsed) && isfinite(left) && elapsed + left > 0
+                      ? elapsed / (elapsed + left) : 0;
+    char bar[21];
+    int filled = (int)(frac * 20 + 0.5);
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[20] = '\0';
+    printf("%s%s epoch %.0f/%.0f [%s] %3.0f%% step %.0f loss %s test err %s %s img/s ETA %s%s",
+           p->tty ? "\r" : "", id, num(ev, "epoch") + 1 > num(ev, "epochs") ? num(ev, "epochs")
+                                                                          : num(ev, "epoch") + 1,
+           num(ev, "epochs"), bar, 100 * frac, num(ev, "step"),
+           fmt_num(num(ev, "train_loss"), "%.4f", loss, sizeof(loss)),
+           fmt_percent(p->test_error, terr, sizeof(terr)),
+           fmt_num(num(ev, "images_per_sec"), "%.0f", ips, sizeof(ips)),
+           fmt_duration(left, eta, sizeof(eta)), p->tty ? "\033[K" : "\n");
+    fflush(stdout);
+    p->bar_shown = p->tty;
+}
+
+/* Print one event of a watch; returns 1 at the final "end" line. */
+static int show_event(progress *p, const cJSON *ev, const char **state)
+{
+    const char *kind = str(ev, "event"), *id = str(ev, "id");
+    if (strcmp(kind, "end") == 0)
+        *state = str(ev, "state");
+    if (p->json) {
+        char *text = cJSON_PrintUnformatted(ev);
+        if (text)
+            puts(text);
+        free(text);
+        fflush(stdout);
+        return strcmp(kind, "end") == 0;
+    }
+    if (strcmp(kind, "eval") == 0)
+        p->test_error = num(ev, "test_error");
+    if (p->quiet)
+        return strcmp(kind, "end") == 0;
+    char a[32], b[32];
+    if (strcmp(kind, "progress") == 0) {
+        bar_draw(p, id, ev);
+    } else if (strcmp(kind, "eval") == 0) {
+        bar_clear(p);
+        printf("%s epoch %.0f/%.0f: test error %s, test loss %s\n", id, num(ev, "epoch"),
+               num(ev, "epochs"), fmt_percent(num(ev, "test_error"), a, sizeof(a)),
+               fmt_num(num(ev, "test_loss"), "%.4f", b, sizeof(b)));
+    } else if (strcmp(kind, "log") == 0) {
+        bar_clear(p);
+        printf("%s: %s\n", id, str(ev, "message"));
+    } else if (strcmp(kind, "state") == 0) {
+        bar_clear(p);
+        printf("%s: %s\n", id, str(ev, "state"));
+    } else if (strcmp(kind, "end") == 0) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(ev, "job");
+        bar_clear(p);
+        printf("%s %s: test error %s, elapsed %s\n", id, str(ev, "state"),
+               fmt_percent(num(j, "test_error"), a, sizeof(a)),
+               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)));
+        return 1;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* Watch job `id` until it ends: 0 if it ended done, 1 otherwise. */
+static int watch_job(const char *id, int quiet, int json)
+{
+    conn c;
+    if (conn_open(&c) != 0)
+        return EXIT_FAIL;
+    cJSON *reply = request(&c, op_request("watch", id));
+    if (!reply) {
+        conn_close(&c);
+        return EXIT_FAIL;
+    }
+    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = quiet, .json = json};
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(reply, "job");
+    p.test_error = num(j, "test_error");
+    if (json)
+        print_json(j);
+    cJSON_Delete(reply);
+    const char *state = NULL;
+    int rc = EXIT_FAIL;
+    cJSON *ev;
+    while ((ev = conn_read(&c))) {
+        int end = show_event(&p, ev, &state);
+        if (end) {
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "job");
+            rc = strcmp(state, "done") == 0 ? EXIT_OK : EXIT_FAIL;
+            if (rc != EXIT_OK && *str(st, "error"))
+                fail("job %s %s: %s", id, state, str(st, "error"));
+            else if (rc != EXIT_OK)
+                fail("job %s ended %s", id, state);
+        }
+        cJSON_Delete(ev);
+        if (end)
+            break;
+    }
+    bar_clear(&p);
+    conn_close(&c);
+    return rc;
+}
+
+/* ---- --set key.path=value ---- */
+
+/* Set `path` (dotted) in `root` to `value`, parsed as JSON if it is JSON,
+ * else taken as a string; intermediate objects are created. */
+static int set_path(cJSON *root, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return fail("--set %s: expected key.path=value", assignment);
+    char path[512];
+    size_t plen = (size_t)(eq - assignment);
+    if (plen >= sizeof(path))
+        return fail("--set: key path too long");
+    memcpy(path, assignment, plen);
+    path[plen] = '\0';
+    cJSON *value = cJSON_Parse(eq + 1);
+    if (!value)
+        value = cJSON_CreateString(eq + 1);
+    cJSON *obj = root;
+    char *key = path;
+    for (char *dot; (dot = strchr(key, '.')); key = dot + 1) {
+        *dot = '\0';
+        if (!*key)
+            break;
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(obj, key);
+        if (!child)
+            child = cJSON_AddObjectToObject(obj, key);
+        if (!cJSON_IsObject(child)) {
+            cJSON_Delete(value);
+            return fail("--set %.*s: %s is not an object in the job", (int)plen, assignment, key);
+        }
+        obj = child;
+    }
+    if (!*key) {
+        cJSON_Delete(value);
+        return fail("--set %s: empty key in the path", assignment);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(obj, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, value);
+    else
+        cJSON_AddItemToObject(obj, key, value);
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        char *b = realloc(buf, cap * 2);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* ---- commands ---- */
+
+/* Flags common to the commands: --json, -q, -f. */
+typedef struct args {
+    int json, quiet, follow, watch;
+    char *pos[3];
+    int npos;
+    char *sets[64];
+    int nsets;
+} args;
+
+/* Parse argv after the command's name; `allowed` lists the flags it takes
+ * ("jqfws"). Prints the usage error and returns -1, or 1 for --help. */
+static int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
+                      args *a)
+{
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+            printf("usage: parlectl %s\n", cmd->help);
+            return 1;
+        } else if (strcmp(s, "--json") == 0 && strchr(allowed, 'j')) {
+            a->json = 1;
+        } else if (strcmp(s, "-q") == 0 && strchr(allowed, 'q')) {
+            a->quiet = 1;
+        } else if (strcmp(s, "-f") == 0 && strchr(allowed, 'f')) {
+            a->follow = 1;
+        } else if (strcmp(s, "--watch") == 0 && strchr(allowed, 'w')) {
+            a->watch = 1;
+        } else if ((strcmp(s, "--set") == 0 || strncmp(s, "--set=", 6) == 0) &&
+                   strchr(allowed, 's')) {
+            if (s[5] == '\0' && i + 1 >= argc)
+                return usage_error(cmd, "--set needs key.path=value", ""), -1;
+            if (a->nsets == (int)(sizeof(a->sets) / sizeof(a->sets[0])))
+                return usage_error(cmd, "too many --set options", ""), -1;
+            a->sets[a->nsets++] = s[5] == '=' ? (char *)s + 6 : argv[++i];
+        } else if (s[0] == '-' && s[1] != '\0') {
+            return usage_error(cmd, "unknown option ", s), -1;
+        } else if (a->npos < maxpos) {
+            a->pos[a->npos++] = argv[i];
+        } else {
+            return usage_error(cmd, "unexpected argument ", s), -1;
+        }
+    }
+    return 0;
+}
+
+#define PARSE(allowed, minpos, maxpos)                                               \
+    args a;                                                                          \
+    int parsed_ = parse_args(cmd, argc, argv, allowed, maxpos, &a);                  \
+    if (parsed_ != 0)                                                                \
+        return parsed_ > 0 ? EXIT_OK : EXIT_USAGE;                                   \
+    if (a.npos < (minpos))                                                           \
+        return usage_error(cmd, "missing argument", "");
+
+static int cmd_submit(const command *cmd, int argc, char **argv)
+{
+    PARSE("qjsw", 1, 1);
+    size_t len = 0;
+    char *text = read_file(a.pos[0], &len);
+    if (!text)
+        return fail("cannot read %s: %s", a.pos[0], strerror(errno));
+    const char *end = NULL;
+    cJSON *job = cJSON_ParseWithOpts(text, &end, 1);
+    if (!job || !cJSON_IsObject(job)) {
+        int line = 1;
+        for (const char *p = text; end && p < end; p++)
+            line += *p == '\n';
+        free(text);
+        cJSON_Delete(job);
+        return job ? fail("%s: a job file holds one JSON object", a.pos[0])
+                   : fail("%s: not valid JSON (line %d)", a.pos[0], line);
+    }
+    free(text);
+    for (int i = 0; i < a.nsets; i++)
+        if (set_path(job, a.sets[i]) != 0) {
+            cJSON_Delete(job);
+            return EXIT_FAIL;
+        }
+    cJSON *req = op_request("submit", NULL);
+    cJSON_AddItemToObject(req, "job", job);
+    cJSON *reply = call(req);
+    if (!reply)
+        return EXIT_FAIL;
+    char id[64];
+    snprintf(id, sizeof(id), "%s", str(reply, "id"));
+    if (a.json && !a.watch)
+        print_json(reply);
+    else if (a.quiet)
+        puts(id);
+    else
+        printf("submitted %s (%s)\n", id, str(reply, "state"));
+    fflush(stdout);
+    cJSON_Delete(reply);
+    return a.watch ? watch_job(id, 0, a.json) : EXIT_OK;
+}
+
+static int cmd_status(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 0, 1);
+    cJSON *reply = call(op_request("status", a.npos ? a.pos[0] : NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(reply, "job");
+    if (job) {
+        if (a.json)
+            print_json(job);
+        else
+            print_job(job);
+    } else if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        print_json(reply);
+    } else {
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(reply, "daemon");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(d, "jobs");
+        char up[32];
+        printf("parled %s (pid %.0f) on %s, state dir %s, up %s\n", str(d, "version"),
+               num(d, "pid"), str(d, "socket"), str(d, "state_dir"),
+               fmt_duration(num(d, "uptime_s"), up, sizeof(up)));
+        printf("devices %s; jobs: %.0f queued, %.0f running, %.0f done, %.0f failed, %.0f "
+               "cancelled\n",
+               str(n, "devices"), num(n, "queued"), num(n, "running"), num(n, "done"),
+               num(n, "failed"), num(n, "cancelled"));
+        print_job_table(cJSON_GetObjectItemCaseSensitive(reply, "jobs"));
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_list(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 0, 0);
+    cJSON *reply = call(op_request("list", NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(reply, "jobs");
+    if (a.json)
+        print_json(jobs);
+    else
+        print_job_table(jobs);
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_watch(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 1, 1);
+    return watch_job(a.pos[0], 0, a.json);
+}
+
+static int cmd_wait(const command *cmd, int argc, char **argv)
+{
+    PARSE("", 1, 1);
+    return watch_job(a.pos[0], 1, 0);
+}
+
+static int cmd_logs(const command *cmd, int argc, char **argv)
+{
+    PARSE("f", 1, 1);
+    conn c;
+    if (conn_open(&c) != 0)
+        return EXIT_FAIL;
+    cJSON *req = op_request("logs", a.pos[0]);
+    if (a.follow)
+        cJSON_AddTrueToObject(req, "follow");
+    cJSON *reply = request(&c, req);
+    if (!reply) {
+        conn_close(&c);
+        return EXIT_FAIL;
+    }
+    fputs(str(reply, "text"), stdout);
+    fflush(stdout);
+    cJSON_Delete(reply);
+    int rc = EXIT_OK;
+    while (a.follow) {
+        cJSON *ev = conn_read(&c);
+        if (!ev) {
+            rc = EXIT_FAIL;
+            break;
+        }
+        int end = strcmp(str(ev, "event"), "end") == 0;
+        if (!end) {
+            puts(str(ev, "text"));
+            fflush(stdout);
+        }
+        cJSON_Delete(ev);
+        if (end)
+            break;
+    }
+    conn_close(&c);
+    return rc;
+}
+
+static int cmd_cancel(const command *cmd, int argc, char **argv)
+{
+    PARSE("", 1, 1);
+    cJSON *reply = call(op_request("cancel", a.pos[0]));
+    if (!reply)
+        return EXIT_FAIL;
+    if (strcmp(str(reply, "state"), "cancelled") == 0)
+        printf("%s cancelled\n", a.pos[0]);
+    else
+        printf("%s: cancelling (it stops at its next step boundary)\n", a.pos[0]);
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_export(const command *cmd, int argc, char **argv)
+{
+    PARSE("", 2, 2);
+    /* The daemon writes the file, so it needs an absolute path. */
+    char path[8192];
+    if (a.pos[1][0] == '/') {
+        snprintf(path, sizeof(path), "%s", a.pos[1]);
+    } else {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof(cwd)))
+            return fail("getcwd: %s", strerror(errno));
+        snprintf(path, sizeof(path), "%s/%s", cwd, a.pos[1]);
+    }
+    cJSON *req = op_request("export", a.pos[0]);
+    cJSON_AddStringToObject(req, "path", path);
+    cJSON *reply = call(req);
+    if (!reply)
+        return EXIT_FAIL;
+    printf("exported %s to %s\n", a.pos[0], path);
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_devices(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 0, 0);
+    cJSON *reply = call(op_request("devices", NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(reply, "devices"), *d;
+    if (a.json) {
+        print_json(devs);
+        devs = NULL;
+    }
+    cJSON_ArrayForEach(d, devs) {
+        const char *job = str(d, "job");
+        if (strcmp(str(d, "kind"), "cpu") == 0)
+            printf("cpu   %d cores", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "cores")));
+        else
+            printf("gpu %.0f", num(d, "index"));
+        printf("  %s%s\n", *job ? "running " : "idle", job);
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_version(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 0, 0);
+    cJSON *reply = call(op_request("version", NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        print_json(reply);
+    } else {
+        printf("parlectl %s\nparled %s (protocol %.0f)\n", PARLE_VERSION, str(reply, "version"),
+               num(reply, "protocol"));
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int cmd_shutdown(const command *cmd, int argc, char **argv)
+{
+    PARSE("", 0, 0);
+    cJSON *reply = call(op_request("shutdown", NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    printf("parled is shutting down (%.0f running job(s) stop at a step boundary)\n",
+           num(reply, "stopping_jobs"));
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static const command commands[] = {
+    {"submit", cmd_submit,
+     "submit FILE [-q] [--set key.path=value]... [--watch] [--json]\n"
+     "Queue the job in FILE ('-' for stdin) and print its id (-q: only the id).\n"
+     "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
+     "else a string. --watch then follows the job like 'watch' and exits like 'wait'."},
+    {"status", cmd_status,
+     "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
+    {"list", cmd_list, "list [--json]\nEvery job, oldest first."},
+    {"watch", cmd_watch,
+     "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
+     "Exits 0 if it ended done, 1 otherwise."},
+    {"logs", cmd_logs, "logs ID [-f]\nPrint the job's log; -f keeps printing until the job ends."},
+    {"cancel", cmd_cancel, "cancel ID\nCancel a queued job, or stop a running one at its next step."},
+    {"wait", cmd_wait, "wait ID\nBlock until the job ends; exit 0 if it ended done, 1 otherwise."},
+    {"export", cmd_export, "export ID FILE\nWrite the job's master weights to FILE (safetensors)."},
+    {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
+    {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
+    {"shutdown", cmd_shutdown,
+     "shutdown\nStop parled; running jobs stop at a step boundary first."},
+};
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("PARLE_SOCKET");
+    if (env && *env)
+        snprintf(socket_path, sizeof(socket_path), "%s", env);
+    else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
+        snprintf(socket_path, sizeof(socket_path), "%s/parled.sock", env);
+    else
+        snprintf(socket_path, sizeof(socket_path), "/run/parled.sock");
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("parlectl %s\n", PARLE_VERSION);
+            return EXIT_OK;
+        } else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+            snprintf(socket_path, sizeof(socket_path), "%s", argv[++i]);
+        } else if (strncmp(argv[i], "--socket=", 9) == 0) {
+            snprintf(socket_path, sizeof(socket_path), "%s", argv[i] + 9);
+        } else {
+            fprintf(stderr, "parlectl: unknown option %s; try 'parlectl --help'\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (i == argc) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        if (strcmp(argv[i], commands[k].name) == 0)
+            return commands[k].run(&commands[k], argc - i - 1, argv + i + 1);
+    fprintf(stderr, "parlectl: unknown command %s; try 'parlectl --help'\n", argv[i]);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,63 @@
+/* The job queue and the state dir. Everything here runs on the loop thread
+ * except each job's own thread (data load + run_job) and the replica threads
+ * it starts, which only hand events over through a locked queue and
+ * uv_async_send. */
+#ifndef PARLE_JOBS_H
+#define PARLE_JOBS_H
+
+#include <stddef.h>
+#include <uv.h>
+#include <cjson/cJSON.h>
+
+typedef struct jobs jobs;
+typedef struct job job;
+
+enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
+
+/* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
+ * {"event":"state"|"progress"|"eval"|"log", "id":..., ...}; `text` one line
+ * appended to the job's log.txt (no '\n'). on_end comes after the last event. */
+typedef struct jobs_listener {
+    void (*on_event)(void *user, job *j, const char *line);
+    void (*on_log)(void *user, job *j, const char *text);
+    void (*on_end)(void *user, job *j);
+    void *user;
+} jobs_listener;
+
+/* Open (creating) <state_dir>/jobs, reload the jobs found there, and take the
+ * daemon's devices: "cpu" (the cores of sched_getaffinity), "auto" or GPU ids
+ * "0,1". */
+int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
+              const jobs_listener *listener, char *err, size_t errlen);
+
+/* Validate `job_json` completely, persist it and queue it. Returns the job,
+ * or NULL with *code (ERR_INVALID_JOB, ERR_INTERNAL, ...) and a message. */
+job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen);
+
+job *jobs_find(jobs *js, const char *id);
+const char *job_id(const job *j);
+enum job_state job_state_of(const job *j);
+int job_state_final(enum job_state s);
+const char *job_state_name(enum job_state s);
+
+/* Status objects, answered from memory (the fields of design.md §7). */
+cJSON *job_status_json(const job *j);
+cJSON *jobs_list_json(const jobs *js);
+cJSON *jobs_devices_json(const jobs *js);
+cJSON *jobs_summary_json(const jobs *js);
+
+/* Cancel a queued job at once or ask a running one to stop at its next step
+ * boundary. -1 if it has already ended. */
+int job_cancel(jobs *js, job *j, char *err, size_t errlen);
+
+/* The job's log.txt (at most its last `max` bytes), malloc'd. */
+char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
+
+/* Shutdown: start nothing more and ask every running job to stop. Returns the
+ * number of job threads still running; on_end reports each as it ends. */
+int jobs_stop_all(jobs *js);
+int jobs_running(const jobs *js);
+/* After jobs_running() is 0: close the async handle; free on its close. */
+void jobs_close(jobs *js);
+
+#endif

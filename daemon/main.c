@@ -1,0 +1,135 @@
+/* parled: the parle training daemon (design.md §7). Runs in the foreground,
+ * prints one line when it accepts connections, stops cleanly on SIGTERM or
+ * SIGINT (a second SIGINT exits at once). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "parle_config.h"
+#include "server.h"
+
+static const char usage[] =
+    "usage: parled [OPTION]...\n"
+    "Run the parle training daemon in the foreground.\n"
+    "\n"
+    "  --socket PATH      Unix socket to serve (default $XDG_RUNTIME_DIR/parled.sock,\n"
+    "                     else /run/parled.sock)\n"
+    "  --state-dir DIR    where jobs are kept (default $XDG_STATE_HOME/parled; as root\n"
+    "                     /var/lib/parled; else ~/.local/state/parled)\n"
+    "  --devices D        what jobs may use: cpu, auto, or GPU ids like 0,1 (default auto)\n"
+    "  --group G          also let members of group G use the socket\n"
+    "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
+    "  --help             show this help\n"
+    "  --version          show the version\n"
+    "\n"
+    "SIGTERM or SIGINT stops the running jobs at a step boundary and exits; a second\n"
+    "SIGINT exits at once. Drive the daemon with parlectl.\n";
+
+typedef struct daemon_state {
+    server *srv;
+    uv_signal_t sigterm, sigint;
+    int sigints;
+} daemon_state;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    daemon_state *d = h->data;
+    if (signum == SIGINT && ++d->sigints > 1) {
+        server_remove_socket(d->srv);
+        server_log(LOG_WARN, "second SIGINT: exiting at once");
+        _exit(130);
+    }
+    server_shutdown(d->srv, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void on_stopped(void *user)
+{
+    daemon_state *d = user;
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+static int parse_log_level(const char *s)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
+        {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
+        {"log-level", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
+    };
+    char default_socket[4096], default_state[4096];
+    const char *env = getenv("XDG_RUNTIME_DIR");
+    snprintf(default_socket, sizeof(default_socket), "%s/parled.sock",
+             env && *env ? env : "/run");
+    if ((env = getenv("XDG_STATE_HOME")) && *env)
+        snprintf(default_state, sizeof(default_state), "%s/parled", env);
+    else if (geteuid() == 0)
+        snprintf(default_state, sizeof(default_state), "/var/lib/parled");
+    else
+        snprintf(default_state, sizeof(default_state), "%s/.local/state/parled",
+                 (env = getenv("HOME")) && *env ? env : ".");
+    server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
+                         .devices = "auto"};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': cfg.socket_path = optarg; break;
+        case 'd': cfg.state_dir = optarg; break;
+        case 'D': cfg.devices = optarg; break;
+        case 'g': cfg.group = optarg; break;
+        case 'l': {
+            int level = parse_log_level(optarg);
+            if (level < 0) {
+                fprintf(stderr, "parled: --log-level: expected error, warn, info or debug, got %s\n",
+                        optarg);
+                return 2;
+            }
+            server_log_level = (enum log_level)level;
+            break;
+        }
+        case 'h': fputs(usage, stdout); return 0;
+        case 'V': printf("parled %s\n", PARLE_VERSION); return 0;
+        default: fputs("Try 'parled --help'.\n", stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "parled: unexpected argument %s; try 'parled --help'\n", argv[optind]);
+        return 2;
+    }
+    /* A client that goes away mid-write must not kill the daemon. */
+    signal(SIGPIPE, SIG_IGN);
+
+    uv_loop_t *loop = uv_default_loop();
+    daemon_state d = {0};
+    char err[1024];
+    if (server_open(&d.srv, loop, &cfg, on_stopped, &d, err, sizeof(err)) != 0) {
+        fprintf(stderr, "parled: %s\n", err);
+        uv_loop_close(loop);
+        return 1;
+    }
+    uv_signal_init(loop, &d.sigterm);
+    uv_signal_init(loop, &d.sigint);
+    d.sigterm.data = d.sigint.data = &d;
+    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&d.sigint, on_signal, SIGINT);
+
+    printf("parled ready on %s (state dir %s)\n", cfg.socket_path, cfg.state_dir);
+    fflush(stdout);
+    uv_run(loop, UV_RUN_DEFAULT);
+    server_free(d.srv);
+    uv_loop_close(loop);
+    return 0;
+}

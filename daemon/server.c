@@ -1,0 +1,678 @@
+#include "server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jobs.h"
+#include "parle_config.h"
+#include "protocol.h"
+
+/* A client that does not read its watch stream is dropped once this much
+ * output waits for it. */
+#define MAX_PENDING_OUTPUT (64u << 20)
+#define MAX_LOG_REPLY (8u << 20)
+#define MAX_GROUPS 1024
+
+enum log_level server_log_level = LOG_INFO;
+
+void server_log(enum log_level level, const char *fmt, ...)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    if (level > server_log_level)
+        return;
+    char stamp[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s parled: %s: ", stamp, names[level]);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+typedef struct conn conn;
+struct conn {
+    uv_pipe_t pipe;        /* first: the handle's address is the conn's */
+    uv_shutdown_t shutdown_req;
+    server *srv;
+    conn *prev, *next;
+    proto_framer framer;
+    job *watching;         /* watch: job events until it ends */
+    job *following;        /* logs follow: log lines until it ends */
+    unsigned peer_uid;
+    int closing;
+};
+
+struct server {
+    uv_loop_t *loop;
+    uv_pipe_t listener;
+    char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char state_dir[1024];
+    int have_group;
+    gid_t group;
+    jobs *jobs;
+    conn *conns;
+    int stopping, stopped;
+    double started_at;
+    void (*on_stopped)(void *user);
+    void *user;
+};
+
+typedef struct write_req {
+    uv_write_t req;
+    char *data;
+} write_req;
+
+static double mono_s(void) { return (double)uv_hrtime() * 1e-9; }
+
+/* ---- connections ---- */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn *c = (conn *)h;
+    proto_framer_free(&c->framer);
+    free(c);
+}
+
+static void conn_unlink(conn *c)
+{
+    c->closing = 1;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+}
+
+static void conn_close(conn *c)
+{
+    if (c->closing)
+        return;
+    conn_unlink(c);
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_shutdown_done(uv_shutdown_t *req, int status)
+{
+    conn *c = req->data;
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+/* Close once what is queued has been written: after an error that ends a
+ * connection, and at a daemon shutdown. */
+static void conn_end(conn *c)
+{
+    if (c->closing)
+        return;
+    conn_unlink(c);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, on_shutdown_done) != 0)
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    conn *c = req->data;
+    free(w->data);
+    free(w);
+    if (status < 0 && status != UV_ECANCELED) {
+        server_log(LOG_DEBUG, "write to a client failed: %s", uv_strerror(status));
+        conn_close(c);
+    }
+}
+
+/* Queue one line; takes ownership of `line`. */
+static void conn_send(conn *c, char *line)
+{
+    if (!line || c->closing) {
+        free(line);
+        return;
+    }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > MAX_PENDING_OUTPUT) {
+        server_log(LOG_WARN, "dropping a client that does not read its replies");
+        free(line);
+        conn_close(c);
+        return;
+    }
+    write_req *w = malloc(sizeof(*w));
+    if (!w) {
+        free(line);
+        conn_close(c);
+        return;
+    }
+    w->data = line;
+    w->req.data = c;
+    uv_buf_t buf = uv_buf_init(line, (unsigned)strlen(line));
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, on_written) != 0) {
+        free(line);
+        free(w);
+        conn_close(c);
+    }
+}
+
+static void send_error(conn *c, const char *code, const char *message)
+{
+    conn_send(c, proto_reply_error(code, message));
+}
+
+static void send_error_and_end(conn *c, const char *code, const char *message)
+{
+    send_error(c, code, message);
+    conn_end(c);
+}
+
+/* The final line of a watch or a log follow. */
+static char *end_line(job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", "end");
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    cJSON_AddItemToObject(o, "job", job_status_json(j));
+    return proto_line(o);
+}
+
+/* ---- ops ---- */
+
+static cJSON *version_json(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", PARLE_VERSION);
+    cJSON_AddNumberToObject(o, "protocol", PROTO_VERSION);
+    cJSON *f = cJSON_AddObjectToObject(o, "features");
+    cJSON_AddBoolToObject(f, "cuda", PARLE_HAVE_CUDA);
+    cJSON_AddBoolToObject(f, "cudnn", PARLE_HAVE_CUDNN);
+    cJSON_AddBoolToObject(f, "nccl", PARLE_HAVE_NCCL);
+    cJSON_AddBoolToObject(f, "mpi", PARLE_HAVE_MPI);
+    cJSON_AddBoolToObject(f, "dnnl", PARLE_HAVE_DNNL);
+    return o;
+}
+
+static job *find_job(conn *c, const char *id)
+{
+    job *j = jobs_find(c->srv->jobs, id);
+    if (!j) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no job %s", id);
+        send_error(c, ERR_NOT_FOUND, msg);
+    }
+    return j;
+}
+
+static void op_submit(conn *c, proto_request *req)
+{
+    char err[8192];
+    const char *code;
+    job *j = jobs_submit(c->srv->jobs, req->job, &code, err, sizeof(err));
+    if (!j) {
+        server_log(LOG_INFO, "rejected a job from uid %u: %s", c->peer_uid, err);
+        send_error(c, code, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s submitted by uid %u", job_id(j), c->peer_uid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_status(conn *c, proto_request *req)
+{
+    server *s = c->srv;
+    cJSON *o = cJSON_CreateObject();
+    if (req->id[0]) {
+        job *j = find_job(c, req->id);
+        if (!j) {
+            cJSON_Delete(o);
+            return;
+        }
+        cJSON_AddItemToObject(o, "job", job_status_json(j));
+    } else {
+        cJSON *d = version_json();
+        cJSON_AddNumberToObject(d, "pid", getpid());
+        cJSON_AddStringToObject(d, "socket", s->socket_path);
+        cJSON_AddStringToObject(d, "state_dir", s->state_dir);
+        cJSON_AddNumberToObject(d, "uptime_s", mono_s() - s->started_at);
+        cJSON_AddItemToObject(d, "jobs", jobs_summary_json(s->jobs));
+        cJSON_AddItemToObject(o, "daemon", d);
+        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
+    }
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_watch(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "job", job_status_json(j));
+    conn_send(c, proto_reply_ok(o));
+    if (job_state_final(job_state_of(j)))
+        conn_send(c, end_line(j));
+    else
+        c->watching = j;
+}
+
+static void op_logs(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[1400];
+    char *text = job_read_log(j, MAX_LOG_REPLY, err, sizeof(err));
+    if (!text) {
+        send_error(c, ERR_INTERNAL, err);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "text", text);
+    free(text);
+    conn_send(c, proto_reply_ok(o));
+    if (!req->follow)
+        return;
+    if (job_state_final(job_state_of(j)))
+        conn_send(c, end_line(j));
+    else
+        c->following = j;
+}
+
+static void op_cancel(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[256];
+    if (job_cancel(c->srv->jobs, j, err, sizeof(err)) != 0) {
+        send_error(c, ERR_BAD_STATE, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s: cancel by uid %u", job_id(j), c->peer_uid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void handle_request(conn *c, char *line, size_t len)
+{
+    server *s = c->srv;
+    proto_request req;
+    const char *code;
+    char msg[512];
+    if (proto_parse_request(line, len, &req, &code, msg, sizeof(msg)) != 0) {
+        server_log(LOG_DEBUG, "bad request from uid %u: %s: %s", c->peer_uid, code, msg);
+        send_error(c, code, msg);
+        return;
+    }
+    server_log(LOG_DEBUG, "uid %u: %s %s", c->peer_uid, proto_op_name(req.op), req.id);
+    switch (req.op) {
+    case OP_SUBMIT:
+        op_submit(c, &req);
+        break;
+    case OP_STATUS:
+        op_status(c, &req);
+        break;
+    case OP_LIST: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_WATCH:
+        op_watch(c, &req);
+        break;
+    case OP_LOGS:
+        op_logs(c, &req);
+        break;
+    case OP_CANCEL:
+        op_cancel(c, &req);
+        break;
+    case OP_EXPORT:
+        /* Exporting the master's weights needs the checkpoint work of a
+         * later issue; the op is reserved so clients can rely on its name. */
+        if (find_job(c, req.id))
+            send_error(c, ERR_NOT_IMPLEMENTED, "export is not implemented yet");
+        break;
+    case OP_DEVICES: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "devices", jobs_devices_json(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_VERSION:
+        conn_send(c, proto_reply_ok(version_json()));
+        break;
+    case OP_SHUTDOWN: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stopping_jobs", jobs_running(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        char why[64];
+        snprintf(why, sizeof(why), "shutdown requested by uid %u", c->peer_uid);
+        server_shutdown(s, why);
+        break;
+    }
+    }
+    proto_request_free(&req);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = (conn *)stream;
+    if (nread == UV_EOF) {
+        conn_end(c); /* a half-closed client still gets its replies */
+    } else if (nread < 0) {
+        server_log(LOG_DEBUG, "read from a client: %s", uv_strerror((int)nread));
+        conn_close(c);
+    } else if (nread > 0 && proto_framer_push(&c->framer, buf->base, (size_t)nread) != 0) {
+        send_error_and_end(c, ERR_INTERNAL, "out of memory");
+    } else if (nread > 0) {
+        char *line;
+        size_t len;
+        int r;
+        while (!c->closing && (r = proto_framer_next(&c->framer, &line, &len)) != 0) {
+            if (r < 0) {
+                char msg[96];
+                snprintf(msg, sizeof(msg), "request line longer than %u bytes", PROTO_MAX_LINE);
+                send_error_and_end(c, ERR_LINE_TOO_LONG, msg);
+                break;
+            }
+            handle_request(c, line, len);
+        }
+    }
+    free(buf->base);
+}
+
+/* Root, the daemon's own uid, and members of --group may talk to parled. */
+static int peer_allowed(server *s, int fd, unsigned *uid_out)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return 0;
+    *uid_out = cr.uid;
+    if (cr.uid == 0 || cr.uid == geteuid())
+        return 1;
+    if (!s->have_group)
+        return 0;
+    if (cr.gid == s->group)
+        return 1;
+    struct passwd pw, *found = NULL;
+    char pwbuf[4096];
+    if (getpwuid_r(cr.uid, &pw, pwbuf, sizeof(pwbuf), &found) != 0 || !found)
+        return 0;
+    gid_t groups[MAX_GROUPS];
+    int n = MAX_GROUPS;
+    if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == s->group)
+            return 1;
+    return 0;
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    server *s = listener->data;
+    if (status < 0) {
+        server_log(LOG_WARN, "accept: %s", uv_strerror(status));
+        return;
+    }
+    conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->srv = s;
+    proto_framer_init(&c->framer, PROTO_MAX_LINE);
+    uv_pipe_init(s->loop, &c->pipe, 0);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    if (uv_accept(listener, (uv_stream_t *)&c->pipe) != 0) {
+        conn_close(c);
+        return;
+    }
+    uv_os_fd_t fd;
+    unsigned uid = (unsigned)-1;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_allowed(s, fd, &uid)) {
+        server_log(LOG_WARN, "refused a connection from uid %d", (int)uid);
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "uid %d may not use parled (allowed: root, uid %u%s)", (int)uid,
+                 (unsigned)geteuid(), s->have_group ? " and the daemon's --group" : "");
+        send_error_and_end(c, ERR_FORBIDDEN, msg);
+        return;
+    }
+    c->peer_uid = uid;
+    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
+}
+
+/* ---- job events to watchers ---- */
+
+static void on_job_event(void *user, job *j, const char *line)
+{
+    server *s = user;
+    for (conn *c = s->conns, *next; c; c = next) {
+        next = c->next; /* conn_send may drop c */
+        if (c->watching == j)
+            conn_send(c, strdup(line));
+    }
+}
+
+static void on_job_log(void *user, job *j, const char *text)
+{
+    server *s = user;
+    for (conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->following != j)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "event", "log_line");
+        cJSON_AddStringToObject(o, "id", job_id(j));
+        cJSON_AddStringToObject(o, "text", text);
+        conn_send(c, proto_line(o));
+    }
+}
+
+static void finish_shutdown(server *s)
+{
+    if (s->stopped)
+        return;
+    s->stopped = 1;
+    jobs_close(s->jobs);
+    server_log(LOG_INFO, "stopped");
+    if (s->on_stopped)
+        s->on_stopped(s->user);
+}
+
+static void on_job_end(void *user, job *j)
+{
+    server *s = user;
+    enum job_state st = job_state_of(j);
+    server_log(st == JOB_FAILED ? LOG_WARN : LOG_INFO, "job %s ended: %s", job_id(j),
+               job_state_final(st) ? job_state_name(st) : "stopped by the shutdown");
+    for (conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->watching == j || c->following == j) {
+            c->watching = c->following = NULL;
+            conn_send(c, end_line(j));
+        }
+    }
+    if (s->stopping && jobs_running(s->jobs) == 0)
+        finish_shutdown(s);
+}
+
+/* ---- the socket ---- */
+
+/* A socket file left by a dead daemon refuses connections: replace it. A
+ * live one means another parled serves it. */
+static int clear_stale_socket(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode)) {
+        snprintf(err, errlen, "%s exists and is not a socket", path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+    int r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+    int e = errno;
+    close(fd);
+    if (r == 0) {
+        snprintf(err, errlen, "another parled is running on %s", path);
+        return -1;
+    }
+    if (e != ECONNREFUSED) {
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -1;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "cannot remove the stale socket %s: %s", path, strerror(errno));
+        return -1;
+    }
+    server_log(LOG_INFO, "replaced the stale socket %s", path);
+    return 0;
+}
+
+static int resolve_group(const char *name, gid_t *gid, char *err, size_t errlen)
+{
+    struct group gr, *found = NULL;
+    char buf[16384];
+    int r = getgrnam_r(name, &gr, buf, sizeof(buf), &found);
+    if (r == 0 && found) {
+        *gid = found->gr_gid;
+        return 0;
+    }
+    char *end;
+    long n = strtol(name, &end, 10);
+    if (*name && *end == '\0' && n >= 0) {
+        *gid = (gid_t)n;
+        return 0;
+    }
+    snprintf(err, errlen, "--group: no group %s", name);
+    return -1;
+}
+
+static int listen_socket(server *s, char *err, size_t errlen)
+{
+    if (clear_stale_socket(s->socket_path, err, errlen) != 0)
+        return -1;
+    uv_pipe_init(s->loop, &s->listener, 0);
+    s->listener.data = s;
+    /* Created private, then opened to the group: never briefly world-usable. */
+    mode_t old = umask(0077);
+    int r = uv_pipe_bind(&s->listener, s->socket_path);
+    umask(old);
+    if (r == 0 && chmod(s->socket_path, 0660) != 0)
+        r = uv_translate_sys_error(errno);
+    if (r == 0 && s->have_group && chown(s->socket_path, (uid_t)-1, s->group) != 0)
+        r = uv_translate_sys_error(errno);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&s->listener, 256, on_connection);
+    if (r != 0) {
+        /* libuv reports a missing directory as EACCES: say which it is. */
+        char dir[sizeof(s->socket_path)];
+        snprintf(dir, sizeof(dir), "%s", s->socket_path);
+        char *slash = strrchr(dir, '/');
+        struct stat st;
+        if (slash && slash != dir)
+            *slash = '\0';
+        if (slash && slash != dir && stat(dir, &st) != 0)
+            snprintf(err, errlen, "%s: the directory %s does not exist", s->socket_path, dir);
+        else
+            snprintf(err, errlen, "%s: %s", s->socket_path, uv_strerror(r));
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
+                void (*on_stopped)(void *user), void *user, char *err, size_t errlen)
+{
+    server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->loop = loop;
+    s->on_stopped = on_stopped;
+    s->user = user;
+    s->started_at = mono_s();
+    if (strlen(cfg->socket_path) >= sizeof(s->socket_path)) {
+        snprintf(err, errlen, "socket path too long (at most %zu bytes): %s",
+                 sizeof(s->socket_path) - 1, cfg->socket_path);
+        goto fail;
+    }
+    snprintf(s->socket_path, sizeof(s->socket_path), "%s", cfg->socket_path);
+    snprintf(s->state_dir, sizeof(s->state_dir), "%s", cfg->state_dir);
+    if (cfg->group) {
+        if (resolve_group(cfg->group, &s->group, err, errlen) != 0)
+            goto fail;
+        s->have_group = 1;
+    }
+    jobs_listener l = {.on_event = on_job_event, .on_log = on_job_log, .on_end = on_job_end,
+                       .user = s};
+    if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, err, errlen) != 0)
+        goto fail;
+    if (listen_socket(s, err, errlen) != 0) {
+        jobs_close(s->jobs);
+        uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    free(s);
+    return -1;
+}
+
+void server_remove_socket(const server *s) { unlink(s->socket_path); }
+
+void server_shutdown(server *s, const char *why)
+{
+    if (s->stopping)
+        return;
+    s->stopping = 1;
+    server_log(LOG_INFO, "shutting down (%s)", why);
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    server_remove_socket(s);
+    while (s->conns)
+        conn_end(s->conns);
+    int running = jobs_stop_all(s->jobs);
+    if (running > 0)
+        server_log(LOG_INFO, "waiting for %d running job(s) to stop at a step boundary", running);
+    else
+        finish_shutdown(s);
+}
+
+void server_free(server *s) { free(s); }

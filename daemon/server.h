@@ -1,0 +1,36 @@
+/* parled's server: the listening Unix socket, its connections and the
+ * protocol ops, all on the libuv loop thread (design.md §1, §4). */
+#ifndef PARLE_SERVER_H
+#define PARLE_SERVER_H
+
+#include <stddef.h>
+#include <uv.h>
+
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+extern enum log_level server_log_level;
+/* One line on stderr, "parled: <level>: ...", when level <= server_log_level. */
+void server_log(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct server_config {
+    const char *socket_path;
+    const char *state_dir;
+    const char *devices;   /* the daemon's --devices */
+    const char *group;     /* NULL, a group name or a numeric gid */
+} server_config;
+
+typedef struct server server;
+
+/* Bind the socket (replacing a stale one, refusing a live one), open the
+ * state dir and start accepting. `on_stopped` runs on the loop once a
+ * shutdown has finished: every job thread ended, every handle of ours closing. */
+int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
+                void (*on_stopped)(void *user), void *user, char *err, size_t errlen);
+/* Stop accepting, remove the socket, end the connections, stop the running
+ * jobs at their next step boundary. Safe to call more than once. */
+void server_shutdown(server *s, const char *why);
+/* Remove the socket file now (the exit-at-once path of a second SIGINT). */
+void server_remove_socket(const server *s);
+/* After uv_run has returned. */
+void server_free(server *s);
+
+#endif

@@ -1,0 +1,28 @@
+/* Helpers private to the CPU backend. */
+#ifndef PARLE_CPU_UTIL_H
+#define PARLE_CPU_UTIL_H
+
+#include <stddef.h>
+#include <omp.h>
+
+/* Loops with fewer elements than this run on the calling thread alone: waking
+ * an OpenMP team costs microseconds, more than the work it would share. */
+#define CPU_PARALLEL_MIN 32768
+
+/* Element-wise loops also get an AVX2 clone, picked when the program loads,
+ * since the portable build targets plain x86-64 (SSE2). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_HOT
+#endif
+
+/* This thread's share [lo, hi) of [0, n); call inside a parallel region. */
+static inline void cpu_slice(size_t n, size_t *lo, size_t *hi)
+{
+    size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+    *lo = n / nt * t + (t < n % nt ? t : n % nt);
+    *hi = *lo + n / nt + (t < n % nt);
+}
+
+#endif

@@ -1,0 +1,121 @@
+# Shared by the integration tests (sourced): a temporary parled and helpers.
+# Needs PARLED, PARLECTL, RAWCLIENT and PARLE_SOURCE_ROOT in the environment.
+set -u
+# Under -Db_sanitize, a UBSan report must fail the test, not scroll by.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1}
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/parle-it.XXXXXX")
+SOCK=$TMP/parled.sock
+STATE=$TMP/state
+DAEMON_PID=
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+cleanup() {
+    rc=$?
+    if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    if [ "$rc" -ne 0 ] && [ -f "$TMP/parled.err" ]; then
+        echo "--- parled stderr ---" >&2
+        tail -n 50 "$TMP/parled.err" >&2
+    fi
+    rm -rf "$TMP"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# start_daemon [parled options]: start parled and wait for its ready line.
+start_daemon() {
+    : >"$TMP/parled.out"
+    "$PARLED" --socket "$SOCK" --state-dir "$STATE" --log-level debug "$@" \
+        >"$TMP/parled.out" 2>>"$TMP/parled.err" &
+    DAEMON_PID=$!
+    for _ in $(seq 100); do
+        if grep -q "^parled ready on $SOCK (state dir $STATE)$" "$TMP/parled.out"; then
+            return 0
+        fi
+        kill -0 "$DAEMON_PID" 2>/dev/null || fail "parled exited before it was ready"
+        sleep 0.1
+    done
+    fail "parled did not print its ready line within 10 s"
+}
+
+# stop_daemon: SIGTERM and wait for a clean exit (status 0, socket removed).
+stop_daemon() {
+    kill -TERM "$DAEMON_PID"
+    wait_exit 60 || fail "parled did not exit within 60 s of SIGTERM"
+    [ "$EXIT_STATUS" -eq 0 ] || fail "parled exited with $EXIT_STATUS after SIGTERM"
+    [ ! -e "$SOCK" ] || fail "parled left its socket behind"
+}
+
+# wait_exit SECONDS: wait for the daemon to exit; its status in EXIT_STATUS.
+wait_exit() {
+    for _ in $(seq $(($1 * 10))); do
+        if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+            wait "$DAEMON_PID"
+            EXIT_STATUS=$?
+            DAEMON_PID=
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+ctl() {
+    "$PARLECTL" --socket "$SOCK" "$@"
+}
+
+# raw [rawclient options]: send stdin as is, print the reply lines.
+raw() {
+    "$RAWCLIENT" "$@" "$SOCK"
+}
+
+# The daemon must still answer after whatever a test just did to it.
+check_alive() {
+    ctl version >/dev/null || fail "parled does not answer version after: $1"
+}
+
+# field JSON_FILE KEY: a top-level value of a pretty-printed object.
+field() {
+    sed -n "s/^[[:space:]]*\"$2\":[[:space:]]*\(.*\)$/\1/p" "$1" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'
+}
+
+# wait_state ID STATE SECONDS
+wait_state() {
+    for _ in $(seq $(($3 * 10))); do
+        ctl status "$1" --json >"$TMP/st.json" 2>/dev/null || true
+        [ "$(field "$TMP/st.json" state)" = "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "job $1 did not reach state $2 within $3 s (now: $(field "$TMP/st.json" state))"
+}
+
+# wait_steps ID SECONDS: until the running job has taken a step.
+wait_steps() {
+    for _ in $(seq $(($2 * 10))); do
+        ctl status "$1" --json >"$TMP/st.json" 2>/dev/null || true
+        step=$(field "$TMP/st.json" step)
+        [ -n "$step" ] && [ "$step" != 0 ] && return 0
+        sleep 0.1
+    done
+    fail "job $1 took no step within $2 s"
+}
+
+# A quick job: an MLP on synthetic data (what it learns does not matter).
+# mlp_job FILE EPOCHS
+mlp_job() {
+    cat >"$1" <<JOB
+{"name": "it-mlp", "model": {"arch": "mlp"},
+ "data": {"dataset": "synthetic", "train_limit": 1024, "test_limit": 256},
+ "algorithm": {"name": "sgd"}, "optim": {"lr": 0.05, "batch": 32},
+ "epochs": $2, "seed": 3, "devices": "cpu", "log_every": 4}
+JOB
+}

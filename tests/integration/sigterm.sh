@@ -1,0 +1,33 @@
+#!/bin/bash
+# SIGTERM mid-job: the replicas stop at a step boundary and parled exits
+# cleanly. Also: ids stay unique across restarts, a stale socket is replaced,
+# a live one is refused.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+mlp_job "$TMP/long.json" 500
+id=$(ctl submit "$TMP/long.json" -q) || fail "submit"
+wait_steps "$id" 60
+ctl watch "$id" >/dev/null 2>&1 &
+watcher=$!
+sleep 0.3
+stop_daemon
+wait "$watcher"; [ $? != 0 ] || fail "a watch cut by a shutdown must not exit 0"
+grep -q "stopped by the daemon's shutdown" "$STATE/jobs/$id/log.txt" || fail "no shutdown note in the log"
+
+# A second daemon on the same socket is refused while the first lives.
+start_daemon
+first=$DAEMON_PID
+"$PARLED" --socket "$SOCK" --state-dir "$STATE" 2>"$TMP/second.err" && fail "a second parled started"
+grep -q "another parled is running on $SOCK" "$TMP/second.err" || fail "second: $(cat "$TMP/second.err")"
+next=$(ctl submit "$TMP/long.json" -q) || fail "submit after restart"
+[ "$next" \> "$id" ] || fail "id $next after a restart is not above $id"
+ctl cancel "$next" >/dev/null
+
+# A socket left by a dead daemon is replaced.
+kill -KILL "$first"; wait "$first" 2>/dev/null; DAEMON_PID=
+[ -S "$SOCK" ] || fail "the killed daemon's socket should still be there"
+start_daemon
+grep -q "replaced the stale socket" "$TMP/parled.err" || fail "no stale-socket note"
+check_alive "restart over a stale socket"
+stop_daemon
+echo PASS

@@ -1,0 +1,185 @@
+/* Models: parameter counts of the paper's networks, tensor names, the
+ * initialisation, and the whole-network gradient (through residual adds,
+ * pooling, BN, dropout) against central differences of the loss along random
+ * directions, evaluated in float64 from float32 forward passes at several
+ * step sizes. Tolerance: 3% relative on the directional derivative. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "testutil.h"
+
+static model_spec spec(const char *arch, int c, int h, int depth, int width, float dropout)
+{
+    model_spec s = {.depth = depth, .width = width, .dropout = dropout, .classes = 10,
+                    .in_c = c, .in_h = h, .in_w = h};
+    snprintf(s.arch, sizeof s.arch, "%s", arch);
+    return s;
+}
+
+static void check_count(const char *arch, int c, int h, int depth, int width, size_t want)
+{
+    model m;
+    char err[256];
+    model_spec s = spec(arch, c, h, depth, width, -1);
+    int rc = model_build(&m, &s, 1, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", arch, err);
+    if (rc != 0)
+        return;
+    CHECK(m.nparams == want, "%s %d-%d: %zu parameters, want %zu", arch, depth, width, m.nparams,
+          want);
+    size_t sum = 0;
+    for (int i = 0; i < m.ntensors; i++)
+        sum += m.tensors[i].is_stat ? 0 : m.tensors[i].count;
+    CHECK(sum == m.nparams, "%s: named tensors cover %zu of %zu parameters", arch, sum, m.nparams);
+    model_free(&m);
+}
+
+/* Loss on a fixed batch with the current parameters, in training mode. */
+static double loss_at(model *m, backend_ctx *ctx, const float *x, const int32_t *y, int n)
+{
+    return model_train_grads(m, ctx, x, y, n, NULL);
+}
+
+static void check_gradient(const char *arch, int c, int h, int depth, int width, int n)
+{
+    model m;
+    char err[256];
+    model_spec s = spec(arch, c, h, depth, width, 0.3f);
+    if (model_build(&m, &s, n, err, sizeof err) != 0) {
+        CHECK(0, "%s: %s", arch, err);
+        return;
+    }
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    model_init_params(&m, test_seed(), 0);
+    /* Dropout masks stay fixed: the same key and counter for every pass. */
+    m.dropout_key = philox_make_key(test_seed(), 0, RNG_STREAM_DROPOUT);
+    m.dropout_counter = 12345;
+    size_t ex = (size_t)c * h * h;
+    float *x = malloc((size_t)n * ex * sizeof(float));
+    int32_t *y = malloc((size_t)n * sizeof(int32_t));
+    test_fill_uniform(x, (size_t)n * ex, -1, 1);
+    for (int i = 0; i < n; i++)
+        y[i] = (int32_t)test_uniform(0, 10);
+    float *w0 = malloc(m.nparams * sizeof(float)), *g = malloc(m.nparams * sizeof(float));
+    float *d = malloc(m.nparams * sizeof(float));
+    memcpy(w0, m.params, m.nparams * sizeof(float));
+    loss_at(&m, &ctx, x, y, n);
+    memcpy(g, m.grads, m.nparams * sizeof(float));
+    /* One random direction per parameter tensor: a deep ReLU network is
+     * only piecewise smooth, and moving one tensor crosses few kinks. */
+    int checked = 0, passed = 0;
+    for (int t = 0; t < m.ntensors; t++) {
+        const tensor_info *ti = &m.tensors[t];
+        if (ti->is_stat)
+            continue;
+        memset(d, 0, m.nparams * sizeof(float));
+        test_fill_uniform(d + ti->offset, ti->count, -1, 1);
+        double gd = 0, rms = 0;
+        for (size_t i = ti->offset; i < ti->offset + ti->count; i++) {
+            gd += (double)g[i] * d[i];
+            rms += (double)w0[i] * w0[i] / (double)ti->count;
+        }
+        rms = fmax(sqrt(rms), 0.1);
+        double best = INFINITY, fd_best = 0;
+        for (double hstep = 1e-2; hstep >= 1e-4; hstep /= 10) {
+            double scale = hstep * rms;
+            for (size_t i = ti->offset; i < ti->offset + ti->count; i++)
+                m.params[i] = w0[i] + (float)(scale * d[i]);
+            double lp = loss_at(&m, &ctx, x, y, n);
+            for (size_t i = ti->offset; i < ti->offset + ti->count; i++)
+                m.params[i] = w0[i] - (float)(scale * d[i]);
+            double lm = loss_at(&m, &ctx, x, y, n);
+            double fd = (lp - lm) / (2 * scale);
+            /* Relative error, allowing for the float32 loss's rounding. */
+            double noise = 4e-7 * fabs(lp) / scale;
+            double e = fmax(0.0, fabs(fd - gd) - noise) / (fabs(gd) + 1e-4);
+            if (e < best)
+                best = e, fd_best = fd;
+        }
+        memcpy(m.params + ti->offset, w0 + ti->offset, ti->count * sizeof(float));
+        checked++;
+        passed += best < 0.03;
+        if (best >= 0.03)
+            printf("  %s %s: directional derivative %.6g, finite difference %.6g\n", arch,
+                   ti->name, gd, fd_best);
+    }
+    /* Kinks may still spoil an occasional tensor; a wrong backward spoils many. */
+    CHECK(checked > 0 && passed >= checked - checked / 10,
+          "%s %d-%d: %d of %d tensors' gradients match central differences", arch, depth, width,
+          passed, checked);
+    free(x);
+    free(y);
+    free(w0);
+    free(g);
+    free(d);
+    backend_ctx_free(&ctx);
+    model_free(&m);
+}
+
+static void check_init(void)
+{
+    model m;
+    char err[256];
+    model_spec s = spec("lenet", 1, 28, 0, 0, -1);
+    CHECK(model_build(&m, &s, 4, err, sizeof err) == 0, "%s", err);
+    model_init_params(&m, 7, 0);
+    const tensor_info *w = model_find_tensor(&m, "fc1.weight");
+    const tensor_info *rv = model_find_tensor(&m, "bn1.running_var");
+    const tensor_info *bw = model_find_tensor(&m, "bn3.weight");
+    CHECK(w && rv && bw && model_find_tensor(&m, "conv1.weight") &&
+          model_find_tensor(&m, "bn2.running_mean") && model_find_tensor(&m, "fc2.bias"),
+          "LeNet tensor names");
+    if (w && rv && bw) {
+        double bound = 1.0 / sqrt(200.0), maxabs = 0, mean = 0;
+        for (size_t i = 0; i < w->count; i++) {
+            double v = m.params[w->offset + i];
+            maxabs = fmax(maxabs, fabs(v));
+            mean += v / (double)w->count;
+        }
+        CHECK(maxabs <= bound && maxabs > 0.95 * bound, "fc1.weight within U(+-%.4f): max %.4f",
+              bound, maxabs);
+        CHECK(fabs(mean) < 0.05 * bound, "fc1.weight mean %.5f", mean);
+        CHECK(m.stats[rv->offset] == 1.0f && m.params[bw->offset] == 1.0f, "BN init");
+    }
+    float *first = malloc(m.nparams * sizeof(float));
+    memcpy(first, m.params, m.nparams * sizeof(float));
+    model_init_params(&m, 7, 1);
+    CHECK(memcmp(first, m.params, m.nparams * sizeof(float)) != 0, "replicas 0 and 1 share init");
+    model_init_params(&m, 7, 0);
+    CHECK(memcmp(first, m.params, m.nparams * sizeof(float)) == 0, "init is not reproducible");
+    free(first);
+    model_free(&m);
+
+    s = spec("wrn", 3, 32, 10, 1, -1);
+    CHECK(model_build(&m, &s, 1, err, sizeof err) == 0, "%s", err);
+    model_init_params(&m, 7, 0);
+    const tensor_info *c2 = model_find_tensor(&m, "block3.layer.0.conv2.weight");
+    if (c2) {
+        double var = 0;
+        for (size_t i = 0; i < c2->count; i++)
+            var += (double)m.params[c2->offset + i] * m.params[c2->offset + i] / (double)c2->count;
+        double want = 2.0 / (9 * 64);
+        CHECK(fabs(var - want) < 0.1 * want, "WRN conv init variance %.3g, want %.3g", var, want);
+    } else {
+        CHECK(0, "WRN tensor block3.layer.0.conv2.weight missing");
+    }
+    model_free(&m);
+}
+
+int main(void)
+{
+    test_init("model");
+    check_count("lenet", 1, 28, 0, 0, 132220);
+    check_count("allcnn", 3, 32, 0, 0, 1667166);
+    check_count("wrn", 3, 32, 16, 4, 2748890);
+    check_count("wrn", 3, 32, 28, 10, 36479194);
+    check_init();
+    check_gradient("mlp", 1, 6, 0, 0, 5);
+    check_gradient("lenet", 1, 28, 0, 0, 3);
+    check_gradient("wrn", 3, 32, 10, 1, 2);
+    check_gradient("allcnn", 3, 32, 0, 0, 2);
+    return test_main_end();
+}
