@@ -89,7 +89,7 @@ static int pin_replica(const job_run *run, int rank)
 }
 
 /* Every replica takes part (collectives); rank 0 evaluates the master. */
-static void evaluate_master(job_run *run, replica *r, int epochs_done, double train_loss)
+static void evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss)
 {
     const job_config *cfg = run->cfg;
     model *em = &run->eval_model;
@@ -119,6 +119,9 @@ static void evaluate_master(job_run *run, replica *r, int epochs_done, double tr
     else if (strcmp(cfg->eval.bn, "replica0") == 0)
         memcpy(em->stats, r->model.stats, em->nstats * sizeof(float));
     run_event ev = {.kind = RUN_EV_EVAL, .epoch = epochs_done, .epochs = cfg->epochs,
+                    .step = step, .data_passes = (double)step / (double)run->outer_per_epoch,
+                    .lr = r->lr, .gamma = cfg->algorithm.L > 0 ? r->gamma : 0,
+                    .rho = run->n > 1 ? r->rho : 0,
                     .train_loss = train_loss, .dist_to_master = mean_dist[0]};
     model_evaluate(em, &r->ctx, run->test->images, run->test->labels, run->test->n,
                    &ev.test_loss, &ev.test_error);
@@ -343,9 +346,10 @@ static void *replica_main(void *p)
         }
         int checkpointed = 0;
         if (!bad && k % nb == 0) {
-            evaluate_master(run, &r, epoch + 1, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
-            if (r.rank == 0 && k == run->total_outer && run->hooks && run->hooks->on_final)
-                run->hooks->on_final(run->hooks->user, &run->eval_model);
+            evaluate_master(run, &r, epoch + 1, step, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
+            if (r.rank == 0 && run->hooks && run->hooks->on_master)
+                run->hooks->on_master(run->hooks->user, &run->eval_model, epoch + 1,
+                                      k == run->total_outer);
             epoch_loss = 0.0;
             epoch_steps = 0;
             /* The last boundary needs none: the job is over. */
@@ -422,8 +426,17 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test, co
             run.result.test_loss = run.resume.test_loss;
             run.result.resumed_k = run.resume.k;
             run.result.resumed_step = run.resume.step;
-            emit_log(&run, "resuming from %s (outer iteration %ld, step %ld)", run.resume.dir,
-                     run.resume.k, run.resume.step);
+            run_event ev = {.kind = RUN_EV_RESUME, .epochs = cfg->epochs,
+                            .epoch = (int)(run.resume.k / run.outer_per_epoch),
+                            .step = run.resume.step,
+                            .data_passes = (double)run.resume.step / (double)run.outer_per_epoch,
+                            .test_error = run.resume.test_error,
+                            .test_loss = run.resume.test_loss,
+                            .elapsed_s = run.resume.elapsed_s};
+            snprintf(ev.message, sizeof ev.message,
+                     "resuming from checkpoint at outer iteration %ld (step %ld)", run.resume.k,
+                     run.resume.step);
+            emit(&run, &ev);
         } else {
             memset(&run.resume, 0, sizeof run.resume);
         }

@@ -8,7 +8,9 @@
 #include "jobconfig.h"
 #include "model.h"
 
-enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG };
+/* RUN_EV_RESUME comes first when a run continues from a checkpoint: `step`
+ * and `epoch` say where (metrics after that step are superseded). */
+enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG, RUN_EV_RESUME };
 
 typedef struct run_event {
     enum run_event_kind kind;
@@ -37,9 +39,10 @@ typedef struct run_hooks {
     /* Checkpoints go here (cfg->checkpoint.every_epochs, .keep); NULL: none.
      * If it holds a complete checkpoint, the run resumes from the newest. */
     const char *checkpoint_dir;
-    /* If set, called once after the last evaluation with the master (its
-     * weights and the BN statistics it was evaluated with), e.g. to save it. */
-    void (*on_final)(void *user, const model *master);
+    /* If set, called after every evaluation with the master (its weights and
+     * the BN statistics it was evaluated with) and the epochs done, e.g. to
+     * save it for export; `last` is 1 after the job's final evaluation. */
+    void (*on_master)(void *user, const model *master, int epochs_done, int last);
 } run_hooks;
 
 typedef struct run_result {

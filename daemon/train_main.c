@@ -7,14 +7,20 @@
 
 #include "parle_config.h"
 #include "runner.h"
+#include "safetensors.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: parle-train [--quiet] JOB.json\n"
+            "       parle-train --eval WEIGHTS.safetensors JOB.json\n"
             "Trains the job in the foreground on all cores this process may use, printing\n"
             "progress and each epoch's test error of the master, and finally\n"
             "  final test error: E%%\n"
+            "With --eval, trains nothing: loads the weights and BN statistics (as written by\n"
+            "`parlectl export`) into the job's model and prints the test error and loss on\n"
+            "the job's test set:\n"
+            "  test error: E%% test loss: L\n"
             "  --quiet   only the final line\n"
             "  --help    this text\n");
 }
@@ -66,16 +72,41 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
     return buf;
 }
 
+/* Test error of saved weights on the job's test set. */
+static int evaluate_weights(const job_config *cfg, const dataset *test, const char *weights)
+{
+    char err[1024];
+    model m;
+    model_spec spec = cfg->model;
+    spec.in_c = test->c, spec.in_h = test->h, spec.in_w = test->w;
+    if (model_build(&m, &spec, 256, err, sizeof err) != 0 ||
+        safetensors_read(weights, &m, m.params, m.stats, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "parle-train: %s\n", err);
+        model_free(&m);
+        return 1;
+    }
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    double loss, error;
+    model_evaluate(&m, &ctx, test->images, test->labels, test->n, &loss, &error);
+    printf("test error: %.4f%% test loss: %.6f\n", 100.0 * error, loss);
+    backend_ctx_free(&ctx);
+    model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int quiet = 0;
-    const char *path = NULL;
+    const char *path = NULL, *weights = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = 1;
+        } else if (strcmp(argv[i], "--eval") == 0 && i + 1 < argc) {
+            weights = argv[++i];
         } else if (!path && argv[i][0] != '-') {
             path = argv[i];
         } else {
@@ -102,6 +133,12 @@ int main(int argc, char **argv)
     if (run_load_data(&cfg, &train, &test, err, sizeof err) != 0) {
         fprintf(stderr, "parle-train: %s\n", err);
         return 1;
+    }
+    if (weights) {
+        int rc = evaluate_weights(&cfg, &test, weights);
+        dataset_free(&train);
+        dataset_free(&test);
+        return rc;
     }
     cpu_set_t set;
     int cores[CPU_SETSIZE], ncores = 0;

@@ -30,12 +30,15 @@ static void on_event(void *user, const run_event *ev)
         w->stop = RUN_STOP_CHECKPOINT;
     if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
         w->failures_logged++;
-    if (ev->kind == RUN_EV_LOG && strstr(ev->message, "resuming"))
+    if (ev->kind == RUN_EV_RESUME)
         w->resumes_logged++;
 }
 
-static void on_final(void *user, const model *master)
+static void on_master(void *user, const model *master, int epochs_done, int last)
 {
+    (void)epochs_done;
+    if (!last)
+        return;
     watch *w = user;
     w->n = master->nparams;
     w->final = malloc(w->n * sizeof(float));
@@ -69,7 +72,7 @@ static int run(const job_config *cfg, const char *dir, watch *w, run_result *res
     if (run_load_data(cfg, &tr, &te, err, sizeof err) != 0)
         return -1;
     int cores[2] = {0, 1};
-    run_hooks hooks = {.on_event = on_event, .on_final = on_final, .user = w, .stop = &w->stop,
+    run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w, .stop = &w->stop,
                        .checkpoint_dir = dir};
     int rc = run_job(cfg, &tr, &te, cores, 2, &hooks, res, err, sizeof err);
     if (rc != 0)

@@ -15,8 +15,11 @@ static void on_event(void *user, const run_event *ev)
         ((final_copy *)user)->evals++;
 }
 
-static void on_final(void *user, const model *master)
+static void on_master(void *user, const model *master, int epochs_done, int last)
 {
+    (void)epochs_done;
+    if (!last)
+        return;
     final_copy *fc = user;
     fc->n = master->nparams;
     fc->params = malloc(fc->n * sizeof(float));
@@ -49,7 +52,7 @@ static int run(const job_config *cfg, final_copy *fc, run_result *res, const vol
     if (run_load_data(cfg, &tr, &te, err, errlen) != 0)
         return -1;
     int cores[2] = {0, 1};
-    run_hooks hooks = {.on_event = on_event, .on_final = on_final, .user = fc, .stop = stop};
+    run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = fc, .stop = stop};
     int rc = run_job(cfg, &tr, &te, cores, 2, &hooks, res, err, errlen);
     dataset_free(&tr);
     dataset_free(&te);

@@ -1,0 +1,166 @@
+#include "augment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An offset in [0, m) from 32 random bits (as the sampler draws indices). */
+static int scaled_offset(uint32_t bits, int m) { return (int)(((uint64_t)bits * (uint64_t)m) >> 32); }
+
+/* Where padded coordinate i (image coordinates, may be outside [0, len))
+ * reads from, or -1 for a zero. */
+static int source_index(int i, int len, augment_padding padding)
+{
+    if (i >= 0 && i < len)
+        return i;
+    if (padding == AUGMENT_PAD_ZERO)
+        return -1;
+    return i < 0 ? -i : 2 * (len - 1) - i;
+}
+
+void augment_batch(const augment_params *p, philox_key key, uint64_t counter, float *x, int n,
+                   int c, int h, int w, float *scratch)
+{
+    size_t plane = (size_t)h * w, ex = (size_t)c * plane;
+    for (int i = 0; i < n; i++) {
+        philox_out o = philox4x32(key, counter + (uint64_t)i);
+        int flip = p->flip && (o.v[0] & 1);
+        int dy = p->pad ? scaled_offset(o.v[1], 2 * p->pad + 1) - p->pad : 0;
+        int dx = p->pad ? scaled_offset(o.v[2], 2 * p->pad + 1) - p->pad : 0;
+        if (!flip && dy == 0 && dx == 0)
+            continue;
+        float *img = x + (size_t)i * ex;
+        memcpy(scratch, img, ex * sizeof(float));
+        /* out[y][x] = flipped[y + dy][x + dx], flipped[r][s] = in[r][w-1-s]. */
+        for (int yy = 0; yy < h; yy++) {
+            int sy = source_index(yy + dy, h, p->padding);
+            for (int xx = 0; xx < w; xx++) {
+                int sx = source_index(xx + dx, w, p->padding);
+                if (sx >= 0 && flip)
+                    sx = w - 1 - sx;
+                for (int ch = 0; ch < c; ch++)
+                    img[ch * plane + (size_t)yy * w + xx] =
+                        sy < 0 || sx < 0 ? 0.0f : scratch[ch * plane + (size_t)sy * w + sx];
+            }
+        }
+    }
+}
+
+/* ---- batch_loader ---- */
+
+static void *loader_main(void *arg)
+{
+    batch_loader *bl = arg;
+    pthread_mutex_lock(&bl->mu);
+    for (;;) {
+        while (!bl->stop && (bl->full[bl->fill] || bl->held == bl->fill))
+            pthread_cond_wait(&bl->cv, &bl->mu);
+        if (bl->stop)
+            break;
+        int b = bl->fill;
+        pthread_mutex_unlock(&bl->mu);
+        /* Buffer b is the worker's until it is marked full. */
+        int n = sampler_next(bl->smp, bl->data, bl->x[b], bl->y[b]);
+        if (bl->augment)
+            augment_batch(&bl->aug, bl->key, augment_counter(bl->step, bl->smp->batch), bl->x[b], n,
+                          bl->data->c, bl->data->h, bl->data->w, bl->scratch);
+        bl->step++;
+        pthread_mutex_lock(&bl->mu);
+        bl->n[b] = n;
+        bl->pass[b] = bl->smp->pass;
+        bl->pos[b] = bl->smp->pos;
+        bl->draws[b] = bl->smp->draws;
+        bl->full[b] = 1;
+        bl->fill = 1 - b;
+        pthread_cond_broadcast(&bl->cv);
+    }
+    pthread_mutex_unlock(&bl->mu);
+    return NULL;
+}
+
+int batch_loader_start(batch_loader *bl, sampler *s, const dataset *d, const augment_params *aug,
+                       philox_key key, uint64_t first_step, char *err, size_t errlen)
+{
+    memset(bl, 0, sizeof *bl);
+    bl->smp = s;
+    bl->data = d;
+    bl->augment = aug != NULL;
+    if (aug)
+        bl->aug = *aug;
+    bl->key = key;
+    bl->step = first_step;
+    bl->held = -1;
+    bl->out_pass = s->pass;
+    bl->out_pos = s->pos;
+    bl->out_draws = s->draws;
+    size_t ex = dataset_example_size(d);
+    bl->scratch = malloc(ex * sizeof(float));
+    for (int b = 0; b < 2; b++) {
+        bl->x[b] = malloc((size_t)s->batch * ex * sizeof(float));
+        bl->y[b] = malloc((size_t)s->batch * sizeof(int32_t));
+    }
+    if (!bl->scratch || !bl->x[0] || !bl->x[1] || !bl->y[0] || !bl->y[1]) {
+        snprintf(err, errlen, "batch loader: out of memory for two batches of %d", s->batch);
+        batch_loader_stop(bl);
+        return -1;
+    }
+    pthread_mutex_init(&bl->mu, NULL);
+    pthread_cond_init(&bl->cv, NULL);
+    if (pthread_create(&bl->thread, NULL, loader_main, bl) != 0) {
+        snprintf(err, errlen, "batch loader: cannot start its thread");
+        pthread_mutex_destroy(&bl->mu);
+        pthread_cond_destroy(&bl->cv);
+        batch_loader_stop(bl);
+        return -1;
+    }
+    bl->started = 1;
+    return 0;
+}
+
+void batch_loader_next(batch_loader *bl, float **x, int32_t **y, int *n)
+{
+    pthread_mutex_lock(&bl->mu);
+    if (bl->held >= 0) { /* the caller is done with the previous batch */
+        bl->held = -1;
+        pthread_cond_broadcast(&bl->cv);
+    }
+    while (!bl->full[bl->take])
+        pthread_cond_wait(&bl->cv, &bl->mu);
+    int b = bl->take;
+    bl->full[b] = 0;
+    bl->held = b;
+    bl->take = 1 - b;
+    bl->out_pass = bl->pass[b];
+    bl->out_pos = bl->pos[b];
+    bl->out_draws = bl->draws[b];
+    pthread_mutex_unlock(&bl->mu);
+    *x = bl->x[b];
+    *y = bl->y[b];
+    *n = bl->n[b];
+}
+
+void batch_loader_position(const batch_loader *bl, long *pass, int *pos, uint64_t *draws)
+{
+    *pass = bl->out_pass;
+    *pos = bl->out_pos;
+    *draws = bl->out_draws;
+}
+
+void batch_loader_stop(batch_loader *bl)
+{
+    if (bl->started) {
+        pthread_mutex_lock(&bl->mu);
+        bl->stop = 1;
+        pthread_cond_broadcast(&bl->cv);
+        pthread_mutex_unlock(&bl->mu);
+        pthread_join(bl->thread, NULL);
+        pthread_mutex_destroy(&bl->mu);
+        pthread_cond_destroy(&bl->cv);
+    }
+    for (int b = 0; b < 2; b++) {
+        free(bl->x[b]);
+        free(bl->y[b]);
+    }
+    free(bl->scratch);
+    memset(bl, 0, sizeof *bl);
+}

@@ -1,0 +1,199 @@
+/* CIFAR binary files: fixed-size records, label byte(s) then 3072 pixel bytes,
+ * no header. A file's record count is its size over the record size. */
+#include "cifar.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CIFAR_C 3
+#define CIFAR_SIDE 32
+#define CIFAR_PIXELS (CIFAR_C * CIFAR_SIDE * CIFAR_SIDE)
+#define CIFAR100_COARSE 20
+#define CIFAR_MAX_FILES 5
+#define CIFAR_CHUNK 1024 /* records read at a time */
+
+typedef struct cifar_format {
+    int classes;
+    int label_bytes;        /* the last one is the class */
+    const char *subdir;     /* as the archive unpacks */
+    const char *train[CIFAR_MAX_FILES];
+    int ntrain;
+    const char *test;
+} cifar_format;
+
+static const cifar_format cifar10 = {
+    10, 1, "cifar-10-batches-bin",
+    {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+     "data_batch_5.bin"},
+    5, "test_batch.bin"};
+static const cifar_format cifar100 = {100, 2, "cifar-100-binary", {"train.bin"}, 1, "test.bin"};
+
+/* dir/name into buf; -1 with why if it does not fit. */
+static int join_path(char *buf, size_t len, const char *dir, const char *name, char *err,
+                     size_t errlen)
+{
+    int k = snprintf(buf, len, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= len) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    return 0;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Records in `path`, or -1 with why. */
+static long record_count(const char *path, size_t record, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        return -1;
+    }
+    if (st.st_size == 0 || (size_t)st.st_size % record != 0) {
+        snprintf(err, errlen, "%s: truncated: %lld bytes is not a whole number of %zu-byte records",
+                 path, (long long)st.st_size, record);
+        return -1;
+    }
+    return (long)((size_t)st.st_size / record);
+}
+
+/* Reads the first `n` records of `path` into images/labels from example `first` on. */
+static int read_records(dataset *out, int first, int n, const char *path, const cifar_format *f,
+                        unsigned char *buf, char *err, size_t errlen)
+{
+    size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < CIFAR_CHUNK ? n - done : CIFAR_CHUNK;
+        size_t got = fread(buf, record, (size_t)chunk, fp);
+        if (got < (size_t)chunk) {
+            if (ferror(fp))
+                snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            else
+                snprintf(err, errlen, "%s: truncated: ends at record %zu", path, (size_t)done + got);
+            goto done;
+        }
+        for (int r = 0; r < chunk; r++) {
+            const unsigned char *rec = buf + (size_t)r * record;
+            unsigned label = rec[f->label_bytes - 1];
+            if (f->label_bytes == 2 && rec[0] >= CIFAR100_COARSE) {
+                snprintf(err, errlen, "%s: coarse label %u of record %d out of range [0, %d)", path,
+                         rec[0], done + r, CIFAR100_COARSE);
+                goto done;
+            }
+            if (label >= (unsigned)f->classes) {
+                snprintf(err, errlen, "%s: label %u of record %d out of range [0, %d)", path, label,
+                         done + r, f->classes);
+                goto done;
+            }
+            size_t ex = (size_t)first + (size_t)done + (size_t)r;
+            out->labels[ex] = (int32_t)label;
+            float *img = out->images + ex * CIFAR_PIXELS;
+            for (int i = 0; i < CIFAR_PIXELS; i++)
+                img[i] = (float)rec[f->label_bytes + i] * (1.0f / 255.0f);
+        }
+        done += chunk;
+    }
+    rc = 0;
+done:
+    fclose(fp);
+    return rc;
+}
+
+/* One set from `nfiles` files under dir, in order; every file is checked for
+ * presence and size before anything is read. */
+static int load_set(dataset *out, const char *dir, const char *const *names, int nfiles,
+                    const cifar_format *f, int limit, char *err, size_t errlen)
+{
+    char paths[CIFAR_MAX_FILES][4096];
+    long counts[CIFAR_MAX_FILES], total = 0;
+    size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < nfiles; i++) {
+        if (join_path(paths[i], sizeof paths[i], dir, names[i], err, errlen) != 0)
+            return -1;
+        if ((counts[i] = record_count(paths[i], record, err, errlen)) < 0)
+            return -1;
+        total += counts[i];
+    }
+    if (total > INT_MAX) {
+        snprintf(err, errlen, "%s: %ld records in all, more than supported", paths[0], total);
+        return -1;
+    }
+    int n = limit > 0 && limit < total ? limit : (int)total;
+    out->n = n;
+    out->c = CIFAR_C;
+    out->h = out->w = CIFAR_SIDE;
+    out->classes = f->classes;
+    out->images = malloc((size_t)n * CIFAR_PIXELS * sizeof(float));
+    out->labels = malloc((size_t)n * sizeof(int32_t));
+    unsigned char *buf = malloc(CIFAR_CHUNK * record);
+    int rc = -1;
+    if (!out->images || !out->labels || !buf) {
+        snprintf(err, errlen, "%s: out of memory for %d images", paths[0], n);
+        goto done;
+    }
+    for (int i = 0, first = 0; i < nfiles && first < n; i++) {
+        int take = counts[i] < n - first ? (int)counts[i] : n - first;
+        if (read_records(out, first, take, paths[i], f, buf, err, errlen) != 0)
+            goto done;
+        first += take;
+    }
+    rc = 0;
+done:
+    free(buf);
+    if (rc != 0)
+        dataset_free(out);
+    return rc;
+}
+
+int cifar_load_split(dataset *train, dataset *test, const char *root, int classes, int train_limit,
+                     int test_limit, char *err, size_t errlen)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (classes != 10 && classes != 100) {
+        snprintf(err, errlen, "%s: CIFAR has 10 or 100 classes, not %d", root, classes);
+        return -1;
+    }
+    const cifar_format *f = classes == 10 ? &cifar10 : &cifar100;
+    /* The files directly under root, or where the archive unpacks them. */
+    char dir[4096], probe[4096];
+    snprintf(dir, sizeof dir, "%s", root);
+    if (join_path(probe, sizeof probe, root, f->train[0], err, errlen) != 0)
+        return -1;
+    if (!file_exists(probe)) {
+        if (join_path(dir, sizeof dir, root, f->subdir, err, errlen) != 0 ||
+            join_path(probe, sizeof probe, dir, f->train[0], err, errlen) != 0)
+            return -1;
+        if (!file_exists(probe)) {
+            snprintf(err, errlen, "%s/%s: not found (nor under %s/)", root, f->train[0], dir);
+            return -1;
+        }
+    }
+    if (load_set(train, dir, f->train, f->ntrain, f, train_limit, err, errlen) != 0)
+        return -1;
+    if (load_set(test, dir, &f->test, 1, f, test_limit, err, errlen) != 0) {
+        dataset_free(train);
+        return -1;
+    }
+    return 0;
+}
