@@ -75,15 +75,19 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
     return (float)(v < cap ? v : cap);
 }
 
-/* Replica a's cores: a set of max(1, ncores / n), round-robin when replicas
- * outnumber cores. */
+/* Replica a's cores: a set of max(1, ncores / n). When replicas outnumber the
+ * cores and do not divide them evenly, round-robin pinning would leave some
+ * cores with more replicas than others, and synchronous rules run at the pace
+ * of the busiest core: there each replica may run on any core, one thread
+ * each, and the kernel balances them. */
 static int pin_replica(const job_run *run, int rank)
 {
     int share = run->ncores / run->n > 1 ? run->ncores / run->n : 1;
+    int floating = run->n > run->ncores && run->n % run->ncores != 0;
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int i = 0; i < share; i++)
-        CPU_SET(run->cores[(rank * share + i) % run->ncores], &set);
+    for (int i = 0; i < (floating ? run->ncores : share); i++)
+        CPU_SET(run->cores[floating ? i : (rank * share + i) % run->ncores], &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     return share;
 }
