@@ -363,7 +363,9 @@ static void *replica_main(void *p)
             }
         }
         /* Everyone agrees whether to go on: a failure anywhere, or a stop. */
-        int want = bad || run_has_failed(run) ? 4 : (run->hooks && run->hooks->stop ? *run->hooks->stop : 0);
+        int asked = run->hooks && run->hooks->stop
+                        ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) : 0;
+        int want = bad || run_has_failed(run) ? 4 : asked;
         int agreed = comm_any(&run->comm, r.rank, want);
         if (agreed) {
             if (!(agreed & 4) && (agreed & RUN_STOP_CHECKPOINT) && checkpoints && !checkpointed &&

@@ -34,7 +34,8 @@ typedef struct run_hooks {
     void (*on_event)(void *user, const run_event *ev);
     void *user;
     /* Set by any thread: RUN_STOP stops at the next outer-iteration boundary;
-     * RUN_STOP_CHECKPOINT checkpoints there first (daemon shutdown). */
+     * RUN_STOP_CHECKPOINT checkpoints there first (daemon shutdown). Write it
+     * with __atomic_store_n: replica threads read it with __atomic_load_n. */
     const volatile int *stop;
     /* Checkpoints go here (cfg->checkpoint.every_epochs, .keep); NULL: none.
      * If it holds a complete checkpoint, the run resumes from the newest. */

@@ -10,8 +10,10 @@
 #define CPU_PARALLEL_MIN 32768
 
 /* Element-wise loops also get an AVX2 clone, picked when the program loads,
- * since the portable build targets plain x86-64 (SSE2). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * since the portable build targets plain x86-64 (SSE2). Not under
+ * ThreadSanitizer: its instrumented ifunc resolvers run before its runtime
+ * is up and crash the program at load. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CPU_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define CPU_HOT

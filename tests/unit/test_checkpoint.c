@@ -27,11 +27,11 @@ static void on_event(void *user, const run_event *ev)
 {
     watch *w = user;
     if (ev->kind == RUN_EV_EVAL && ev->epoch == w->stop_after_eval)
-        w->stop = RUN_STOP_CHECKPOINT;
+        __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
     if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
-        w->failures_logged++;
+        __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED);
     if (ev->kind == RUN_EV_RESUME)
-        w->resumes_logged++;
+        __atomic_fetch_add(&w->resumes_logged, 1, __ATOMIC_RELAXED);
 }
 
 static void on_master(void *user, const model *master, int epochs_done, int last)

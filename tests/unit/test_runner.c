@@ -12,7 +12,7 @@ typedef struct final_copy { float *params; size_t n; int evals; } final_copy;
 static void on_event(void *user, const run_event *ev)
 {
     if (ev->kind == RUN_EV_EVAL)
-        ((final_copy *)user)->evals++;
+        __atomic_fetch_add(&((final_copy *)user)->evals, 1, __ATOMIC_RELAXED);
 }
 
 static void on_master(void *user, const model *master, int epochs_done, int last)
