@@ -2,6 +2,7 @@
  * of docs/protocol.md: one JSON request per line over the Unix socket, one
  * JSON reply per line (plus event lines for watch and logs -f). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,10 +32,10 @@ static const char usage[] =
     "  logs ID [-f]            a job's log (-f: follow until the job ends)\n"
     "  cancel ID               cancel a queued or running job\n"
     "  wait ID                 block until the job ends: exit 0 if done, 1 otherwise\n"
-    "  export ID FILE          write the job's master weights (safetensors)\n"
+    "  export ID FILE          write the job's master weights and BN statistics (safetensors)\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
-    "  shutdown                stop parled (running jobs stop at a step boundary)\n"
+    "  shutdown                stop parled (running jobs checkpoint and resume at its next start)\n"
     "\n"
     "'parlectl COMMAND --help' describes a command. Exit status: 0 success, 1 failure,\n"
     "2 usage error.\n";
@@ -712,27 +713,78 @@ static int cmd_cancel(const command *cmd, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* Copy `src` to `dst` atomically: a temporary beside dst, fsync, rename,
+ * fsync of the directory, so dst is never half written. */
+static int copy_file_atomic(const char *src, const char *dst)
+{
+    char tmp[8192], dir[8192];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dst, (int)getpid()) >= (int)sizeof(tmp))
+        return fail("%s: path too long", dst);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return fail("cannot read the daemon's copy %s: %s", src, strerror(errno));
+    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return fail("cannot create %s: %s", tmp, strerror(e));
+    }
+    char buf[1 << 16];
+    ssize_t n;
+    int e = 0;
+    while ((n = read(in, buf, sizeof(buf))) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            e = errno;
+            break;
+        }
+        for (ssize_t off = 0, w; off < n && !e; off += w > 0 ? w : 0)
+            if ((w = write(out, buf + off, (size_t)(n - off))) < 0 && errno != EINTR)
+                e = errno;
+        if (e)
+            break;
+    }
+    close(in);
+    if (!e && fsync(out) != 0)
+        e = errno;
+    if (close(out) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, dst) != 0)
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        return fail("cannot write %s: %s", dst, strerror(e));
+    }
+    snprintf(dir, sizeof(dir), "%s", dst);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0)
+        e = errno;
+    if (dfd >= 0)
+        close(dfd);
+    return e ? fail("cannot write %s: fsync of its directory: %s", dst, strerror(e)) : EXIT_OK;
+}
+
 static int cmd_export(const command *cmd, int argc, char **argv)
 {
     PARSE("", 2, 2);
-    /* The daemon writes the file, so it needs an absolute path. */
-    char path[8192];
-    if (a.pos[1][0] == '/') {
-        snprintf(path, sizeof(path), "%s", a.pos[1]);
-    } else {
-        char cwd[4096];
-        if (!getcwd(cwd, sizeof(cwd)))
-            return fail("getcwd: %s", strerror(errno));
-        snprintf(path, sizeof(path), "%s/%s", cwd, a.pos[1]);
-    }
-    cJSON *req = op_request("export", a.pos[0]);
-    cJSON_AddStringToObject(req, "path", path);
-    cJSON *reply = call(req);
+    cJSON *reply = call(op_request("export", a.pos[0]));
     if (!reply)
         return EXIT_FAIL;
-    printf("exported %s to %s\n", a.pos[0], path);
+    int rc = copy_file_atomic(str(reply, "path"), a.pos[1]);
+    if (rc == EXIT_OK) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(reply, "metadata");
+        char terr[32];
+        const char *e = str(m, "test_error");
+        printf("exported %s (epoch %s of %s, test error %s) to %s\n", a.pos[0], str(m, "epoch"),
+               str(m, "epochs"), fmt_percent(*e ? strtod(e, NULL) : NAN, terr, sizeof(terr)),
+               a.pos[1]);
+    }
     cJSON_Delete(reply);
-    return EXIT_OK;
+    return rc;
 }
 
 static int cmd_devices(const command *cmd, int argc, char **argv)
@@ -781,7 +833,7 @@ static int cmd_shutdown(const command *cmd, int argc, char **argv)
     cJSON *reply = call(op_request("shutdown", NULL));
     if (!reply)
         return EXIT_FAIL;
-    printf("parled is shutting down (%.0f running job(s) stop at a step boundary)\n",
+    printf("parled is shutting down (%.0f running job(s) checkpoint and stop)\n",
            num(reply, "stopping_jobs"));
     cJSON_Delete(reply);
     return EXIT_OK;
@@ -802,11 +854,15 @@ static const command commands[] = {
     {"logs", cmd_logs, "logs ID [-f]\nPrint the job's log; -f keeps printing until the job ends."},
     {"cancel", cmd_cancel, "cancel ID\nCancel a queued job, or stop a running one at its next step."},
     {"wait", cmd_wait, "wait ID\nBlock until the job ends; exit 0 if it ended done, 1 otherwise."},
-    {"export", cmd_export, "export ID FILE\nWrite the job's master weights to FILE (safetensors)."},
+    {"export", cmd_export,
+     "export ID FILE\nWrite the master of the job's last evaluation (weights and BN statistics,\n"
+     "safetensors) to FILE. parlectl copies the daemon's file, so it must be able to read\n"
+     "the state dir."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,
-     "shutdown\nStop parled; running jobs stop at a step boundary first."},
+     "shutdown\nStop parled; running jobs checkpoint at a step boundary first and resume when\n"
+     "parled starts again."},
 };
 
 int main(int argc, char **argv)

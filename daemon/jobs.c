@@ -13,12 +13,15 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "protocol.h"
 #include "runner.h"
+#include "safetensors.h"
+#include "server.h"
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
@@ -29,6 +32,9 @@
 #define QUEUE_MAX_PROGRESS 4096
 #define STATUS_WRITE_INTERVAL_S 5.0
 #define JOB_ERR_MAX 4096
+#define JOB_FILE_MAX (1u << 20)        /* job.json, status.json */
+#define METRICS_FILE_MAX (1u << 30)
+#define SAFETENSORS_HEADER_MAX (16u << 20)
 
 struct job {
     jobs *js;
@@ -40,14 +46,22 @@ struct job {
     enum job_state state;
     char error[JOB_ERR_MAX];
     double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
+    double elapsed_base;    /* training seconds before the current run (a resume) */
+    double run_started_at;  /* when the current run began; 0 when not running */
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
-    volatile int stop;      /* read by the replicas at step boundaries */
+    volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
     int cancel_requested;
+    int interrupted;        /* it was running when parled stopped: it goes first */
+    int run_pending;        /* an interrupted run has not yet said where it starts */
     int thread_running;
     pthread_t thread;
     FILE *log, *metrics;
     double status_written_at;
+    /* Written and read only on the replica thread that evaluates the master:
+     * the last evaluation, for the exported file's metadata. */
+    double master_test_error, master_test_loss;
+    long flush_asked, flush_done; /* guarded by js->mu */
 };
 
 /* One hand-over from a job's threads to the loop. */
@@ -57,6 +71,7 @@ typedef struct pending {
     int ended;              /* the job thread is done: rc, result, err */
     int rc;
     run_result result;
+    long flush;             /* > 0: a replica waits until everything before is written */
     run_event ev;
     char *err;
 } pending;
@@ -72,7 +87,8 @@ struct jobs {
     job *first, *last;
     int next_id;
     int running, stopping;
-    pthread_mutex_t mu;     /* guards the pending queue */
+    pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
+    pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
 };
@@ -84,11 +100,9 @@ static double now_s(void)
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
 }
 
-const char *job_state_name(enum job_state s)
-{
-    static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
-    return names[s];
-}
+static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
+
+const char *job_state_name(enum job_state s) { return state_names[s]; }
 
 int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
 const char *job_id(const job *j) { return j->id; }
@@ -138,6 +152,44 @@ static void devices_text(uint64_t mask, char *buf, size_t len)
             n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
 }
 
+static void job_path(const job *j, const char *file, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", j->dir, file);
+}
+
+/* A whole file of at most `max` bytes, NUL-terminated, malloc'd. NULL with
+ * errno kept (ENOENT: missing) and a message. */
+static char *read_text(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
+        snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+        errno = EFBIG;
+    } else if (!(text = malloc((size_t)st.st_size + 1))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        errno = ENOMEM;
+    } else {
+        *len = fread(text, 1, (size_t)st.st_size, f);
+        text[*len] = '\0';
+        if (ferror(f)) {
+            snprintf(err, errlen, "%s: read error", path);
+            free(text);
+            text = NULL;
+            errno = EIO;
+        }
+    }
+    fclose(f);
+    return text;
+}
+
 static void emit_line(jobs *js, job *j, cJSON *ev)
 {
     char *line = proto_line(ev);
@@ -177,12 +229,27 @@ static void job_log(job *j, const char *fmt, ...)
     }
 }
 
+/* A line in the job's log that watchers also get as a "log" event. */
+static void job_log_event(job *j, const char *message)
+{
+    job_log(j, "%s", message);
+    cJSON *e = event_json(j, "log");
+    cJSON_AddStringToObject(e, "message", message);
+    emit_line(j->js, j, e);
+}
+
 static void add_num_or_null(cJSON *o, const char *k, double v)
 {
     if (isfinite(v))
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+static double job_elapsed(const job *j)
+{
+    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? now_s() - j->run_started_at : 0;
+    return j->elapsed_base + running;
 }
 
 cJSON *job_status_json(const job *j)
@@ -212,8 +279,7 @@ cJSON *job_status_json(const job *j)
     add_num_or_null(o, "test_loss", j->test_loss);
     add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
     add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
-    double elapsed = !started ? 0 : (ended ? j->ended_at : now_s()) - j->started_at;
-    cJSON_AddNumberToObject(o, "elapsed_s", elapsed);
+    cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
     add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
     add_num_or_null(o, "started_at", started ? j->started_at : NAN);
@@ -221,26 +287,62 @@ cJSON *job_status_json(const job *j)
     return o;
 }
 
-static void write_status(job *j)
+/* status.json is what a restart reloads; a failed write is logged and the
+ * job goes on (the next write may succeed). */
+static int write_status(job *j)
 {
     char path[1200], err[512];
     cJSON *st = job_status_json(j);
     char *text = cJSON_Print(st);
     cJSON_Delete(st);
-    snprintf(path, sizeof(path), "%s/status.json", j->dir);
-    if (!text || atomic_write_file(path, text, strlen(text), err, sizeof(err)) != 0)
+    job_path(j, "status.json", path, sizeof(path));
+    int rc = text ? atomic_write_file(path, text, strlen(text), err, sizeof(err)) : -1;
+    if (rc != 0)
         job_log(j, "could not write status.json: %s", text ? err : "out of memory");
     free(text);
     j->status_written_at = now_s();
+    return rc;
 }
 
-/* A state change: persist it, log it, tell the watchers. */
+/* Once the end is on disk the checkpoints are of no use (the master for
+ * export stays): remove every file and directory under ckpt. */
+static void remove_checkpoints(job *j)
+{
+    char root[1200], dir[1500], file[1800];
+    job_path(j, "ckpt", root, sizeof(root));
+    DIR *d = opendir(root);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] != 'k')
+            continue;
+        snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
+        DIR *k = opendir(dir);
+        struct dirent *f;
+        while (k && (f = readdir(k)))
+            if (f->d_name[0] != '.') {
+                snprintf(file, sizeof(file), "%s/%s", dir, f->d_name);
+                unlink(file);
+            }
+        if (k)
+            closedir(k);
+        rmdir(dir);
+    }
+    closedir(d);
+    if (rmdir(root) != 0)
+        job_log(j, "could not remove the checkpoints in %s: %s", root, strerror(errno));
+}
+
+/* A state change: persist it, log it, tell the watchers. An ended job's
+ * checkpoints go once its end is on disk. */
 static void set_state(job *j, enum job_state s)
 {
     j->state = s;
     if (job_state_final(s))
         j->ended_at = now_s();
-    write_status(j);
+    if (write_status(j) == 0 && job_state_final(s))
+        remove_checkpoints(j);
     cJSON *ev = event_json(j, "state");
     cJSON_AddStringToObject(ev, "state", job_state_name(s));
     if (j->error[0])
@@ -253,10 +355,10 @@ static void set_state(job *j, enum job_state s)
 static void enqueue(jobs *js, pending *p)
 {
     pthread_mutex_lock(&js->mu);
-    int drop = !p->ended && p->ev.kind == RUN_EV_PROGRESS && js->q_progress >= QUEUE_MAX_PROGRESS;
+    int progress = !p->ended && !p->flush && p->ev.kind == RUN_EV_PROGRESS;
+    int drop = progress && js->q_progress >= QUEUE_MAX_PROGRESS;
     if (!drop) {
-        if (!p->ended && p->ev.kind == RUN_EV_PROGRESS)
-            js->q_progress++;
+        js->q_progress += progress;
         if (js->q_last)
             js->q_last->next = p;
         else
@@ -273,6 +375,10 @@ static void enqueue(jobs *js, pending *p)
 static void on_run_event(void *user, const run_event *ev)
 {
     job *j = user;
+    if (ev->kind == RUN_EV_EVAL) {
+        j->master_test_error = ev->test_error;
+        j->master_test_loss = ev->test_loss;
+    }
     pending *p = calloc(1, sizeof(*p));
     if (!p)
         return; /* a lost progress line is better than a stopped job */
@@ -292,15 +398,61 @@ static void post_log(job *j, const char *fmt, ...)
     on_run_event(j, &ev);
 }
 
+/* Block until the loop has written every event posted before: the metrics
+ * up to an evaluation are on disk before a checkpoint after it exists. */
+static void wait_for_loop(job *j)
+{
+    jobs *js = j->js;
+    pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return;
+    pthread_mutex_lock(&js->mu);
+    long seq = ++j->flush_asked;
+    pthread_mutex_unlock(&js->mu);
+    p->j = j;
+    p->flush = seq;
+    enqueue(js, p);
+    pthread_mutex_lock(&js->mu);
+    while (j->flush_done < seq)
+        pthread_cond_wait(&js->flushed, &js->mu);
+    pthread_mutex_unlock(&js->mu);
+}
+
+/* On the replica thread that evaluated the master: save it for `export`. */
+static void on_master(void *user, const model *master, int epochs_done, int last)
+{
+    job *j = user;
+    char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
+    job_path(j, "master.safetensors", path, sizeof(path));
+    snprintf(epoch, sizeof(epoch), "%d", epochs_done);
+    snprintf(epochs, sizeof(epochs), "%d", j->cfg.epochs);
+    snprintf(replicas, sizeof(replicas), "%d", j->cfg.algorithm.replicas);
+    snprintf(terr, sizeof(terr), "%.17g", j->master_test_error);
+    snprintf(tloss, sizeof(tloss), "%.17g", j->master_test_loss);
+    const st_meta meta[] = {
+        {"job_id", j->id}, {"job_name", j->cfg.name[0] ? j->cfg.name : j->id},
+        {"arch", j->cfg.model.arch}, {"dataset", j->cfg.data.dataset},
+        {"algorithm", j->cfg.algorithm.name}, {"replicas", replicas}, {"epoch", epoch},
+        {"epochs", epochs}, {"final", last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
+        {"test_error", terr}, {"test_loss", tloss},
+    };
+    if (safetensors_write(path, master, master->params, master->stats, meta,
+                          (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
+        post_log(j, "could not save the master of epoch %d for export: %s", epochs_done, err);
+    wait_for_loop(j);
+}
+
 /* The job thread: load the data once, run the job, report the end. */
 static void *job_thread(void *arg)
 {
     job *j = arg;
     jobs *js = j->js;
-    char err[JOB_ERR_MAX] = "";
+    char err[JOB_ERR_MAX] = "", ckpt[1200];
     dataset train = {0}, test = {0};
     run_result result = {0};
-    run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop};
+    job_path(j, "ckpt", ckpt, sizeof(ckpt));
+    run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop,
+                       .checkpoint_dir = ckpt, .on_master = on_master};
     int rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
     if (rc == 0) {
         post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
@@ -327,9 +479,15 @@ static void schedule(jobs *js);
 static void start_job(jobs *js, job *j)
 {
     char path[1200];
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", j->dir);
+    job_path(j, "metrics.jsonl", path, sizeof(path));
     j->metrics = fopen(path, "a");
-    j->started_at = now_s();
+    if (!j->metrics)
+        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
+    if (j->started_at == 0)
+        j->started_at = now_s();
+    j->run_started_at = now_s();
+    j->run_pending = j->interrupted;
+    j->interrupted = 0;
     js->busy |= j->devices;
     j->thread_running = 1;
     js->running++;
@@ -352,21 +510,23 @@ static void start_job(jobs *js, job *j)
 }
 
 /* FIFO: a job starts when its devices are free and no earlier waiting job
- * wants any of them, so a big job is never starved by later small ones. */
+ * wants any of them, so a big job is never starved by later small ones.
+ * Jobs interrupted by a daemon stop come before every other queued job. */
 static void schedule(jobs *js)
 {
     uint64_t wanted = 0;
-    for (job *j = js->first; j && !js->stopping; j = j->next) {
-        if (j->state != JOB_QUEUED)
-            continue;
-        if (!((js->busy | wanted) & j->devices))
-            start_job(js, j);
-        else
-            wanted |= j->devices;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (job *j = js->first; j && !js->stopping; j = j->next) {
+            if (j->state != JOB_QUEUED || j->interrupted != (pass == 0))
+                continue;
+            if (!((js->busy | wanted) & j->devices))
+                start_job(js, j);
+            else
+                wanted |= j->devices;
+        }
 }
 
-static void write_metrics(job *j, cJSON *ev)
+static void write_metrics(job *j, cJSON *ev, int durable)
 {
     if (!j->metrics)
         return;
@@ -374,32 +534,94 @@ static void write_metrics(job *j, cJSON *ev)
     if (text) {
         fprintf(j->metrics, "%s\n", text);
         fflush(j->metrics);
+        if (durable)
+            fsync(fileno(j->metrics));
         free(text);
+    }
+}
+
+/* Keep the metrics lines of steps <= keep_step (the run continues from
+ * there) and drop the rest, including a torn last line. */
+static void trim_metrics(job *j, long keep_step)
+{
+    char path[1200], err[1400];
+    size_t len = 0;
+    job_path(j, "metrics.jsonl", path, sizeof(path));
+    if (j->metrics)
+        fclose(j->metrics);
+    j->metrics = NULL;
+    char *text = read_text(path, METRICS_FILE_MAX, &len, err, sizeof(err));
+    if (!text && errno != ENOENT)
+        job_log(j, "cannot trim metrics.jsonl: %s", err);
+    if (text) {
+        size_t out = 0, dropped = 0;
+        for (size_t at = 0; at < len;) {
+            char *nl = memchr(text + at, '\n', len - at);
+            size_t n = nl ? (size_t)(nl - (text + at)) + 1 : len - at;
+            cJSON *line = nl ? cJSON_ParseWithLength(text + at, n - 1) : NULL;
+            const cJSON *step = cJSON_GetObjectItemCaseSensitive(line, "step");
+            if (line && (!cJSON_IsNumber(step) || step->valuedouble <= (double)keep_step)) {
+                memmove(text + out, text + at, n);
+                out += n;
+            } else {
+                dropped++;
+            }
+            cJSON_Delete(line);
+            at += n;
+        }
+        if (dropped > 0) {
+            if (atomic_write_file(path, text, out, err, sizeof(err)) != 0)
+                job_log(j, "cannot trim metrics.jsonl: %s", err);
+            else
+                job_log(j, "metrics.jsonl: dropped %zu line(s) after step %ld", dropped, keep_step);
+        }
+        free(text);
+    }
+    j->metrics = fopen(path, "a");
+    if (!j->metrics)
+        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
+}
+
+/* The first event of a run after an interruption says where it starts: a
+ * resume (RUN_EV_RESUME) keeps the history up to its checkpoint, anything
+ * else means no usable checkpoint, so the run starts over. */
+static void begin_resumed_run(job *j, const run_event *resume)
+{
+    j->run_pending = 0;
+    if (resume) {
+        job_log_event(j, resume->message);
+        j->last.epoch = resume->epoch;
+        j->last.step = resume->step;
+        j->last.data_passes = resume->data_passes;
+        j->test_error = resume->epoch > 0 ? resume->test_error : NAN;
+        j->test_loss = resume->epoch > 0 ? resume->test_loss : NAN;
+        j->elapsed_base = resume->elapsed_s;
+        j->run_started_at = now_s();
+        trim_metrics(j, resume->step);
+    } else {
+        job_log_event(j, "no complete checkpoint to resume from: starting over from scratch");
+        j->test_error = j->test_loss = NAN;
+        j->elapsed_base = 0;
+        trim_metrics(j, 0);
     }
 }
 
 static void apply_event(jobs *js, job *j, const run_event *ev)
 {
     if (ev->kind == RUN_EV_LOG) {
-        job_log(j, "%s", ev->message);
-        cJSON *e = event_json(j, "log");
-        cJSON_AddStringToObject(e, "message", ev->message);
-        emit_line(js, j, e);
+        job_log_event(j, ev->message);
         return;
     }
+    if (ev->kind == RUN_EV_RESUME || j->run_pending)
+        begin_resumed_run(j, ev->kind == RUN_EV_RESUME ? ev : NULL);
+    if (ev->kind == RUN_EV_RESUME)
+        return;
     run_event merged = *ev;
-    if (ev->kind == RUN_EV_EVAL && ev->step == 0) {
-        /* An evaluation without step counters keeps the last progress's. */
-        merged.step = j->last.step;
-        merged.data_passes = j->last.data_passes;
+    if (ev->kind == RUN_EV_EVAL) {
+        /* An evaluation measures no speed: keep the last progress's. */
         merged.images_per_sec = j->last.images_per_sec;
-        merged.lr = j->last.lr;
-        merged.gamma = j->last.gamma;
-        merged.rho = j->last.rho;
         merged.eta_s = j->last.eta_s;
         merged.compute_s = j->last.compute_s;
-    }
-    if (ev->kind == RUN_EV_EVAL) {
         j->test_error = ev->test_error;
         j->test_loss = ev->test_loss;
     }
@@ -427,7 +649,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         job_log(j, "epoch %d/%d: test error %.2f%%, test loss %.4f, train loss %.4f", ev->epoch,
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);
     }
-    write_metrics(j, e);
+    write_metrics(j, e, ev->kind == RUN_EV_EVAL);
     emit_line(js, j, e);
     if (ev->kind == RUN_EV_EVAL || now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
@@ -439,6 +661,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
     j->thread_running = 0;
     js->running--;
     js->busy &= ~j->devices;
+    j->elapsed_base = job_elapsed(j);
+    j->run_started_at = 0;
+    j->run_pending = 0;
     if (j->metrics)
         fclose(j->metrics);
     j->metrics = NULL;
@@ -450,10 +675,10 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "cancelled at epoch %d, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
     } else if (p->result.stopped) {
-        /* Stopped by a daemon shutdown: status.json keeps "running" so a
-         * later start can tell it was interrupted. */
-        job_log(j, "stopped by the daemon's shutdown at epoch %d, step %ld", j->last.epoch,
-                j->last.step);
+        /* Stopped by a daemon shutdown: status.json keeps "running" so the
+         * next start resumes it from the checkpoint just taken. */
+        job_log(j, "stopped by the daemon's shutdown at epoch %d, step %ld: it resumes at the "
+                "next start", j->last.epoch, j->last.step);
         write_status(j);
     } else {
         j->test_error = p->result.test_error;
@@ -484,6 +709,11 @@ static void on_async(uv_async_t *h)
         if (p->ended) {
             finish_job(js, p->j, p);
             ended = 1;
+        } else if (p->flush) {
+            pthread_mutex_lock(&js->mu);
+            p->j->flush_done = p->flush;
+            pthread_cond_broadcast(&js->flushed);
+            pthread_mutex_unlock(&js->mu);
         } else {
             apply_event(js, p->j, &p->ev);
         }
@@ -495,28 +725,223 @@ static void on_async(uv_async_t *h)
         schedule(js);
 }
 
-/* ---- the queue's API ---- */
+/* ---- reloading the state dir ---- */
 
-/* The highest id in use under jobs/, so ids stay unique across restarts. */
-static int scan_max_id(const char *dir, char *err, size_t errlen)
+/* A number of status.json; `missing` if absent, null or not a number. */
+static double status_num(const cJSON *st, const char *key, double missing)
 {
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : missing;
+}
+
+/* A count of status.json (epoch, step): 0 if absent, -1 if out of range. */
+static long status_count(const cJSON *st, const char *key)
+{
+    double v = status_num(st, key, 0);
+    return v >= 0 && v < 1e15 ? (long)v : -1;
+}
+
+/* Fill j from its status.json: state, error, times and last values. */
+static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
+{
+    cJSON *st = cJSON_ParseWithLength(text, len);
+    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
+    int s = 0;
+    while (state && s <= JOB_CANCELLED && strcmp(state, state_names[s]) != 0)
+        s++;
+    long epoch = status_count(st, "epoch"), step = status_count(st, "step");
+    if (!cJSON_IsObject(st) || !state || s > JOB_CANCELLED || epoch < 0 || epoch > INT32_MAX ||
+        step < 0) {
+        snprintf(err, errlen, "status.json: %s", !st ? "not valid JSON"
+                 : !state || s > JOB_CANCELLED ? "no valid \"state\"" : "bad epoch or step");
+        cJSON_Delete(st);
         return -1;
     }
-    int max = 0;
+    j->state = (enum job_state)s;
+    const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
+    snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
+    j->submitted_at = status_num(st, "submitted_at", 0);
+    j->started_at = status_num(st, "started_at", 0);
+    j->ended_at = status_num(st, "ended_at", 0);
+    j->elapsed_base = status_num(st, "elapsed_s", 0);
+    j->test_error = status_num(st, "test_error", NAN);
+    j->test_loss = status_num(st, "test_loss", NAN);
+    j->last.epoch = (int)epoch;
+    j->last.epochs = j->cfg.epochs;
+    j->last.step = step;
+    j->last.data_passes = status_num(st, "data_passes", 0);
+    j->last.train_loss = status_num(st, "train_loss", NAN);
+    j->last.lr = status_num(st, "lr", NAN);
+    cJSON_Delete(st);
+    return 0;
+}
+
+/* Rebuild job `name` from <jobs_dir>/<name>/{job.json,status.json}. */
+static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
+{
+    job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    j->js = js;
+    snprintf(j->id, sizeof(j->id), "%s", name);
+    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, name);
+    char path[1200], why[JOB_ERR_MAX];
+    size_t len;
+    job_path(j, "job.json", path, sizeof(path));
+    char *text = read_text(path, JOB_FILE_MAX, &len, err, errlen);
+    if (!text)
+        goto fail;
+    int rc = job_config_parse(text, len, &j->cfg, why, sizeof(why));
+    free(text);
+    if (rc != 0) {
+        snprintf(err, errlen, "job.json: %.2000s", why);
+        goto fail;
+    }
+    /* As submitted; requeue() checks it against the daemon's devices now. */
+    if (parse_devices(j->cfg.devices, j->js->devices, &j->devices, why, sizeof(why)) != 0 &&
+        parse_devices(j->cfg.devices, ~0ull, &j->devices, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "job.json: devices: %.2000s", why);
+        goto fail;
+    }
+    job_path(j, "status.json", path, sizeof(path));
+    if (!(text = read_text(path, JOB_FILE_MAX, &len, err, errlen)))
+        goto fail;
+    rc = restore_status(j, text, len, err, errlen);
+    free(text);
+    if (rc != 0)
+        goto fail;
+    return j;
+fail:
+    free(j);
+    return NULL;
+}
+
+/* A reloaded job that has not ended: reopen its log and queue it again. One
+ * that ever started was interrupted by a daemon stop: it goes first and
+ * resumes. One whose devices the daemon no longer has fails. */
+static void requeue(jobs *js, job *j)
+{
+    char path[1200], why[256];
+    job_path(j, "log.txt", path, sizeof(path));
+    j->log = fopen(path, "a");
+    j->state = JOB_QUEUED;
+    j->interrupted = j->started_at > 0;
+    if (j->interrupted)
+        job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
+                "checkpoint");
+    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0) {
+        write_status(j);
+        return;
+    }
+    snprintf(j->error, sizeof(j->error), "devices: %s (the daemon now has %s)", why,
+             js->devices_text);
+    job_log(j, "failed: %s", j->error);
+    set_state(j, JOB_FAILED);
+    if (j->log)
+        fclose(j->log);
+    j->log = NULL;
+}
+
+static int job_number(const char *name)
+{
+    char *end;
+    if (name[0] != 'j' || name[1] < '0' || name[1] > '9')
+        return -1;
+    long n = strtol(name + 1, &end, 10);
+    return *end == '\0' && n < 100000000 ? (int)n : -1;
+}
+
+static int by_number(const void *a, const void *b)
+{
+    int x = job_number(*(char *const *)a), y = job_number(*(char *const *)b);
+    return (x > y) - (x < y);
+}
+
+/* Reload every job under jobs/, in submission (id) order. A directory that
+ * cannot be read is reported and skipped; its id is still never reused. */
+static int reload_jobs(jobs *js, char *err, size_t errlen)
+{
+    DIR *d = opendir(js->jobs_dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: %s", js->jobs_dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
+    int rc = 0;
     while ((e = readdir(d))) {
-        char *end;
-        if (e->d_name[0] != 'j')
+        int num = job_number(e->d_name);
+        if (num < 0)
             continue;
-        long n = strtol(e->d_name + 1, &end, 10);
-        if (*end == '\0' && end != e->d_name + 1 && n > max && n < 100000000)
-            max = (int)n;
+        if (num >= js->next_id)
+            js->next_id = num + 1;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **more = realloc(names, cap * sizeof(*names));
+            if (!more) {
+                rc = -1;
+                break;
+            }
+            names = more;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            rc = -1;
+            break;
+        }
+        n++;
     }
     closedir(d);
-    return max;
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory listing %s", js->jobs_dir);
+    else if (n > 0)
+        qsort(names, n, sizeof(*names), by_number);
+    int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char why[JOB_ERR_MAX];
+        job *j = load_job(js, names[i], why, sizeof(why));
+        if (!j) {
+            server_log(LOG_WARN, "skipping job %s: %s", names[i], why);
+            skipped++;
+            continue;
+        }
+        if (js->last)
+            js->last->next = j;
+        else
+            js->first = j;
+        js->last = j;
+        if (!job_state_final(j->state))
+            requeue(js, j);
+        counts[j->state]++;
+        interrupted += j->interrupted;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc == 0 && n > 0)
+        server_log(LOG_INFO, "reloaded %zu job(s): %d queued (%d of them interrupted, to resume), "
+                   "%d done, %d failed, %d cancelled, %d unreadable and skipped",
+                   n - (size_t)skipped, counts[JOB_QUEUED], interrupted, counts[JOB_DONE],
+                   counts[JOB_FAILED], counts[JOB_CANCELLED], skipped);
+    return rc;
+}
+
+/* ---- the queue's API ---- */
+
+static void free_jobs(jobs *js)
+{
+    job *j = js->first;
+    while (j) {
+        job *next = j->next;
+        if (j->log)
+            fclose(j->log);
+        free(j);
+        j = next;
+    }
+    free(js->cores);
+    free(js);
 }
 
 int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
@@ -529,6 +954,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     }
     js->loop = loop;
     js->listener = *listener;
+    js->next_id = 1;
     snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -553,16 +979,12 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     if (strcmp(devices, "auto") == 0)
         js->devices = DEV_CPU;
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
-    if (mkdir_p(js->jobs_dir, err, errlen) != 0)
+    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || reload_jobs(js, err, errlen) != 0)
         goto fail;
-    /* Durable restart (a later issue) reloads jobs/<id>/ here and resumes
-     * the interrupted ones from their checkpoints; for now ids only move on. */
-    int max = scan_max_id(js->jobs_dir, err, errlen);
-    if (max < 0)
-        goto fail;
-    js->next_id = max + 1;
     pthread_mutex_init(&js->mu, NULL);
+    pthread_cond_init(&js->flushed, NULL);
     if (uv_async_init(loop, &js->async, on_async) != 0) {
+        pthread_cond_destroy(&js->flushed);
         pthread_mutex_destroy(&js->mu);
         snprintf(err, errlen, "uv_async_init failed");
         goto fail;
@@ -571,10 +993,11 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     *out = js;
     return 0;
 fail:
-    free(js->cores);
-    free(js);
+    free_jobs(js);
     return -1;
 }
+
+void jobs_start(jobs *js) { schedule(js); }
 
 job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
@@ -584,6 +1007,7 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
         return NULL;
     }
     *code = ERR_INTERNAL;
+    char path[1200];
     job *j = calloc(1, sizeof(*j));
     char *text = cJSON_PrintUnformatted(job_json);
     char *pretty = cJSON_Print(job_json);
@@ -605,12 +1029,11 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
     j->test_error = j->test_loss = NAN;
     snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
     snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/job.json", j->dir);
+    job_path(j, "job.json", path, sizeof(path));
     if (mkdir_p(j->dir, err, errlen) != 0 ||
         atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
         goto fail;
-    snprintf(path, sizeof(path), "%s/log.txt", j->dir);
+    job_path(j, "log.txt", path, sizeof(path));
     j->log = fopen(path, "a");
     if (!j->log) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -630,6 +1053,11 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
     schedule(js);
     return j;
 fail:
+    if (j && j->dir[0]) { /* leave no half-made job dir behind */
+        job_path(j, "job.json", path, sizeof(path));
+        unlink(path);
+        rmdir(j->dir);
+    }
     free(text);
     free(pretty);
     free(j);
@@ -697,6 +1125,57 @@ cJSON *jobs_summary_json(const jobs *js)
     return o;
 }
 
+/* The __metadata__ object of a safetensors file (read on the loop thread). */
+static cJSON *read_safetensors_metadata(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    unsigned char le[8];
+    uint64_t n = 0;
+    char *header = NULL;
+    cJSON *root = NULL, *meta = NULL;
+    if (fread(le, 1, 8, f) == 8) {
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | le[i];
+        if (n >= 2 && n <= SAFETENSORS_HEADER_MAX && (header = malloc((size_t)n)) &&
+            fread(header, 1, (size_t)n, f) == n)
+            root = cJSON_ParseWithLength(header, (size_t)n);
+    }
+    fclose(f);
+    free(header);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (cJSON_IsObject(md))
+        meta = cJSON_Duplicate(md, 1);
+    else
+        snprintf(err, errlen, "%s: not a safetensors file with metadata", path);
+    cJSON_Delete(root);
+    return meta;
+}
+
+cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen)
+{
+    char path[1200];
+    job_path(j, "master.safetensors", path, sizeof(path));
+    *code = ERR_INTERNAL;
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+        *code = ERR_BAD_STATE;
+        snprintf(err, errlen, "job %s has no evaluated master yet (the master is saved at the "
+                 "end of each epoch)", j->id);
+        return NULL;
+    }
+    cJSON *meta = read_safetensors_metadata(path, err, errlen);
+    if (!meta)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddItemToObject(o, "metadata", meta);
+    return o;
+}
+
 int job_cancel(jobs *js, job *j, char *err, size_t errlen)
 {
     if (job_state_final(j->state) || j->cancel_requested) {
@@ -707,7 +1186,8 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
     if (j->state == JOB_QUEUED) {
         job_log(j, "cancelled while queued");
         set_state(j, JOB_CANCELLED);
-        fclose(j->log);
+        if (j->log)
+            fclose(j->log);
         j->log = NULL;
         if (js->listener.on_end)
             js->listener.on_end(js->listener.user, j);
@@ -715,7 +1195,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         return 0;
     }
     j->cancel_requested = 1;
-    j->stop = 1;
+    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
     job_log(j, "cancel requested: stopping at the next step boundary");
     return 0;
 }
@@ -723,7 +1203,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)
 {
     char path[1200];
-    snprintf(path, sizeof(path), "%s/log.txt", j->dir);
+    job_path(j, "log.txt", path, sizeof(path));
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -749,8 +1229,10 @@ int jobs_stop_all(jobs *js)
 {
     js->stopping = 1;
     for (job *j = js->first; j; j = j->next)
-        if (j->thread_running)
-            j->stop = 1;
+        if (j->thread_running && !j->stop) {
+            __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+            job_log(j, "daemon shutdown: checkpointing at the next step boundary, then stopping");
+        }
     return js->running;
 }
 
@@ -759,17 +1241,9 @@ int jobs_running(const jobs *js) { return js->running; }
 static void on_async_closed(uv_handle_t *h)
 {
     jobs *js = h->data;
-    job *j = js->first;
-    while (j) {
-        job *next = j->next;
-        if (j->log)
-            fclose(j->log);
-        free(j);
-        j = next;
-    }
+    pthread_cond_destroy(&js->flushed);
     pthread_mutex_destroy(&js->mu);
-    free(js->cores);
-    free(js);
+    free_jobs(js);
 }
 
 void jobs_close(jobs *js) { uv_close((uv_handle_t *)&js->async, on_async_closed); }

@@ -24,11 +24,16 @@ typedef struct jobs_listener {
     void *user;
 } jobs_listener;
 
-/* Open (creating) <state_dir>/jobs, reload the jobs found there, and take the
- * daemon's devices: "cpu" (the cores of sched_getaffinity), "auto" or GPU ids
- * "0,1". */
+/* Open (creating) <state_dir>/jobs and take the daemon's devices: "cpu" (the
+ * cores of sched_getaffinity), "auto" or GPU ids "0,1". Reloads every job
+ * found there (docs/architecture.md): ended ones keep their results, queued
+ * ones their order, and one that was running is queued first, to resume from
+ * its newest complete checkpoint. An unreadable job dir is logged and skipped.
+ * Nothing starts before jobs_start. */
 int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
               const jobs_listener *listener, char *err, size_t errlen);
+/* Start the reloaded jobs that can run (once the daemon serves its socket). */
+void jobs_start(jobs *js);
 
 /* Validate `job_json` completely, persist it and queue it. Returns the job,
  * or NULL with *code (ERR_INVALID_JOB, ERR_INTERNAL, ...) and a message. */
@@ -46,14 +51,20 @@ cJSON *jobs_list_json(const jobs *js);
 cJSON *jobs_devices_json(const jobs *js);
 cJSON *jobs_summary_json(const jobs *js);
 
+/* The reply to `export`: {"id", "path" of <job dir>/master.safetensors (the
+ * master of the job's last evaluation), "metadata"}. NULL with *code
+ * ERR_BAD_STATE if the job has no evaluated master yet, else ERR_INTERNAL. */
+cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen);
+
 /* Cancel a queued job at once or ask a running one to stop at its next step
- * boundary. -1 if it has already ended. */
+ * boundary (no checkpoint). -1 if it has already ended. */
 int job_cancel(jobs *js, job *j, char *err, size_t errlen);
 
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
 
-/* Shutdown: start nothing more and ask every running job to stop. Returns the
+/* Shutdown: start nothing more and ask every running job to checkpoint at its
+ * next step boundary and stop (it resumes at the next start). Returns the
  * number of job threads still running; on_end reports each as it ends. */
 int jobs_stop_all(jobs *js);
 int jobs_running(const jobs *js);

@@ -1,6 +1,6 @@
 /* parled: the parle training daemon (design.md §7). Runs in the foreground,
- * prints one line when it accepts connections, stops cleanly on SIGTERM or
- * SIGINT (a second SIGINT exits at once). */
+ * prints one line when it accepts connections, checkpoints its running jobs
+ * and stops on SIGTERM or SIGINT (a second SIGINT exits at once). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,8 +26,10 @@ static const char usage[] =
     "  --help             show this help\n"
     "  --version          show the version\n"
     "\n"
-    "SIGTERM or SIGINT stops the running jobs at a step boundary and exits; a second\n"
-    "SIGINT exits at once. Drive the daemon with parlectl.\n";
+    "Jobs are kept under the state dir; at start every job found there is reloaded\n"
+    "and one that was running resumes from its newest complete checkpoint. SIGTERM\n"
+    "or SIGINT checkpoints the running jobs at their next step boundary and exits;\n"
+    "a second SIGINT exits at once. Drive the daemon with parlectl.\n";
 
 typedef struct daemon_state {
     server *srv;

@@ -16,10 +16,10 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
-enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_PATH = 16 };
+enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
-    [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID, [OP_EXPORT] = F_ID | F_PATH,
+    [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID, [OP_EXPORT] = F_ID,
     [OP_DEVICES] = 0, [OP_VERSION] = 0, [OP_SHUTDOWN] = 0,
 };
 
@@ -70,9 +70,6 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
             if (!cJSON_IsBool(it))
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be true or false", k);
             req->follow = cJSON_IsTrue(it);
-        } else if (strcmp(k, "path") == 0 && (allowed & F_PATH)) {
-            if (!cJSON_IsString(it) || it->valuestring[0] != '/')
-                return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be an absolute path", k);
         } else {
             *code = ERR_BAD_REQUEST;
             snprintf(msg, msglen, "%.64s: unknown field for op \"%s\"", k, op_names[req->op]);
@@ -84,8 +81,6 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                     op_names[req->op]);
     if ((allowed & F_JOB) && !cJSON_GetObjectItemCaseSensitive(root, "job"))
         return fail(code, ERR_BAD_REQUEST, msg, msglen, "job: missing%s", "");
-    if ((allowed & F_PATH) && !cJSON_GetObjectItemCaseSensitive(root, "path"))
-        return fail(code, ERR_BAD_REQUEST, msg, msglen, "path: missing%s", "");
     return 0;
 }
 
@@ -141,13 +136,6 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         goto out;
     if (req->op == OP_SUBMIT)
         req->job = cJSON_DetachItemFromObjectCaseSensitive(root, "job");
-    if (req->op == OP_EXPORT) {
-        req->path = strdup(cJSON_GetObjectItemCaseSensitive(root, "path")->valuestring);
-        if (!req->path) {
-            fail(code, ERR_INTERNAL, msg, msglen, "out of memory%s", "");
-            goto out;
-        }
-    }
     rc = 0;
 out:
     cJSON_Delete(root);
@@ -157,9 +145,7 @@ out:
 void proto_request_free(proto_request *req)
 {
     cJSON_Delete(req->job);
-    free(req->path);
     req->job = NULL;
-    req->path = NULL;
 }
 
 char *proto_line(cJSON *obj)

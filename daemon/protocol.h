@@ -26,7 +26,6 @@ enum proto_op {
 #define ERR_INVALID_JOB "invalid_job"
 #define ERR_NOT_FOUND "not_found"
 #define ERR_BAD_STATE "bad_state"
-#define ERR_NOT_IMPLEMENTED "not_implemented"
 #define ERR_FORBIDDEN "forbidden"
 #define ERR_SHUTTING_DOWN "shutting_down"
 #define ERR_INTERNAL "internal"
@@ -36,7 +35,6 @@ typedef struct proto_request {
     char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, export */
     int follow;            /* logs: stream new lines until the job ends */
     cJSON *job;            /* submit: the job object; owned by the request */
-    char *path;            /* export: where the daemon writes the file; owned */
 } proto_request;
 
 /* Parse one line (without its '\n'). Returns 0, or -1 with *code set to one of

@@ -310,6 +310,23 @@ static void op_cancel(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* The daemon never writes where a client says (it may run as root): it
+ * names its own copy of the master and the client copies it. */
+static void op_export(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[1400];
+    const char *code;
+    cJSON *o = job_export_json(j, &code, err, sizeof(err));
+    if (!o) {
+        send_error(c, code, err);
+        return;
+    }
+    conn_send(c, proto_reply_ok(o));
+}
+
 static void handle_request(conn *c, char *line, size_t len)
 {
     server *s = c->srv;
@@ -345,10 +362,7 @@ static void handle_request(conn *c, char *line, size_t len)
         op_cancel(c, &req);
         break;
     case OP_EXPORT:
-        /* Exporting the master's weights needs the checkpoint work of a
-         * later issue; the op is reserved so clients can rely on its name. */
-        if (find_job(c, req.id))
-            send_error(c, ERR_NOT_IMPLEMENTED, "export is not implemented yet");
+        op_export(c, &req);
         break;
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();
@@ -649,6 +663,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */
         goto fail;
     }
+    jobs_start(s->jobs);
     *out = s;
     return 0;
 fail:
@@ -670,7 +685,8 @@ void server_shutdown(server *s, const char *why)
         conn_end(s->conns);
     int running = jobs_stop_all(s->jobs);
     if (running > 0)
-        server_log(LOG_INFO, "waiting for %d running job(s) to stop at a step boundary", running);
+        server_log(LOG_INFO, "waiting for %d running job(s) to checkpoint and stop at a step "
+                   "boundary", running);
     else
         finish_shutdown(s);
 }

@@ -1,5 +1,6 @@
 # Shared by the integration tests (sourced): a temporary parled and helpers.
-# Needs PARLED, PARLECTL, RAWCLIENT and PARLE_SOURCE_ROOT in the environment.
+# Needs PARLED, PARLECTL, PARLE_TRAIN, RAWCLIENT and PARLE_SOURCE_ROOT in the
+# environment.
 set -u
 # Under -Db_sanitize, a UBSan report must fail the test, not scroll by.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
@@ -31,10 +32,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# start_daemon [parled options]: start parled and wait for its ready line.
+# start_daemon [parled options]: start parled (under $PARLED_WRAP, e.g. a
+# taskset command, if set) and wait for its ready line.
 start_daemon() {
     : >"$TMP/parled.out"
-    "$PARLED" --socket "$SOCK" --state-dir "$STATE" --log-level debug "$@" \
+    ${PARLED_WRAP:-} "$PARLED" --socket "$SOCK" --state-dir "$STATE" --log-level debug "$@" \
         >"$TMP/parled.out" 2>>"$TMP/parled.err" &
     DAEMON_PID=$!
     for _ in $(seq 100); do
@@ -109,7 +111,8 @@ wait_steps() {
     fail "job $1 took no step within $2 s"
 }
 
-# A quick job: an MLP on synthetic data (what it learns does not matter).
+# A quick job: an MLP on synthetic data (what it learns does not matter); 32
+# steps an epoch, a checkpoint after each.
 # mlp_job FILE EPOCHS
 mlp_job() {
     cat >"$1" <<JOB
@@ -118,4 +121,55 @@ mlp_job() {
  "algorithm": {"name": "sgd"}, "optim": {"lr": 0.05, "batch": 32},
  "epochs": $2, "seed": 3, "devices": "cpu", "log_every": 4}
 JOB
+}
+
+# kill_daemon: kill -9, as a crash would.
+kill_daemon() {
+    kill -KILL "$DAEMON_PID"
+    wait "$DAEMON_PID" 2>/dev/null
+    DAEMON_PID=
+}
+
+# wait_log ID PATTERN SECONDS: until the job's log.txt has a line matching
+# the extended regex PATTERN.
+wait_log() {
+    for _ in $(seq $(($3 * 10))); do
+        grep -Eq -- "$2" "$STATE/jobs/$1/log.txt" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    fail "job $1: no log line matching '$2' within $3 s; log ends: $(tail -n 5 "$STATE/jobs/$1/log.txt")"
+}
+
+# resume_step ID: the step the job's last resume started from.
+resume_step() {
+    sed -n 's/.*resuming from checkpoint at outer iteration [0-9]* (step \([0-9]*\))$/\1/p' \
+        "$STATE/jobs/$1/log.txt" | tail -n 1
+}
+
+# check_metrics FILE EPOCHS [BEFORE STEP]: the metrics history of a finished
+# job is whole: progress steps strictly increase, as do eval steps, one eval
+# per epoch 1..EPOCHS, no line goes back in step. With BEFORE (a copy taken
+# before a restart) and STEP (where the run resumed), the lines up to STEP
+# are exactly BEFORE's.
+check_metrics() {
+    python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [json.loads(l) for l in lines]
+last = {"progress": 0, "eval": 0}
+prev = 0
+for r in rows:
+    kind, step = r["event"], r["step"]
+    assert step >= prev, f"step {step} after {prev}"
+    assert step > last[kind], f"{kind} step {step} after {last[kind]}"
+    last[kind] = prev = step
+evals = [r["epoch"] for r in rows if r["event"] == "eval"]
+assert evals == list(range(1, int(sys.argv[2]) + 1)), f"eval epochs {evals}"
+if len(sys.argv) > 3:
+    cut = int(sys.argv[4])
+    before = [l for l in open(sys.argv[3]).read().splitlines()
+              if l.strip() and json.loads(l)["step"] <= cut]
+    kept = [l for l in lines if json.loads(l)["step"] <= cut]
+    assert before and kept == before, f"{len(kept)} lines up to step {cut}, {len(before)} before"
+' "$@" || fail "the metrics history $1 is not whole"
 }

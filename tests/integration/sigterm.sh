@@ -1,7 +1,8 @@
 #!/bin/bash
-# SIGTERM mid-job: the replicas stop at a step boundary and parled exits
-# cleanly. Also: ids stay unique across restarts, a stale socket is replaced,
-# a live one is refused.
+# SIGTERM mid-job: the replicas checkpoint at a step boundary, stop, and
+# parled exits cleanly; the next parled resumes the job from that checkpoint.
+# Also: ids stay unique across restarts, a stale socket is replaced, a live
+# one is refused.
 . "$(dirname "$0")/lib.sh"
 start_daemon
 mlp_job "$TMP/long.json" 500
@@ -13,10 +14,20 @@ sleep 0.3
 stop_daemon
 wait "$watcher"; [ $? != 0 ] || fail "a watch cut by a shutdown must not exit 0"
 grep -q "stopped by the daemon's shutdown" "$STATE/jobs/$id/log.txt" || fail "no shutdown note in the log"
+grep -q "checkpoint at outer iteration [0-9]* (step [0-9]*) written" "$STATE/jobs/$id/log.txt" ||
+    fail "the shutdown wrote no checkpoint"
+grep -q '"state":[[:space:]]*"running"' "$STATE/jobs/$id/status.json" ||
+    fail "status.json of the stopped job does not say running"
 
 # A second daemon on the same socket is refused while the first lives.
 start_daemon
 first=$DAEMON_PID
+wait_log "$id" "resuming from checkpoint at outer iteration" 30
+step=$(resume_step "$id")
+grep -q "checkpoint at outer iteration [0-9]* (step $step) written" "$STATE/jobs/$id/log.txt" ||
+    fail "the resume at step $step is not from the shutdown's checkpoint"
+wait_state "$id" running 30
+ctl cancel "$id" >/dev/null || fail "cancel the resumed job"
 "$PARLED" --socket "$SOCK" --state-dir "$STATE" 2>"$TMP/second.err" && fail "a second parled started"
 grep -q "another parled is running on $SOCK" "$TMP/second.err" || fail "second: $(cat "$TMP/second.err")"
 next=$(ctl submit "$TMP/long.json" -q) || fail "submit after restart"
