@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "augment.h"
 #include "checkpoint.h"
 #include "coupling.h"
 #include "replica.h"
@@ -36,6 +37,15 @@ typedef struct job_run {
     char err[512];
     run_result result;
 } job_run;
+
+model_spec run_model_spec(const job_config *cfg, const dataset *train)
+{
+    model_spec spec = cfg->model;
+    spec.in_c = train->c, spec.in_h = train->h, spec.in_w = train->w;
+    if (spec.classes <= 0)
+        spec.classes = train->classes;
+    return spec;
+}
 
 static double now_s(void)
 {
@@ -168,15 +178,20 @@ static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **da
 }
 
 /* Every rank writes its file; if all did, rank 0 completes the checkpoint. */
-static void take_checkpoint(job_run *run, replica *r, const sampler *smp, long step)
+static void take_checkpoint(job_run *run, replica *r, const batch_loader *loader, long step)
 {
     tensor_info ts[RULE_MAX_STATE + 1];
     float *data[RULE_MAX_STATE + 1];
     int n = replica_tensors(run, r, ts, data);
     char pass[32], pos[32], draws[32], sync_s[32], err[512];
-    snprintf(pass, sizeof pass, "%ld", smp->pass);
-    snprintf(pos, sizeof pos, "%d", smp->pos);
-    snprintf(draws, sizeof draws, "%llu", (unsigned long long)smp->draws);
+    long at_pass;
+    int at_pos;
+    uint64_t at_draws;
+    /* Where the replica is, not where the prefetching loader already got to. */
+    batch_loader_position(loader, &at_pass, &at_pos, &at_draws);
+    snprintf(pass, sizeof pass, "%ld", at_pass);
+    snprintf(pos, sizeof pos, "%d", at_pos);
+    snprintf(draws, sizeof draws, "%llu", (unsigned long long)at_draws);
     snprintf(sync_s, sizeof sync_s, "%.17g", r->sync_s);
     st_meta meta[] = {{"sampler_pass", pass}, {"sampler_pos", pos}, {"sampler_draws", draws},
                       {"sync_s", sync_s}};
@@ -253,16 +268,11 @@ static void *replica_main(void *p)
     backend_ctx_init_cpu(&r.ctx, threads);
 
     int batch = cfg->optim.batch;
-    size_t ex = dataset_example_size(train);
-    float *xb = malloc((size_t)batch * ex * sizeof(float));
-    int32_t *yb = malloc((size_t)batch * sizeof(int32_t));
     sampler smp = {0};
-    model_spec spec = cfg->model;
-    spec.in_c = train->c, spec.in_h = train->h, spec.in_w = train->w;
+    batch_loader loader = {0};
+    model_spec spec = run_model_spec(cfg, train);
     int setup = -1;
-    if (!xb || !yb)
-        snprintf(err, sizeof err, "replica %d: out of memory for batch buffers", r.rank);
-    else if (model_build(&r.model, &spec, batch, err, sizeof err) == 0) {
+    if (model_build(&r.model, &spec, batch, err, sizeof err) == 0) {
         int independent = strcmp(cfg->algorithm.init, "independent") == 0;
         model_init_params(&r.model, cfg->seed, independent ? (uint32_t)r.rank : 0);
         if (sampler_init(&smp, cfg, train->n, r.rank, run->n) != 0)
@@ -286,6 +296,14 @@ static void *replica_main(void *p)
         k0 = run->resume.k;
         step = run->resume.step;
     }
+    /* Batches are gathered (and augmented) by a loader thread one step ahead. */
+    int bad_loader = batch_loader_start(&loader, &smp, train,
+                                        cfg->data.augment ? &augment_cifar : NULL, smp.key,
+                                        (uint64_t)step, err, sizeof err) != 0;
+    if (bad_loader)
+        run_fail(run, err);
+    if (comm_any(&run->comm, r.rank, bad_loader))
+        goto out;
 
     const int S = run->rule->steps_per_sync(cfg);
     const long nb = run->outer_per_epoch;
@@ -309,7 +327,10 @@ static void *replica_main(void *p)
         run->rule->begin(&r);
         int bad = 0;
         for (int l = 0; l < S; l++) {
-            int n = sampler_next(&smp, train, xb, yb);
+            float *xb;
+            int32_t *yb;
+            int n;
+            batch_loader_next(&loader, &xb, &yb, &n);
             r.model.dropout_key = dkey;
             r.model.dropout_counter = (uint64_t)step << 32;
             float loss = model_train_grads(&r.model, &r.ctx, xb, yb, n, NULL);
@@ -358,7 +379,7 @@ static void *replica_main(void *p)
             epoch_steps = 0;
             /* The last boundary needs none: the job is over. */
             if (checkpoints && every > 0 && (k / nb) % every == 0 && k < run->total_outer) {
-                take_checkpoint(run, &r, &smp, step);
+                take_checkpoint(run, &r, &loader, step);
                 checkpointed = 1;
             }
         }
@@ -370,7 +391,7 @@ static void *replica_main(void *p)
         if (agreed) {
             if (!(agreed & 4) && (agreed & RUN_STOP_CHECKPOINT) && checkpoints && !checkpointed &&
                 k < run->total_outer)
-                take_checkpoint(run, &r, &smp, step);
+                take_checkpoint(run, &r, &loader, step);
             if (r.rank == 0)
                 run->result.stopped = !(agreed & 4) && k < run->total_outer;
             break;
@@ -379,11 +400,10 @@ static void *replica_main(void *p)
 out:
     if (r.rule_state)
         run->rule->free(&r);
+    batch_loader_stop(&loader);
     sampler_free(&smp);
     model_free(&r.model);
     backend_ctx_free(&r.ctx);
-    free(xb);
-    free(yb);
     return NULL;
 }
 
@@ -410,8 +430,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test, co
     long shard = cfg->data.split ? train->n / run.n : train->n;
     run.outer_per_epoch = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
-    model_spec spec = cfg->model;
-    spec.in_c = train->c, spec.in_h = train->h, spec.in_w = train->w;
+    model_spec spec = run_model_spec(cfg, train);
     if (model_build(&run.eval_model, &spec, 256, err, errlen) != 0)
         return -1;
     if (comm_init(&run.comm, run.n, run.eval_model.nparams, err, errlen) != 0) {

@@ -73,12 +73,12 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 }
 
 /* Test error of saved weights on the job's test set. */
-static int evaluate_weights(const job_config *cfg, const dataset *test, const char *weights)
+static int evaluate_weights(const job_config *cfg, const dataset *train, const dataset *test,
+                            const char *weights)
 {
     char err[1024];
     model m;
-    model_spec spec = cfg->model;
-    spec.in_c = test->c, spec.in_h = test->h, spec.in_w = test->w;
+    model_spec spec = run_model_spec(cfg, train);
     if (model_build(&m, &spec, 256, err, sizeof err) != 0 ||
         safetensors_read(weights, &m, m.params, m.stats, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "parle-train: %s\n", err);
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (weights) {
-        int rc = evaluate_weights(&cfg, &test, weights);
+        int rc = evaluate_weights(&cfg, &train, &test, weights);
         dataset_free(&train);
         dataset_free(&test);
         return rc;

@@ -21,27 +21,35 @@ PARLE_HD static inline philox_key philox_make_key(uint64_t seed, uint32_t replic
     return k;
 }
 
-PARLE_HD static inline void philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+/* One round on the counter words, the key words of that round given. Words
+ * are separate pointers so that a loop over lanes of independent counters
+ * (kernels/cpu/activation.c) vectorises the very same round. */
+PARLE_HD static inline void philox_round(uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3,
+                                         uint32_t k0, uint32_t k1)
 {
-    uint64_t p = (uint64_t)a * (uint64_t)b;
-    *hi = (uint32_t)(p >> 32);
-    *lo = (uint32_t)p;
+    const uint64_t p0 = (uint64_t)0xD2511F53u * *c0, p1 = (uint64_t)0xCD9E8D57u * *c2;
+    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ *c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ *c3 ^ k1;
+    *c1 = (uint32_t)p1;
+    *c3 = (uint32_t)p0;
+    *c0 = n0;
+    *c2 = n2;
+}
+
+/* Round r's key words: the Weyl sequence k + r (0x9E3779B9, 0xBB67AE85). */
+PARLE_HD static inline uint32_t philox_key0(philox_key key, int r)
+{
+    return key.k0 + (uint32_t)r * 0x9E3779B9u;
+}
+PARLE_HD static inline uint32_t philox_key1(philox_key key, int r)
+{
+    return key.k1 + (uint32_t)r * 0xBB67AE85u;
 }
 
 PARLE_HD static inline philox_out philox4x32(philox_key key, uint64_t counter)
 {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = key.k0, k1 = key.k1;
-    for (int r = 0; r < 10; r++) {
-        uint32_t hi0, lo0, hi1, lo1;
-        philox_mulhilo(0xD2511F53u, c0, &hi0, &lo0);
-        philox_mulhilo(0xCD9E8D57u, c2, &hi1, &lo1);
-        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    philox_out o = {{c0, c1, c2, c3}};
+    philox_out o = {{(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0}};
+    for (int r = 0; r < 10; r++)
+        philox_round(&o.v[0], &o.v[1], &o.v[2], &o.v[3], philox_key0(key, r), philox_key1(key, r));
     return o;
 }
 

@@ -82,6 +82,11 @@ int batch_loader_start(batch_loader *bl, sampler *s, const dataset *d, const aug
                        philox_key key, uint64_t first_step, char *err, size_t errlen)
 {
     memset(bl, 0, sizeof *bl);
+    if (aug && aug->padding == AUGMENT_PAD_REFLECT && (aug->pad >= d->h || aug->pad >= d->w)) {
+        snprintf(err, errlen, "augment: a reflect padding of %d needs images larger than %dx%d",
+                 aug->pad, d->h, d->w);
+        return -1;
+    }
     bl->smp = s;
     bl->data = d;
     bl->augment = aug != NULL;

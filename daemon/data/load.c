@@ -1,36 +1,12 @@
 /* A job's data, loaded as its data.* fields say. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cifar.h"
+#include "preprocess.h"
 #include "runner.h"
-
-/* Per-channel mean and standard deviation of the training set, applied to both sets. */
-static void normalize_channels(dataset *train, dataset *test)
-{
-    size_t plane = (size_t)train->h * train->w;
-    for (int c = 0; c < train->c; c++) {
-        double sum = 0, sq = 0;
-        for (int i = 0; i < train->n; i++) {
-            const float *p = train->images + ((size_t)i * train->c + c) * plane;
-            for (size_t j = 0; j < plane; j++) {
-                sum += p[j];
-                sq += (double)p[j] * p[j];
-            }
-        }
-        double count = (double)train->n * (double)plane;
-        double mean = sum / count, var = sq / count - mean * mean;
-        float inv = (float)(1.0 / sqrt(var > 1e-12 ? var : 1e-12));
-        dataset *sets[2] = {train, test};
-        for (int s = 0; s < 2; s++)
-            for (int i = 0; i < sets[s]->n; i++) {
-                float *p = sets[s]->images + ((size_t)i * sets[s]->c + c) * plane;
-                for (size_t j = 0; j < plane; j++)
-                    p[j] = (p[j] - (float)mean) * inv;
-            }
-    }
-}
 
 int run_load_data(const job_config *cfg, dataset *train, dataset *test, char *err, size_t errlen)
 {
@@ -42,21 +18,28 @@ int run_load_data(const job_config *cfg, dataset *train, dataset *test, char *er
     if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0) {
         rc = idx_load_split(train, test, cfg->data.root, cfg->data.train_limit,
                             cfg->data.test_limit, err, errlen);
+    } else if (strcmp(name, "cifar10") == 0 || strcmp(name, "cifar100") == 0) {
+        rc = cifar_load_split(train, test, cfg->data.root, strcmp(name, "cifar10") == 0 ? 10 : 100,
+                              cfg->data.train_limit, cfg->data.test_limit, err, errlen);
     } else if (strcmp(name, "synthetic") == 0) {
         int ntrain = cfg->data.train_limit > 0 ? cfg->data.train_limit : 4096;
         int ntest = cfg->data.test_limit > 0 ? cfg->data.test_limit : 1024;
-        rc = synthetic_make(train, ntrain, 1, 28, 28, classes, cfg->seed, 0, err, errlen);
+        /* Shaped for the model: CIFAR-like for the CIFAR networks, MNIST-like otherwise. */
+        int cifar = strcmp(cfg->model.arch, "allcnn") == 0 || strcmp(cfg->model.arch, "wrn") == 0;
+        int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;
+        rc = synthetic_make(train, ntrain, c, hw, hw, classes, cfg->seed, 0, err, errlen);
         if (rc == 0)
-            rc = synthetic_make(test, ntest, 1, 28, 28, classes, cfg->seed, 1, err, errlen);
+            rc = synthetic_make(test, ntest, c, hw, hw, classes, cfg->seed, 1, err, errlen);
     } else {
         snprintf(err, errlen, "data.dataset: \"%s\" cannot be loaded yet", name);
         return -1;
     }
-    if (rc == 0 && strcmp(cfg->data.normalize, "channel") == 0)
-        normalize_channels(train, test);
-    else if (rc == 0 && strcmp(cfg->data.normalize, "zca") == 0) {
-        snprintf(err, errlen, "data.normalize: \"zca\" is not available yet for %s", name);
-        rc = -1;
+    if (rc == 0 && strcmp(cfg->data.normalize, "channel") == 0) {
+        preprocess_channels(train, test);
+    } else if (rc == 0 && strcmp(cfg->data.normalize, "zca") == 0) {
+        /* Once per job, before the replicas start: it may use every core. */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        rc = preprocess_zca(train, test, cores > 0 ? (int)cores : 1, err, errlen);
     }
     if (rc != 0) {
         dataset_free(train);

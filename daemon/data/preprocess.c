@@ -5,6 +5,7 @@
 #include "preprocess.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,49 +66,80 @@ void preprocess_per_image(dataset *d)
     }
 }
 
-/* ---- symmetric eigendecomposition ---- */
+/* ---- symmetric eigendecomposition ----
+ * Memory traffic, not flops, bounds all three stages at n = 3072 (a is 75 MB):
+ * the reduction streams the trailing matrix once per step (update and the next
+ * step's product fused), Q^T is built a block of rows at a time, and QL's
+ * rotations are recorded and applied many sweeps at once to cache-sized
+ * column blocks. */
 
-/* Householder reduction of the symmetric a to tridiagonal form T = Q^T a Q:
- * diagonal d, off-diagonal e (e[i] couples i and i+1). Step k reflects row
- * and column k's part below the diagonal onto its first entry, with
- * H = I - 2 v v^T acting on indices k+1..n-1; v is kept in row k of a. */
-static void householder_reduce(double *a, int n, double *d, double *e, double *w)
+#define Q_ROWS 16          /* rows of Q^T built together */
+#define ROT_SWEEPS 32      /* QL sweeps recorded per application */
+#define ROT_COLS 128       /* columns per block: the rows around a level stay in L1 */
+
+static double dot(const double *x, const double *y, int m)
 {
+    double s = 0;
+    for (int i = 0; i < m; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+/* Turns x (length m) into the unit v with (I - 2 v v^T) x = alpha e_1 and
+ * returns alpha; x = 0 stays 0 (H = I). */
+static double make_reflector(double *x, int m)
+{
+    double sigma = sqrt(dot(x, x, m));
+    if (sigma == 0)
+        return 0;
+    /* alpha opposite in sign to x0, so that x - alpha e1 does not cancel. */
+    double alpha = x[0] > 0 ? -sigma : sigma;
+    double inv = 1.0 / sqrt(2.0 * sigma * (sigma + fabs(x[0])));
+    x[0] -= alpha;
+    for (int i = 0; i < m; i++)
+        x[i] *= inv;
+    return alpha;
+}
+
+/* Householder reduction of the symmetric a (full storage) to tridiagonal
+ * T = Q^T a Q, Q = H_0 ... H_{n-3}: diagonal d, off-diagonal e (e[i] couples
+ * i and i+1). H_k = I - 2 v v^T acts on indices k+1..; v is left in row k of
+ * a, columns k+1... With p = A v, H A H = A - v w^T - w v^T, w = 2 (p - (v.p) v).
+ * p and w hold n doubles each. */
+static void householder_reduce(double *a, int n, double *d, double *e, double *p, double *w)
+{
+    if (n >= 3) {
+        e[0] = make_reflector(a + 1, n - 1);
+        const double *v = a + 1;
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n - 1; j++)
+            p[j] = dot(a + (size_t)(j + 1) * n + 1, v, n - 1);
+    }
     for (int k = 0; k + 2 < n; k++) {
         int m = n - k - 1;
-        double *v = a + (size_t)k * n + k + 1;
-        double sigma2 = 0;
-        for (int i = 0; i < m; i++)
-            sigma2 += v[i] * v[i];
+        const double *v = a + (size_t)k * n + k + 1;
         d[k] = a[(size_t)k * n + k];
-        if (sigma2 == 0) { /* already reduced: H = I */
-            e[k] = 0;
-            continue;
-        }
-        double sigma = sqrt(sigma2), alpha = v[0] > 0 ? -sigma : sigma;
-        /* |x - alpha e1|, without cancellation: alpha has the sign opposite to x0. */
-        double inv = 1.0 / sqrt(2.0 * sigma * (sigma + fabs(v[0])));
-        v[0] -= alpha;
-        for (int i = 0; i < m; i++)
-            v[i] *= inv;
-        e[k] = alpha;
-        /* H A H = A - v w^T - w v^T with p = A v, w = 2 (p - (v.p) v). */
-        double vp = 0;
-        for (int j = 0; j < m; j++) {
-            const double *row = a + (size_t)(k + 1 + j) * n + k + 1;
-            double s = 0;
-            for (int i = 0; i < m; i++)
-                s += row[i] * v[i];
-            w[j] = s;
-            vp += v[j] * s;
-        }
+        double vp = dot(v, p, m);
         for (int j = 0; j < m; j++)
-            w[j] = 2.0 * (w[j] - vp * v[j]);
-        for (int j = 0; j < m; j++) {
-            double *row = a + (size_t)(k + 1 + j) * n + k + 1;
+            w[j] = 2.0 * (p[j] - vp * v[j]);
+        /* Row k+1 first: the next reflector comes from it. */
+        double *r1 = a + (size_t)(k + 1) * n + k + 1;
+        for (int i = 0; i < m; i++)
+            r1[i] -= v[0] * w[i] + w[0] * v[i];
+        int next = k + 3 < n;
+        if (next)
+            e[k + 1] = make_reflector(r1 + 1, m - 1);
+        const double *vn = r1 + 1;
+        /* Rows k+2..: column k+1 is never read again, so columns k+2.. only;
+         * each updated row gives its entry of the next step's p. */
+#pragma omp parallel for schedule(static)
+        for (int j = 1; j < m; j++) {
+            double *row = a + (size_t)(k + 1 + j) * n + k + 2;
             double vj = v[j], wj = w[j];
-            for (int i = 0; i < m; i++)
-                row[i] -= vj * w[i] + wj * v[i];
+            for (int i = 0; i < m - 1; i++)
+                row[i] -= vj * w[i + 1] + wj * v[i + 1];
+            if (next)
+                p[j - 1] = dot(row, vn, m - 1);
         }
     }
     if (n >= 2) {
@@ -118,67 +150,83 @@ static void householder_reduce(double *a, int n, double *d, double *e, double *w
     e[n - 1] = 0;
 }
 
-/* Sets row and column j of a, from index j on, to those of the identity. */
-static void identity_row_col(double *a, int n, int j)
+/* z := Q^T from the reflectors in a. Row c of Q^T is (H_0 ... H_{n-3} e_c)^T,
+ * and H_k leaves it alone until k < c: each row is independent. */
+static void householder_q_rows(const double *a, int n, double *z)
 {
-    for (int i = j; i < n; i++) {
-        a[(size_t)j * n + i] = 0;
-        a[(size_t)i * n + j] = 0;
-    }
-    a[(size_t)j * n + j] = 1;
-}
-
-/* Q = H_0 H_1 ... H_{n-3} from the vectors householder_reduce left in a,
- * accumulated from the right so that step k only touches rows and columns
- * k+1.. (the product so far is the identity elsewhere); a := Q^T. */
-static void householder_accumulate(double *a, int n, double *t)
-{
-    for (int j = n > 2 ? n - 2 : 0; j < n; j++)
-        identity_row_col(a, n, j);
-    for (int k = n - 3; k >= 0; k--) {
-        int m = n - k - 1;
-        const double *v = a + (size_t)k * n + k + 1;
-        identity_row_col(a, n, k + 1); /* held v_{k+1}, already applied */
-        for (int c = 0; c < m; c++)
-            t[c] = 0;
-        for (int r = 0; r < m; r++) {
-            const double *row = a + (size_t)(k + 1 + r) * n + k + 1;
-            for (int c = 0; c < m; c++)
-                t[c] += v[r] * row[c];
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c0 = 0; c0 < n; c0 += Q_ROWS) {
+        int c1 = c0 + Q_ROWS < n ? c0 + Q_ROWS : n;
+        for (int c = c0; c < c1; c++) {
+            memset(z + (size_t)c * n, 0, (size_t)n * sizeof(double));
+            z[(size_t)c * n + c] = 1;
         }
-        for (int r = 0; r < m; r++) {
-            double *row = a + (size_t)(k + 1 + r) * n + k + 1;
-            double s = 2.0 * v[r];
-            for (int c = 0; c < m; c++)
-                row[c] -= s * t[c];
+        int top = c1 - 2 < n - 3 ? c1 - 2 : n - 3;
+        for (int k = top; k >= 0; k--) {
+            const double *v = a + (size_t)k * n + k + 1;
+            int m = n - k - 1;
+            for (int c = c0 > k + 1 ? c0 : k + 1; c < c1; c++) {
+                double *x = z + (size_t)c * n + k + 1;
+                double t = 2.0 * dot(v, x, m);
+                for (int i = 0; i < m; i++)
+                    x[i] -= t * v[i];
+            }
         }
     }
-    if (n >= 3)
-        identity_row_col(a, n, 0);
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            double x = a[(size_t)i * n + j];
-            a[(size_t)i * n + j] = a[(size_t)j * n + i];
-            a[(size_t)j * n + i] = x;
-        }
 }
 
-/* Rows i and i+1 of z: the plane rotation that QL applies to columns i, i+1 of Q. */
-static void rotate_rows(double *z, int n, int i, double c, double s)
+/* QL's plane rotations, recorded sweep by sweep: sweep j rotates rows
+ * (i, i+1) for i = hi[j], hi[j] - 1, ..., hi[j] - len[j] + 1, with c and s
+ * from start[j] on. */
+typedef struct rotations {
+    int sweeps, count;
+    int hi[ROT_SWEEPS], len[ROT_SWEEPS], start[ROT_SWEEPS];
+    double *c, *s;
+} rotations;
+
+static void rotate_rows(double *zi, double *zj, int len, double c, double s)
 {
-    double *zi = z + (size_t)i * n, *zj = zi + n;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < len; k++) {
         double x = zi[k], y = zj[k];
         zj[k] = s * x + c * y;
         zi[k] = c * x - s * y;
     }
 }
 
-/* Implicit-shift QL on the tridiagonal (d, e), rotating the rows of z (Q^T on
- * entry, eigenvectors as rows on return). Each pass chases the bulge from the
- * bottom of the unreduced block [l, m] up to l, with Wilkinson's shift from
- * the block's top 2x2. */
-static int tridiagonal_ql(double *d, double *e, int n, double *z)
+/* Applies the recorded sweeps to the rows of z as a wave: at level L, sweep j
+ * rotates rows (L + j, L + j + 1). Every row then sees sweep j's rotations
+ * before sweep j+1's, as applying the sweeps one after another would, while
+ * the few rows around L stay in cache: each row of a column block is loaded
+ * once for all the sweeps. */
+static void rotations_apply(rotations *r, double *z, int n)
+{
+    int top = INT_MIN, bottom = INT_MAX;
+    for (int j = 0; j < r->sweeps; j++)
+        if (r->len[j] > 0) {
+            top = r->hi[j] - j > top ? r->hi[j] - j : top;
+            int low = r->hi[j] - r->len[j] + 1 - j;
+            bottom = low < bottom ? low : bottom;
+        }
+#pragma omp parallel for schedule(static)
+    for (int k0 = 0; k0 < n; k0 += ROT_COLS) {
+        int len = n - k0 < ROT_COLS ? n - k0 : ROT_COLS;
+        for (int level = top; level >= bottom; level--)
+            for (int j = 0; j < r->sweeps; j++) {
+                int row = level + j, at = r->hi[j] - row;
+                if (at < 0 || at >= r->len[j])
+                    continue;
+                double *zi = z + (size_t)row * n + k0;
+                rotate_rows(zi, zi + n, len, r->c[r->start[j] + at], r->s[r->start[j] + at]);
+            }
+    }
+    r->sweeps = r->count = 0;
+}
+
+/* Implicit-shift QL on the tridiagonal (d, e): each pass chases the bulge
+ * from the bottom of the unreduced block [l, m] up to l, with Wilkinson's
+ * shift from the block's top 2x2. The rotations, applied to the rows of z
+ * (Q^T on entry), leave the eigenvectors there. */
+static int tridiagonal_ql(double *d, double *e, int n, double *z, rotations *rot)
 {
     for (int l = 0; l < n; l++) {
         for (int iter = 0;; iter++) {
@@ -189,6 +237,12 @@ static int tridiagonal_ql(double *d, double *e, int n, double *z)
                 break;
             if (iter == QL_MAX_ITER)
                 return -1;
+            if (rot->sweeps == ROT_SWEEPS)
+                rotations_apply(rot, z, n);
+            int sweep = rot->sweeps++;
+            rot->hi[sweep] = m - 1;
+            rot->start[sweep] = rot->count;
+            rot->len[sweep] = 0;
             double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
             double r = hypot(g, 1.0);
             g = d[m] - d[l] + e[l] / (g + copysign(r, g));
@@ -210,7 +264,9 @@ static int tridiagonal_ql(double *d, double *e, int n, double *z)
                 p = s * r;
                 d[i + 1] = g + p;
                 g = c * r - b;
-                rotate_rows(z, n, i, c, s);
+                rot->c[rot->count] = c;
+                rot->s[rot->count++] = s;
+                rot->len[sweep]++;
             }
             if (i >= l)
                 continue;
@@ -219,20 +275,34 @@ static int tridiagonal_ql(double *d, double *e, int n, double *z)
             e[m] = 0;
         }
     }
+    rotations_apply(rot, z, n);
     return 0;
 }
 
-int symmetric_eigen(double *a, int n, double *values)
+int symmetric_eigen(double *a, int n, double *values, double *vectors)
 {
-    double *e = malloc((size_t)n * sizeof(double)), *work = malloc((size_t)n * sizeof(double));
-    int rc = -1;
-    if (e && work) {
-        householder_reduce(a, n, values, e, work);
-        householder_accumulate(a, n, work);
-        rc = tridiagonal_ql(values, e, n, a);
+    size_t cap = (size_t)ROT_SWEEPS * n;
+    double *e = malloc((size_t)n * sizeof(double)), *p = malloc((size_t)n * sizeof(double));
+    double *w = malloc((size_t)n * sizeof(double));
+    rotations *rot = calloc(1, sizeof *rot);
+    int rc = -2;
+    if (rot) {
+        rot->c = malloc(cap * sizeof(double));
+        rot->s = malloc(cap * sizeof(double));
+    }
+    if (e && p && w && rot && rot->c && rot->s) {
+        householder_reduce(a, n, values, e, p, w);
+        householder_q_rows(a, n, vectors);
+        rc = tridiagonal_ql(values, e, n, vectors, rot);
     }
     free(e);
-    free(work);
+    free(p);
+    free(w);
+    if (rot) {
+        free(rot->c);
+        free(rot->s);
+    }
+    free(rot);
     return rc;
 }
 
@@ -243,13 +313,14 @@ int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean
 {
     size_t dd = (size_t)dim * dim;
     double *msum = calloc((size_t)dim, sizeof(double));
-    double *a = malloc(dd * sizeof(double)), *lambda = malloc((size_t)dim * sizeof(double));
+    double *a = malloc(dd * sizeof(double)), *u = malloc(dd * sizeof(double));
+    double *lambda = malloc((size_t)dim * sizeof(double));
     float *chunk = malloc((size_t)ZCA_CHUNK * dim * sizeof(float));
     float *cov = malloc(dd * sizeof(float));
     backend_ctx ctx;
     backend_ctx_init_cpu(&ctx, threads);
     int rc = -1;
-    if (!msum || !a || !lambda || !chunk || !cov) {
+    if (!msum || !a || !u || !lambda || !chunk || !cov) {
         snprintf(err, errlen, "zca: out of memory for a %d x %d covariance", dim, dim);
         goto done;
     }
@@ -270,9 +341,10 @@ int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean
     for (int i = 0; i < dim; i++)
         for (int j = 0; j < dim; j++)
             a[(size_t)i * dim + j] = 0.5 * ((double)cov[(size_t)i * dim + j] + cov[(size_t)j * dim + i]);
-    if (symmetric_eigen(a, dim, lambda) != 0) {
-        snprintf(err, errlen, "zca: the %d x %d covariance's eigendecomposition did not converge",
-                 dim, dim);
+    int erc = symmetric_eigen(a, dim, lambda, u);
+    if (erc != 0) {
+        snprintf(err, errlen, "zca: the %d x %d covariance's eigendecomposition %s", dim, dim,
+                 erc == -2 ? "ran out of memory" : "did not converge");
         goto done;
     }
     /* W = B^T B with row i of B = u_i^T (lambda_i + eps)^(-1/4). A covariance
@@ -281,7 +353,7 @@ int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean
         double l = lambda[i] > 0 ? lambda[i] : 0;
         double s = 1.0 / sqrt(sqrt(l + eps));
         for (int j = 0; j < dim; j++)
-            cov[(size_t)i * dim + j] = (float)(a[(size_t)i * dim + j] * s);
+            cov[(size_t)i * dim + j] = (float)(u[(size_t)i * dim + j] * s);
     }
     gemm(&ctx, 1, 0, dim, dim, dim, 1.0f, cov, dim, cov, dim, 0.0f, W, dim);
     for (int i = 0; i < dim; i++)
@@ -294,6 +366,7 @@ done:
     backend_ctx_free(&ctx);
     free(msum);
     free(a);
+    free(u);
     free(lambda);
     free(chunk);
     free(cov);

@@ -32,10 +32,11 @@ int zca_apply(float *x, int n, int dim, const float *mean, const float *W, int t
  * fitted on train and applied to both. test may be NULL. */
 int preprocess_zca(dataset *train, dataset *test, int threads, char *err, size_t errlen);
 
-/* Eigendecomposition of the symmetric n x n matrix a (row-major, double):
- * on return values[i] are the eigenvalues (unsorted) and row i of a is the
- * unit eigenvector of values[i]. Householder tridiagonalisation, then implicit
- * QL. -1 if an eigenvalue fails to converge. */
-int symmetric_eigen(double *a, int n, double *values);
+/* Eigendecomposition of the symmetric n x n matrix a (row-major, double;
+ * overwritten): values[i] are the eigenvalues (unsorted) and row i of
+ * `vectors` (n x n) is the unit eigenvector of values[i]. Householder
+ * tridiagonalisation, then implicit-shift QL. -1 if an eigenvalue fails to
+ * converge, -2 if out of memory. OpenMP threads as the caller's setting. */
+int symmetric_eigen(double *a, int n, double *values, double *vectors);
 
 #endif

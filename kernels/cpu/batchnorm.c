@@ -1,30 +1,135 @@
 /* Batch normalisation over (n, hw) for each of c channels, x[i][ch][j].
  * Channels are independent, so threads split them; sums run in float over a
- * row of hw and in double across rows. */
+ * row of hw and in double across rows. With hw = 1 (after a linear layer) a
+ * row is one element, so channels are taken CHANNEL_BLOCK at a time instead,
+ * each sample's block contiguous. */
 #include <math.h>
 
 #include "backend.h"
 #include "cpu_util.h"
 
+enum { CHANNEL_BLOCK = 64 };
+
 /* Sums of (x - shift) and (x - shift)^2 over a row, in one pass. */
-static void row_moments(size_t count, const float *x, float shift, float *s1, float *s2)
+static inline void row_moments(int count, const float *x, float shift, double *s1, double *s2)
 {
     float a = 0.0f, b = 0.0f;
 #pragma omp simd reduction(+ : a, b)
-    for (size_t j = 0; j < count; j++) {
+    for (int j = 0; j < count; j++) {
         const float dev = x[j] - shift;
         a += dev;
         b += dev * dev;
     }
-    *s1 = a;
-    *s2 = b;
+    *s1 += a;
+    *s2 += b;
 }
 
 /* y = a x + b over a row; the affine form of every BN output. */
-static void row_affine(size_t count, float a, float b, const float *restrict x, float *restrict y)
+static inline void row_affine(int count, float a, float b, const float *restrict x,
+                               float *restrict y)
 {
-    for (size_t j = 0; j < count; j++)
+    for (int j = 0; j < count; j++)
         y[j] = a * x[j] + b;
+}
+
+/* Sums of dy and dy (x - mean) over a row. */
+static inline void row_grad_moments(int count, const float *restrict x, const float *restrict dy,
+                                     float mean, double *s1, double *s2)
+{
+    float s = 0.0f, sx = 0.0f;
+#pragma omp simd reduction(+ : s, sx)
+    for (int j = 0; j < count; j++) {
+        s += dy[j];
+        sx += dy[j] * (x[j] - mean);
+    }
+    *s1 += s;
+    *s2 += sx;
+}
+
+/* dx = k dy + a x + b over a row. */
+static inline void row_grad_affine(int count, float k, float a, float b, const float *restrict x,
+                                    const float *restrict dy, float *restrict dx)
+{
+    for (int j = 0; j < count; j++)
+        dx[j] = k * dy[j] + a * x[j] + b;
+}
+
+/* Per-channel results of the forward statistics. */
+typedef struct bn_affine {
+    float mean, invstd, a, b;
+} bn_affine;
+
+/* From sums of deviations about `shift` (near the mean, so the variance loses
+ * little to cancellation): save mean and 1/std, update the running averages,
+ * and return y = a x + b's coefficients. */
+static bn_affine bn_channel_stats(double sum, double sum_sq, double count, float shift,
+                                  float gamma, float beta, float *running_mean,
+                                  float *running_var, float momentum, float eps)
+{
+    const double mean_dev = sum / count, sq_dev = sum_sq - sum * mean_dev;
+    const double sq = sq_dev > 0.0 ? sq_dev : 0.0, var = sq / count;
+    bn_affine s;
+    s.mean = (float)(shift + mean_dev);
+    s.invstd = (float)(1.0 / sqrt(var + eps));
+    s.a = gamma * s.invstd;
+    s.b = beta - s.a * s.mean;
+    /* PyTorch tracks the unbiased variance (one value: nothing to correct). */
+    const double unbiased = count > 1.0 ? sq / (count - 1.0) : var;
+    *running_mean = (1.0f - momentum) * *running_mean + momentum * s.mean;
+    *running_var = (1.0f - momentum) * *running_var + momentum * (float)unbiased;
+    return s;
+}
+
+/* hw = 1: channels [c0, c0 + cb) of every sample, rows of x[i * c + ch]. */
+CPU_HOT static void bn_forward_block(int n, int c, int c0, int cb, const float *x,
+                                     const float *gamma, const float *beta, float *running_mean,
+                                     float *running_var, float momentum, float eps, float *y,
+                                     float *save_mean, float *save_invstd)
+{
+    double sum[CHANNEL_BLOCK] = {0}, sum_sq[CHANNEL_BLOCK] = {0};
+    float a[CHANNEL_BLOCK], b[CHANNEL_BLOCK];
+    const float *shift = x + c0;
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * c + c0;
+        for (int j = 0; j < cb; j++) {
+            const float dev = xr[j] - shift[j];
+            sum[j] += dev;
+            sum_sq[j] += dev * dev;
+        }
+    }
+    for (int j = 0; j < cb; j++) {
+        const int ch = c0 + j;
+        const bn_affine s = bn_channel_stats(sum[j], sum_sq[j], n, shift[j], gamma[ch], beta[ch],
+                                             &running_mean[ch], &running_var[ch], momentum, eps);
+        save_mean[ch] = s.mean;
+        save_invstd[ch] = s.invstd;
+        a[j] = s.a;
+        b[j] = s.b;
+    }
+    for (int i = 0; i < n; i++) {
+        const float *restrict xr = x + (size_t)i * c + c0;
+        float *restrict yr = y + (size_t)i * c + c0;
+        for (int j = 0; j < cb; j++)
+            yr[j] = a[j] * xr[j] + b[j];
+    }
+}
+
+/* One channel, rows x[i][ch][0..hw). */
+CPU_HOT static void bn_forward_channel(int n, int c, int hw, int ch, const float *x,
+                                       const float *gamma, const float *beta, float *running_mean,
+                                       float *running_var, float momentum, float eps, float *y,
+                                       float *save_mean, float *save_invstd)
+{
+    const float shift = x[(size_t)ch * hw];
+    double sum = 0.0, sum_sq = 0.0;
+    for (int i = 0; i < n; i++)
+        row_moments(hw, x + ((size_t)i * c + ch) * hw, shift, &sum, &sum_sq);
+    const bn_affine s = bn_channel_stats(sum, sum_sq, (double)n * hw, shift, gamma[ch], beta[ch],
+                                         &running_mean[ch], &running_var[ch], momentum, eps);
+    save_mean[ch] = s.mean;
+    save_invstd[ch] = s.invstd;
+    for (int i = 0; i < n; i++)
+        row_affine(hw, s.a, s.b, x + ((size_t)i * c + ch) * hw, y + ((size_t)i * c + ch) * hw);
 }
 
 void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
@@ -32,34 +137,21 @@ void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float
                              float *running_var, float momentum, float eps, float *y,
                              float *save_mean, float *save_invstd)
 {
-    const double count = (double)n * hw;
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) \
-    if ((size_t)n * c * hw >= CPU_PARALLEL_MIN)
-    for (int ch = 0; ch < c; ch++) {
-        /* One pass over x: moments about the channel's first value, which
-         * is near the mean, so the variance loses little to cancellation. */
-        const float shift = x[(size_t)ch * hw];
-        double sum = 0.0, sum_sq = 0.0;
-        for (int i = 0; i < n; i++) {
-            float s1, s2;
-            row_moments(hw, x + ((size_t)i * c + ch) * hw, shift, &s1, &s2);
-            sum += s1;
-            sum_sq += s2;
+    const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
+    if (hw == 1) {
+        const int blocks = (c + CHANNEL_BLOCK - 1) / CHANNEL_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
+        for (int blk = 0; blk < blocks; blk++) {
+            const int c0 = blk * CHANNEL_BLOCK, cb = c - c0 < CHANNEL_BLOCK ? c - c0 : CHANNEL_BLOCK;
+            bn_forward_block(n, c, c0, cb, x, gamma, beta, running_mean, running_var, momentum,
+                             eps, y, save_mean, save_invstd);
         }
-        const double mean_dev = sum / count, sq_dev = sum_sq - sum * mean_dev;
-        const double sq = sq_dev > 0.0 ? sq_dev : 0.0, var = sq / count;
-        const float mean = (float)(shift + mean_dev);
-        const float invstd = (float)(1.0 / sqrt(var + eps));
-        const float a = gamma[ch] * invstd, b = beta[ch] - a * mean;
-        for (int i = 0; i < n; i++)
-            row_affine(hw, a, b, x + ((size_t)i * c + ch) * hw, y + ((size_t)i * c + ch) * hw);
-        save_mean[ch] = mean;
-        save_invstd[ch] = invstd;
-        /* PyTorch tracks the unbiased variance (one value: nothing to correct). */
-        const double unbiased = count > 1.0 ? sq / (count - 1.0) : var;
-        running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mean;
-        running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
+        return;
     }
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
+    for (int ch = 0; ch < c; ch++)
+        bn_forward_channel(n, c, hw, ch, x, gamma, beta, running_mean, running_var, momentum, eps,
+                           y, save_mean, save_invstd);
 }
 
 void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
@@ -78,42 +170,93 @@ void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float
 
 /* With xhat = (x - mean) invstd and N = n hw:
  *   dbeta = sum dy, dgamma = sum dy xhat,
- *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N). */
+ *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N) = k dy + a x + b,
+ * the terms in x and the constants gathered. */
+typedef struct bn_grad {
+    float k, a, b;
+} bn_grad;
+
+static bn_grad bn_channel_grad(double sum_dy, double sum_dy_xc, double count, float gamma,
+                               float mean, float invstd, float *dgamma, float *dbeta)
+{
+    const float db = (float)sum_dy, dg = (float)(sum_dy_xc * invstd);
+    *dbeta = db;
+    *dgamma = dg;
+    bn_grad g;
+    g.k = gamma * invstd;
+    g.a = -g.k * dg * invstd / (float)count;
+    g.b = -g.k * db / (float)count - g.a * mean;
+    return g;
+}
+
+/* hw = 1: channels [c0, c0 + cb) of every sample. */
+CPU_HOT static void bn_backward_block(int n, int c, int c0, int cb, const float *x,
+                                      const float *dy, const float *gamma, const float *save_mean,
+                                      const float *save_invstd, float *dx, float *dgamma,
+                                      float *dbeta)
+{
+    double sum[CHANNEL_BLOCK] = {0}, sum_x[CHANNEL_BLOCK] = {0};
+    float k[CHANNEL_BLOCK], a[CHANNEL_BLOCK], b[CHANNEL_BLOCK];
+    const float *mean = save_mean + c0;
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * c + c0, *gr = dy + (size_t)i * c + c0;
+        for (int j = 0; j < cb; j++) {
+            sum[j] += gr[j];
+            sum_x[j] += gr[j] * (xr[j] - mean[j]);
+        }
+    }
+    for (int j = 0; j < cb; j++) {
+        const int ch = c0 + j;
+        const bn_grad g = bn_channel_grad(sum[j], sum_x[j], n, gamma[ch], mean[j],
+                                          save_invstd[ch], &dgamma[ch], &dbeta[ch]);
+        k[j] = g.k;
+        a[j] = g.a;
+        b[j] = g.b;
+    }
+    for (int i = 0; i < n; i++) {
+        const float *restrict xr = x + (size_t)i * c + c0, *restrict gr = dy + (size_t)i * c + c0;
+        float *restrict dr = dx + (size_t)i * c + c0;
+        for (int j = 0; j < cb; j++)
+            dr[j] = k[j] * gr[j] + a[j] * xr[j] + b[j];
+    }
+}
+
+/* One channel, rows x[i][ch][0..hw). */
+CPU_HOT static void bn_backward_channel(int n, int c, int hw, int ch, const float *x,
+                                        const float *dy, const float *gamma,
+                                        const float *save_mean, const float *save_invstd,
+                                        float *dx, float *dgamma, float *dbeta)
+{
+    double sum_dy = 0.0, sum_dy_xc = 0.0;
+    for (int i = 0; i < n; i++) {
+        const size_t row = ((size_t)i * c + ch) * hw;
+        row_grad_moments(hw, x + row, dy + row, save_mean[ch], &sum_dy, &sum_dy_xc);
+    }
+    const bn_grad g = bn_channel_grad(sum_dy, sum_dy_xc, (double)n * hw, gamma[ch],
+                                      save_mean[ch], save_invstd[ch], &dgamma[ch], &dbeta[ch]);
+    for (int i = 0; i < n; i++) {
+        const size_t row = ((size_t)i * c + ch) * hw;
+        row_grad_affine(hw, g.k, g.a, g.b, x + row, dy + row, dx + row);
+    }
+}
+
 void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
                         const float *gamma, const float *save_mean, const float *save_invstd,
                         float *dx, float *dgamma, float *dbeta)
 {
-    const double count = (double)n * hw;
-#pragma omp parallel for schedule(static) num_threads(ctx->threads) \
-    if ((size_t)n * c * hw >= CPU_PARALLEL_MIN)
-    for (int ch = 0; ch < c; ch++) {
-        const float mean = save_mean[ch], invstd = save_invstd[ch];
-        double sum_dy = 0.0, sum_dy_xc = 0.0;
-        for (int i = 0; i < n; i++) {
-            const float *restrict xr = x + ((size_t)i * c + ch) * hw;
-            const float *restrict gr = dy + ((size_t)i * c + ch) * hw;
-            float s = 0.0f, sx = 0.0f;
-#pragma omp simd reduction(+ : s, sx)
-            for (int j = 0; j < hw; j++) {
-                s += gr[j];
-                sx += gr[j] * (xr[j] - mean);
-            }
-            sum_dy += s;
-            sum_dy_xc += sx;
+    const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
+    if (hw == 1) {
+        const int blocks = (c + CHANNEL_BLOCK - 1) / CHANNEL_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
+        for (int blk = 0; blk < blocks; blk++) {
+            const int c0 = blk * CHANNEL_BLOCK, cb = c - c0 < CHANNEL_BLOCK ? c - c0 : CHANNEL_BLOCK;
+            bn_backward_block(n, c, c0, cb, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                              dbeta);
         }
-        const float db = (float)sum_dy, dg = (float)(sum_dy_xc * invstd);
-        dbeta[ch] = db;
-        dgamma[ch] = dg;
-        /* dx = k dy + a x + b, the terms in x and the constants gathered. */
-        const float k = gamma[ch] * invstd;
-        const float a = -k * dg * invstd / (float)count;
-        const float b = -k * db / (float)count - a * mean;
-        for (int i = 0; i < n; i++) {
-            const float *restrict xr = x + ((size_t)i * c + ch) * hw;
-            const float *restrict gr = dy + ((size_t)i * c + ch) * hw;
-            float *restrict dr = dx + ((size_t)i * c + ch) * hw;
-            for (int j = 0; j < hw; j++)
-                dr[j] = k * gr[j] + a * xr[j] + b;
-        }
+        return;
     }
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
+    for (int ch = 0; ch < c; ch++)
+        bn_backward_channel(n, c, hw, ch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                            dbeta);
 }

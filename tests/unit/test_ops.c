@@ -749,10 +749,12 @@ int main(void)
     test_pool_case(1, 2, 3, 7, 6, 3, 2, 1, 4, 3);
     test_pool_case(1, 2, 2, 24, 24, 3, 3, 0, 8, 8); /* LeNet's first pool */
     test_pool_case(1, 2, 3, 5, 7, 2, 2, 0, 2, 3);   /* floor drops the last row and column */
+    test_pool_case(1, 2, 2, 9, 8, 4, 4, 0, 2, 2);   /* tiling windows of any other size */
     test_pool_case(0, 2, 3, 7, 6, 3, 2, 1, 4, 3);
     test_pool_case(0, 2, 3, 5, 7, 2, 2, 0, 2, 3);
     test_bn_case(4, 3, 35, 0);
     test_bn_case(6, 5, 1, 0);
+    test_bn_case(8, 70, 1, 20); /* hw = 1 spans two channel blocks */
     test_bn_case(5, 2, 9, 100);
     test_relu();
     test_dropout();
