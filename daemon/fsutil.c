@@ -175,3 +175,36 @@ int mkdir_p(const char *path, char *err, size_t errlen)
     }
     return 0;
 }
+
+/* A whole file of at most `max` bytes, NUL-terminated, malloc'd. NULL with
+ * errno kept (ENOENT: missing) and a message. */
+char *read_file_text(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
+        snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+        errno = EFBIG;
+    } else if (!(text = malloc((size_t)st.st_size + 1))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        errno = ENOMEM;
+    } else {
+        *len = fread(text, 1, (size_t)st.st_size, f);
+        text[*len] = '\0';
+        if (ferror(f)) {
+            snprintf(err, errlen, "%s: read error", path);
+            free(text);
+            text = NULL;
+            errno = EIO;
+        }
+    }
+    fclose(f);
+    return text;
+}

@@ -23,4 +23,8 @@ int atomic_write_file(const char *path, const void *data, size_t len, char *err,
 /* mkdir -p with mode 0700 for created directories. */
 int mkdir_p(const char *path, char *err, size_t errlen);
 
+/* A whole file of at most `max` bytes, NUL-terminated, malloc'd (*len: its
+ * length). NULL with a message naming the file, errno kept (ENOENT: missing). */
+char *read_file_text(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+
 #endif

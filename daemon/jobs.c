@@ -157,39 +157,6 @@ static void job_path(const job *j, const char *file, char *out, size_t outlen)
     snprintf(out, outlen, "%s/%s", j->dir, file);
 }
 
-/* A whole file of at most `max` bytes, NUL-terminated, malloc'd. NULL with
- * errno kept (ENOENT: missing) and a message. */
-static char *read_text(const char *path, size_t max, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(e));
-        errno = e;
-        return NULL;
-    }
-    struct stat st;
-    char *text = NULL;
-    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
-        snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
-        errno = EFBIG;
-    } else if (!(text = malloc((size_t)st.st_size + 1))) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        errno = ENOMEM;
-    } else {
-        *len = fread(text, 1, (size_t)st.st_size, f);
-        text[*len] = '\0';
-        if (ferror(f)) {
-            snprintf(err, errlen, "%s: read error", path);
-            free(text);
-            text = NULL;
-            errno = EIO;
-        }
-    }
-    fclose(f);
-    return text;
-}
-
 static void emit_line(jobs *js, job *j, cJSON *ev)
 {
     char *line = proto_line(ev);
@@ -550,7 +517,7 @@ static void trim_metrics(job *j, long keep_step)
     if (j->metrics)
         fclose(j->metrics);
     j->metrics = NULL;
-    char *text = read_text(path, METRICS_FILE_MAX, &len, err, sizeof(err));
+    char *text = read_file_text(path, METRICS_FILE_MAX, &len, err, sizeof(err));
     if (!text && errno != ENOENT)
         job_log(j, "cannot trim metrics.jsonl: %s", err);
     if (text) {
@@ -790,7 +757,7 @@ static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
     char path[1200], why[JOB_ERR_MAX];
     size_t len;
     job_path(j, "job.json", path, sizeof(path));
-    char *text = read_text(path, JOB_FILE_MAX, &len, err, errlen);
+    char *text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen);
     if (!text)
         goto fail;
     int rc = job_config_parse(text, len, &j->cfg, why, sizeof(why));
@@ -806,7 +773,7 @@ static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
         goto fail;
     }
     job_path(j, "status.json", path, sizeof(path));
-    if (!(text = read_text(path, JOB_FILE_MAX, &len, err, errlen)))
+    if (!(text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen)))
         goto fail;
     rc = restore_status(j, text, len, err, errlen);
     free(text);
@@ -956,20 +923,9 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->listener = *listener;
     js->next_id = 1;
     snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) == 0) {
-        snprintf(err, errlen, "sched_getaffinity: %s", strerror(errno));
+    js->ncores = run_cpu_cores(&js->cores, err, errlen);
+    if (js->ncores < 1)
         goto fail;
-    }
-    js->cores = calloc((size_t)CPU_COUNT(&set), sizeof(int));
-    if (!js->cores) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            js->cores[js->ncores++] = c;
     /* "auto" for the daemon is its CPU cores until the backend can count GPUs. */
     char why[256];
     if (parse_devices(devices, ~0ull, &js->devices, why, sizeof(why)) != 0) {

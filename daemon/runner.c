@@ -3,6 +3,7 @@
  * iteration of its coupling rule, and the master evaluated at every epoch end. */
 #include "runner.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -37,6 +38,26 @@ typedef struct job_run {
     char err[512];
     run_result result;
 } job_run;
+
+int run_cpu_cores(int **cores, char *err, size_t errlen)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    *cores = NULL;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) == 0) {
+        snprintf(err, errlen, "sched_getaffinity: %s", strerror(errno));
+        return -1;
+    }
+    if (!(*cores = calloc((size_t)CPU_COUNT(&set), sizeof(int)))) {
+        snprintf(err, errlen, "out of memory listing cores");
+        return -1;
+    }
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            (*cores)[n++] = c;
+    return n;
+}
 
 model_spec run_model_spec(const job_config *cfg, const dataset *train)
 {

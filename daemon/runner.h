@@ -58,6 +58,10 @@ typedef struct run_result {
 int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
             int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen);
 
+/* The CPU cores this process may run on, as a malloc'd list in *cores;
+ * returns how many, or -1 with a message. */
+int run_cpu_cores(int **cores, char *err, size_t errlen);
+
 /* The job's model for this data: input shape and, unless model.classes is
  * set, the number of classes from the dataset. */
 model_spec run_model_spec(const job_config *cfg, const dataset *train);

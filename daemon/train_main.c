@@ -1,11 +1,11 @@
 /* parle-train: run one job in the foreground, without the daemon
  * (for quick experiments, tests and benchmarks). */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parle_config.h"
+#include "fsutil.h"
 #include "runner.h"
 #include "safetensors.h"
 
@@ -40,36 +40,6 @@ static void on_event(void *user, const run_event *ev)
         fprintf(stderr, "epoch %d/%d done: test error %.2f%% test loss %.4f (%s, %.1fs)\n",
                 ev->epoch, ev->epochs, 100.0 * ev->test_error, ev->test_loss, ev->message,
                 ev->elapsed_s);
-}
-
-static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, n = 0, r;
-    do {
-        if (n + 4096 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                snprintf(err, errlen, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
-        }
-        r = fread(buf + n, 1, cap - n, f);
-        n += r;
-    } while (r > 0);
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 /* Test error of saved weights on the job's test set. */
@@ -121,7 +91,7 @@ int main(int argc, char **argv)
     }
     char err[4096];
     size_t len;
-    char *text = read_file(path, &len, err, sizeof err);
+    char *text = read_file_text(path, 1 << 20, &len, err, sizeof err);
     job_config cfg;
     if (!text || job_config_parse(text, len, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "parle-train: %s%s%s\n", text ? path : "", text ? ": " : "", err);
@@ -140,15 +110,15 @@ int main(int argc, char **argv)
         dataset_free(&test);
         return rc;
     }
-    cpu_set_t set;
-    int cores[CPU_SETSIZE], ncores = 0;
-    sched_getaffinity(0, sizeof set, &set);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            cores[ncores++] = c;
+    int *cores, ncores = run_cpu_cores(&cores, err, sizeof err);
+    if (ncores < 1) {
+        fprintf(stderr, "parle-train: %s\n", err);
+        return 1;
+    }
     run_hooks hooks = {.on_event = on_event, .user = &quiet};
     run_result res;
     int rc = run_job(&cfg, &train, &test, cores, ncores, &hooks, &res, err, sizeof err);
+    free(cores);
     dataset_free(&train);
     dataset_free(&test);
     if (rc != 0) {

@@ -6,7 +6,6 @@
  * Parle with 2 replicas) and requires the master's test error to be below a
  * bound far under chance (90%).
  *   test_cifar_train ARCH MAX_ERROR TRAIN_LIMIT [DEPTH WIDTH] */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,14 +91,11 @@ int main(int argc, char **argv)
         printf("%s\n", err);
         goto out;
     }
-    int cores[CPU_SETSIZE], ncores = 0;
-    cpu_set_t set;
-    sched_getaffinity(0, sizeof set, &set);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            cores[ncores++] = c;
+    int *cores, ncores = run_cpu_cores(&cores, err, sizeof err);
     run_result res;
-    if (run_job(&cfg, &tr, &te, cores, ncores, NULL, &res, err, sizeof err) != 0) {
+    int ran = ncores >= 1 && run_job(&cfg, &tr, &te, cores, ncores, NULL, &res, err, sizeof err) == 0;
+    free(cores);
+    if (!ran) {
         printf("%s\n", err);
     } else {
         double bound = atof(argv[2]);

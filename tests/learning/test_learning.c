@@ -3,13 +3,13 @@
  *   test_learning JOB.json MAX_ERROR [--beats OTHER.json]
  * With --beats, the job must also end strictly below OTHER's error.
  * Exits 77 (skipped) when the job's dataset directory is absent. */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fsutil.h"
 #include "runner.h"
 
 static void on_event(void *user, const run_event *ev)
@@ -24,18 +24,14 @@ static void on_event(void *user, const run_event *ev)
 static double train(const char *path)
 {
     char err[4096];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("cannot open %s\n", path);
-        return -1;
-    }
-    static char text[1 << 16];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
+    size_t len;
+    char *text = read_file_text(path, 1 << 20, &len, err, sizeof err);
     job_config cfg;
-    if (job_config_parse(text, len, &cfg, err, sizeof err) != 0) {
-        printf("%s: %s\n", path, err);
+    int read = text != NULL;
+    int parsed = read && job_config_parse(text, len, &cfg, err, sizeof err) == 0;
+    free(text);
+    if (!parsed) {
+        printf("%s%s%s\n", read ? path : "", read ? ": " : "", err);
         return -1;
     }
     struct stat st;
@@ -48,17 +44,13 @@ static double train(const char *path)
         printf("%s\n", err);
         return -1;
     }
-    cpu_set_t set;
-    int cores[CPU_SETSIZE], ncores = 0;
-    sched_getaffinity(0, sizeof set, &set);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            cores[ncores++] = c;
+    int *cores, ncores = run_cpu_cores(&cores, err, sizeof err);
     printf("%s: %s, %d replica(s), L=%d, %d epochs, %d training images\n", path,
            cfg.algorithm.name, cfg.algorithm.replicas, cfg.algorithm.L, cfg.epochs, tr.n);
     run_hooks hooks = {.on_event = on_event};
     run_result res;
-    int rc = run_job(&cfg, &tr, &te, cores, ncores, &hooks, &res, err, sizeof err);
+    int rc = ncores < 1 ? -1 : run_job(&cfg, &tr, &te, cores, ncores, &hooks, &res, err, sizeof err);
+    free(cores);
     dataset_free(&tr);
     dataset_free(&te);
     if (rc != 0) {
