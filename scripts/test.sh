@@ -14,6 +14,8 @@ export ASAN_OPTIONS="detect_leaks=1"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 status=0
 logs=""
+broken=0      # builds that failed: each counts as one failed test
+mkdir -p "$OUT"
 
 step() { echo "== $*"; }
 
@@ -44,7 +46,7 @@ step "release build (-Werror)"
 if build "$OUT/release" -Dwerror=true -Dbuildtype=release; then
     run "$OUT/release" unit threads integration gpu learning
 else
-    status=1; echo "FAILED: release build" >&2
+    status=1; broken=$((broken + 1)); echo "FAILED: release build" >&2
 fi
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build"
@@ -52,7 +54,7 @@ if build "$OUT/asan" -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefi
         -Dcuda=disabled -Dlearning_tests=false; then
     run "$OUT/asan" unit threads integration
 else
-    status=1; echo "FAILED: asan build" >&2
+    status=1; broken=$((broken + 1)); echo "FAILED: asan build" >&2
 fi
 
 step "ThreadSanitizer build"
@@ -60,13 +62,13 @@ if build "$OUT/tsan" -Dwerror=true -Dbuildtype=debug -Db_sanitize=thread -Dcuda=
         -Dlearning_tests=false; then
     OMP_NUM_THREADS=1 run "$OUT/tsan" threads
 else
-    status=1; echo "FAILED: tsan build" >&2
+    status=1; broken=$((broken + 1)); echo "FAILED: tsan build" >&2
 fi
 
 fuzz_result=""
 if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null 2>&1; then
     step "libFuzzer harnesses (${FUZZ_SECONDS:=30} s each)"
-    if FUZZ_BUILD="$OUT/fuzz" FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzz.sh; then
+    if FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzz.sh "$PWD/$OUT/fuzz"; then
         fuzz_result=pass
     else
         fuzz_result=fail; status=1
@@ -74,10 +76,11 @@ if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null 2>&1; then
 fi
 
 # shellcheck disable=SC2086
-python3 - "$fuzz_result" $logs <<'PY'
+python3 - "$fuzz_result" "$broken" $logs <<'PY'
 import json, sys
-fuzz, paths = sys.argv[1], sys.argv[2:]
-passed = failed = skipped = 0
+fuzz, broken, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+passed = skipped = 0
+failed = broken
 for p in paths:
     try:
         lines = open(p).read().splitlines()
