@@ -11,11 +11,23 @@
 #include <stdint.h>
 #include "philox.h"
 
+#define BACKEND_CONV_PLANS 48
+struct conv_plan;
+struct dnnl_engine;
+struct dnnl_stream;
+
 typedef struct backend_ctx {
     int device;          /* -1: CPU; >= 0: CUDA device id */
     int threads;         /* math threads this replica may use (CPU) */
     float *workspace;    /* grown on demand by backend_workspace() */
     size_t workspace_floats;
+    /* CPU: oneDNN convolution primitives made so far, one per (direction,
+     * shape, batch, threads, bias), reused round-robin when full; created
+     * on first use with the engine and stream they run on. */
+    struct conv_plan *conv_plans[BACKEND_CONV_PLANS];
+    int conv_plan_next;
+    struct dnnl_engine *dnnl_engine;
+    struct dnnl_stream *dnnl_stream;
 } backend_ctx;
 
 /* Prepare a CPU context; `threads` >= 1. Sets the calling thread's OpenMP

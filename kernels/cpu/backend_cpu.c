@@ -1,21 +1,23 @@
 /* CPU backend context: thread count and scratch workspace. */
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
+#include "cpu_util.h"
 
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads)
 {
+    memset(ctx, 0, sizeof *ctx);
     ctx->device = -1;
     ctx->threads = threads < 1 ? 1 : threads;
-    ctx->workspace = NULL;
-    ctx->workspace_floats = 0;
     /* oneDNN's GEMM sizes its team from the calling thread's OpenMP setting. */
     omp_set_num_threads(ctx->threads);
 }
 
 void backend_ctx_free(backend_ctx *ctx)
 {
+    conv_dnnl_free(ctx);
     free(ctx->workspace);
     ctx->workspace = NULL;
     ctx->workspace_floats = 0;

@@ -5,7 +5,9 @@
  * The chunk is as many images as keep col and the [out_c, m P] product in
  * about 1 MiB, so the GEMM reads col from L2 (LeNet ran faster so than with
  * whole-batch chunks), but at least enough for CONV_MIN_COLS GEMM columns and
- * never past CONV_MAX_FLOATS of workspace, whatever the batch. */
+ * never past CONV_MAX_FLOATS of workspace, whatever the batch.
+ * Convolutions with many channels go to oneDNN's primitives (conv_dnnl.c)
+ * when it has them; these loops do the rest. */
 #include <math.h>
 #include <string.h>
 
@@ -217,6 +219,8 @@ void conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
+    if (conv_dnnl_forward(ctx, d, n, x, w, b, y) == 0)
+        return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
     if (!col) {
@@ -238,6 +242,8 @@ void conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const f
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
+    if (conv_dnnl_backward_data(ctx, d, n, dy, w, dx) == 0)
+        return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
     if (!col) {
@@ -268,6 +274,8 @@ void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
+    if (conv_dnnl_backward_filter(ctx, d, n, x, dy, dw, db) == 0)
+        return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
     if (!col) {

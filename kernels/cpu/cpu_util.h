@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <omp.h>
 
+#include "backend.h"
+
 /* Loops with fewer elements than this run on the calling thread alone: waking
  * an OpenMP team costs microseconds, more than the work it would share. */
 #define CPU_PARALLEL_MIN 32768
@@ -26,5 +28,17 @@ static inline void cpu_slice(size_t n, size_t *lo, size_t *hi)
     *lo = n / nt * t + (t < n % nt ? t : n % nt);
     *hi = *lo + n / nt + (t < n % nt);
 }
+
+/* conv_dnnl.c: the convolution through oneDNN's primitives when that is the
+ * faster way (32 or more channels in and out) and oneDNN is there; returns
+ * 0 when done, -1 when the caller must compute it instead. */
+int conv_dnnl_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                      const float *w, const float *b, float *y);
+int conv_dnnl_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
+                            const float *w, float *dx);
+int conv_dnnl_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                              const float *dy, float *dw, float *db);
+/* Destroys the context's primitives, stream and engine. */
+void conv_dnnl_free(backend_ctx *ctx);
 
 #endif

@@ -84,7 +84,7 @@ static void check_gradient(const char *arch, int c, int h, int depth, int width,
         }
         rms = fmax(sqrt(rms), 0.1);
         double best = INFINITY, fd_best = 0;
-        for (double hstep = 1e-2; hstep >= 1e-4; hstep /= 10) {
+        for (double hstep = 1e-2; hstep >= 1e-5; hstep /= 3.1622776) {
             double scale = hstep * rms;
             for (size_t i = ti->offset; i < ti->offset + ti->count; i++)
                 m.params[i] = w0[i] + (float)(scale * d[i]);

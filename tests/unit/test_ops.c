@@ -2,13 +2,17 @@
  *
  * Forward outputs are compared with the reference on the same (float) inputs.
  * Backward outputs are compared with central differences of the scalar loss
- * sum(y * r), r random, taken through the float64 reference.
+ * sum(y * r), r random, taken through the float64 reference (for convolutions,
+ * with the float64 adjoint of the reference, itself checked against central
+ * differences on the small cases: at oneDNN's sizes those would take hours).
  * Tolerances, |got - want| <= atol + rtol |want|, elementwise:
  *   forward: 1e-4 + 1e-4 |want| (float rounding of sums of <= 500 terms of
  *            size <= 1 stays near 1e-5; any indexing slip is off by ~0.1);
  *   backward: 2e-4 + 2e-4 |want| (step 1e-4: truncation error ~1e-8 for the
  *            smooth ops, exact for the linear ones; the rest is float rounding);
- *   threads 1 vs 2, one chunk vs several: 1e-5 + 1e-5 |want|. */
+ *   threads 1 vs 2, one chunk vs several: 1e-5 + 1e-5 |want| (the im2col
+ *            path gives the same bits; oneDNN's convolutions split their
+ *            sums by thread count, so there this is a rounding tolerance). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +89,20 @@ static void numeric_grad(loss_fn loss, void *arg, double *p, size_t n, double *g
         p[i] = saved;
         grad[i] = (up - down) / (2.0 * FD_STEP);
     }
+}
+
+/* A float64 reference gradient against central differences: equal up to
+ * the rounding of the differences (the losses checked so are linear in p). */
+static void check_ref_grad(const char *what, loss_fn loss, void *arg, double *p, size_t n,
+                           const double *grad)
+{
+    double *want = malloc((n ? n : 1) * sizeof(double));
+    numeric_grad(loss, arg, p, n, want);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !(fabs(grad[i] - want[i]) <= 1e-7 + 1e-7 * fabs(want[i]));
+    CHECK(bad == 0, "%s: %zu of %zu differ from central differences", what, bad, n);
+    free(want);
 }
 
 /* Compares a backend gradient with the numeric one for parameter p. */
@@ -172,6 +190,37 @@ static void ref_conv(const conv2d_desc *d, int n, const double *x, const double 
                 }
 }
 
+/* The exact gradients of sum(y r) in float64: dx, dw and db (if b). */
+static void ref_conv_grads(const conv_case *cc, double *dx, double *dw, double *db)
+{
+    const conv2d_desc *d = &cc->d;
+    memset(dx, 0, (size_t)cc->n * d->in_c * d->in_h * d->in_w * sizeof(double));
+    memset(dw, 0, (size_t)d->out_c * d->in_c * d->k * d->k * sizeof(double));
+    if (db)
+        memset(db, 0, (size_t)d->out_c * sizeof(double));
+    for (int i = 0; i < cc->n; i++)
+        for (int o = 0; o < d->out_c; o++)
+            for (int oh = 0; oh < d->out_h; oh++)
+                for (int ow = 0; ow < d->out_w; ow++) {
+                    const double g = cc->r[((i * d->out_c + o) * d->out_h + oh) * d->out_w + ow];
+                    if (db)
+                        db[o] += g;
+                    for (int c = 0; c < d->in_c; c++)
+                        for (int ki = 0; ki < d->k; ki++)
+                            for (int kj = 0; kj < d->k; kj++) {
+                                int ih = oh * d->stride - d->pad + ki;
+                                int iw = ow * d->stride - d->pad + kj;
+                                if (ih < 0 || ih >= d->in_h || iw < 0 || iw >= d->in_w)
+                                    continue;
+                                size_t xi = ((size_t)(i * d->in_c + c) * d->in_h + ih) * d->in_w;
+                                size_t wi = ((size_t)(o * d->in_c + c) * d->k + ki) * d->k + kj;
+                                xi += iw;
+                                dx[xi] += g * cc->w[wi];
+                                dw[wi] += g * cc->x[xi];
+                            }
+                }
+}
+
 static size_t conv_out_count(const conv_case *cc)
 {
     return (size_t)cc->n * cc->d.out_c * cc->d.out_h * cc->d.out_w;
@@ -219,11 +268,23 @@ static void test_conv_case(int n, int in_c, int in_h, int in_w, int out_c, int k
     snprintf(what, sizeof what, "%s: forward, 2 threads", name);
     check_same(what, y2, y, ny);
 
-    /* dL/dy = r for L = sum(y r). */
+    /* dL/dy = r for L = sum(y r); the exact gradients, checked against
+     * central differences where those are affordable. */
+    double *gx = malloc(nx * sizeof(double)), *gw = malloc(nw * sizeof(double));
+    double *gb = malloc(out_c * sizeof(double));
+    ref_conv_grads(&cc, gx, gw, bias ? gb : NULL);
+    if (ny * (nx + nw) * in_c * k * k < 100000000) {
+        snprintf(what, sizeof what, "%s: reference gradients", name);
+        check_ref_grad(what, conv_loss, &cc, cc.x, nx, gx);
+        check_ref_grad(what, conv_loss, &cc, cc.w, nw, gw);
+        if (bias)
+            check_ref_grad(what, conv_loss, &cc, cc.b, out_c, gb);
+    }
+
     float *dx = malloc(nx * sizeof(float)), *dx2 = malloc(nx * sizeof(float));
     conv2d_backward_data(&ctx1, d, n, r, w, dx);
     snprintf(what, sizeof what, "%s: backward data", name);
-    check_grad(what, conv_loss, &cc, cc.x, nx, dx);
+    check_array(what, dx, gx, nx, BWD_ATOL, BWD_RTOL);
     conv2d_backward_data(&ctx2, d, n, r, w, dx2);
     snprintf(what, sizeof what, "%s: backward data, 2 threads", name);
     check_same(what, dx2, dx, nx);
@@ -232,17 +293,17 @@ static void test_conv_case(int n, int in_c, int in_h, int in_w, int out_c, int k
     float *db = malloc(out_c * sizeof(float));
     conv2d_backward_filter(&ctx1, d, n, x, r, dw, bias ? db : NULL);
     snprintf(what, sizeof what, "%s: backward filter", name);
-    check_grad(what, conv_loss, &cc, cc.w, nw, dw);
+    check_array(what, dw, gw, nw, BWD_ATOL, BWD_RTOL);
     if (bias) {
         snprintf(what, sizeof what, "%s: backward bias", name);
-        check_grad(what, conv_loss, &cc, cc.b, out_c, db);
+        check_array(what, db, gb, out_c, BWD_ATOL, BWD_RTOL);
     }
     conv2d_backward_filter(&ctx2, d, n, x, r, dw2, NULL);
     snprintf(what, sizeof what, "%s: backward filter, 2 threads, no bias", name);
     check_same(what, dw2, dw, nw);
 
     free(x), free(w), free(b), free(r), free(y), free(y2), free(want), free(dx), free(dx2);
-    free(dw), free(dw2), free(db);
+    free(dw), free(dw2), free(db), free(gx), free(gw), free(gb);
     free(cc.x), free(cc.w), free(cc.b), free(cc.r);
 }
 
@@ -307,12 +368,12 @@ static void *replica_main(void *arg)
     return NULL;
 }
 
-static void test_concurrent_replicas(void)
+static void test_concurrent_replicas(int in_c, int out_c)
 {
     enum { REPLICAS = 3 };
     conv2d_desc d;
     const int n = 9;
-    conv2d_desc_init(&d, 6, 13, 12, 7, 3, 2, 1);
+    conv2d_desc_init(&d, in_c, 13, 12, out_c, 3, 2, 1);
     const size_t nx = (size_t)n * d.in_c * d.in_h * d.in_w, ny = (size_t)n * d.out_c * d.out_h * d.out_w;
     const size_t nw = (size_t)d.out_c * d.in_c * d.k * d.k;
     float *x = new_floats(nx, -1, 1), *w = new_floats(nw, -1, 1), *b = new_floats(d.out_c, -1, 1);
@@ -333,6 +394,30 @@ static void test_concurrent_replicas(void)
         free(jobs[r].y), free(jobs[r].dw);
     }
     free(x), free(w), free(b), free(dy), free(y), free(dw);
+}
+
+/* More oneDNN-sized shapes than a context keeps primitives for: the oldest
+ * are replaced, and a shape seen again is made afresh, all still right. */
+static void test_conv_plan_reuse(void)
+{
+    conv2d_desc d;
+    conv2d_desc_init(&d, 32, 4, 3, 32, 3, 1, 1);
+    const int max_n = BACKEND_CONV_PLANS + 3;
+    const size_t in1 = (size_t)d.in_c * d.in_h * d.in_w, out1 = (size_t)d.out_c * d.out_h * d.out_w;
+    const size_t nw = (size_t)d.out_c * d.in_c * d.k * d.k;
+    float *x = new_floats(max_n * in1, -1, 1), *w = new_floats(nw, -1, 1);
+    float *y = malloc(max_n * out1 * sizeof(float));
+    conv_case cc = {.d = d, .n = max_n, .x = to_double(x, max_n * in1), .w = to_double(w, nw)};
+    double *want = malloc(max_n * out1 * sizeof(double));
+    ref_conv(&d, max_n, cc.x, cc.w, NULL, want);
+    for (int pass = 0; pass < 2; pass++)
+        for (int n = 1; n <= max_n; n++) {
+            conv2d_forward(&ctx1, &d, n, x, w, NULL, y);
+            char what[80];
+            snprintf(what, sizeof what, "conv forward, batch %d of %d, pass %d", n, max_n, pass);
+            check_array(what, y, want, n * out1, FWD_ATOL, FWD_RTOL);
+        }
+    free(x), free(w), free(y), free(want), free(cc.x), free(cc.w);
 }
 
 /* ---------------- pooling ---------------- */
@@ -744,8 +829,15 @@ int main(void)
     test_conv_case(2, 1, 12, 11, 3, 5, 1, 0, 1); /* LeNet's first layer, smaller */
     test_conv_case(2, 4, 7, 7, 3, 1, 2, 0, 0);   /* WRN's 1x1 shortcut */
     test_conv_case(2, 3, 8, 5, 2, 3, 2, 1, 0);   /* even input, stride 2 */
+    /* 32 or more channels in and out: oneDNN's primitives, where built in. */
+    test_conv_case(3, 32, 10, 10, 40, 3, 1, 1, 1);
+    test_conv_case(3, 32, 8, 8, 40, 3, 2, 1, 0);
+    test_conv_case(3, 40, 9, 7, 32, 3, 2, 1, 1); /* odd sizes, stride 2 */
+    test_conv_case(3, 32, 8, 8, 40, 1, 2, 0, 0); /* WRN's 1x1 shortcut */
     test_conv_chunks();
-    test_concurrent_replicas();
+    test_concurrent_replicas(6, 7);
+    test_concurrent_replicas(32, 40);
+    test_conv_plan_reuse();
     test_pool_case(1, 2, 3, 7, 6, 3, 2, 1, 4, 3);
     test_pool_case(1, 2, 2, 24, 24, 3, 3, 0, 8, 8); /* LeNet's first pool */
     test_pool_case(1, 2, 3, 5, 7, 2, 2, 0, 2, 3);   /* floor drops the last row and column */
