@@ -1,15 +1,20 @@
-/* One LeNet training step (forward, softmax cross-entropy, backward, Nesterov
- * SGD through vec_sgd_momentum) at batch 128 on random 1x28x28 inputs.
+/* One training step (forward, softmax cross-entropy, backward, Nesterov SGD
+ * through vec_sgd_momentum) at batch 128 on random inputs: LeNet on 1x28x28,
+ * or with --arch allcnn / wrn (WRN-16-4) on 3x32x32, 10 classes.
  *
- *   lenet_step [--threads 1,2] [--steps N] [--reps R] [--warmup W] [--batch B]
- *       prints the median ms/step at each thread count
+ *   lenet_step [--arch lenet|allcnn|wrn] [--threads 1,2] [--steps N] [--reps R]
+ *              [--warmup W] [--batch B]
+ *       prints the median ms/step at each thread count, images/s and the
+ *       step's GFLOP/s (3x the forward's conv and linear multiply-adds x 2)
  *   lenet_step --layers ...
  *       also times every layer's forward and backward (conv backward split
  *       into filter and data), the rest of the driver (loss...) and the update:
  *       where a step's time goes
  *   lenet_step --serve
  *       reads "THREADS STEPS" lines on stdin and answers each with the ms/step
- *       of that many steps: bench/lenet_step.py interleaves these with PyTorch's
+ *       of that many steps: bench/lenet_step.py interleaves these with PyTorch's;
+ *       "sgemm THREADS N" is answered with the GFLOP/s of our gemm (oneDNN's
+ *       sgemm when built with it) on N x N x N, the machine's peak to compare to
  *
  * Timings on a shared machine are noisy: compare medians, and compare against
  * a reference measured in the same run (bench/README.md). */
@@ -21,7 +26,7 @@
 
 #include "model.h"
 
-enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 64, MAX_REPS = 100 };
+enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 256, MAX_REPS = 100, SGEMM_CALLS = 3 };
 
 static const float LR = 0.01f, MOMENTUM = 0.9f;
 
@@ -30,6 +35,8 @@ typedef struct bench {
     backend_ctx ctx;
     int threads;         /* the context's thread count; 0 before the first */
     int batch;
+    size_t in_size;      /* floats per example */
+    double step_flops;   /* per example */
     float *x, *velocity;
     int32_t *labels;
     long step;
@@ -88,16 +95,43 @@ static double median(const double *v, int n)
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
-static int bench_init(bench *b, int batch, char *err, size_t errlen)
+/* Floating-point operations of one training step per example: the conv and
+ * linear layers' forward multiply-adds, twice each, and the backward's two
+ * products of the same size (data and filter gradients) so 3x the forward.
+ * The first layer's data gradient is not computed, but counting it keeps the
+ * figure comparable with PyTorch's and between archs. */
+static double step_flops(const model *m)
+{
+    double macs = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *l = &m->layers[i];
+        if (l->kind == LAYER_CONV)
+            macs += (double)l->out_size * l->conv.in_c * l->conv.k * l->conv.k;
+        else if (l->kind == LAYER_LINEAR)
+            macs += (double)l->out_size * l->in_c * l->in_h * l->in_w;
+    }
+    return 3 * 2 * macs;
+}
+
+static int bench_init(bench *b, const char *arch, int batch, char *err, size_t errlen)
 {
     memset(b, 0, sizeof(*b));
-    model_spec spec = {.arch = "lenet", .dropout = -1, .classes = 10, .in_c = 1, .in_h = 28,
-                       .in_w = 28};
+    model_spec spec = {.dropout = -1, .classes = 10, .in_c = 3, .in_h = 32, .in_w = 32};
+    if (strcmp(arch, "lenet") == 0) {
+        spec.in_c = 1;
+        spec.in_h = spec.in_w = 28;
+    } else if (strcmp(arch, "wrn") == 0) {
+        spec.depth = 16;
+        spec.width = 4;
+    }
+    snprintf(spec.arch, sizeof spec.arch, "%s", arch);
     if (model_build(&b->m, &spec, batch, err, errlen) != 0)
         return -1;
     model_init_params(&b->m, 1, 0);
     b->batch = batch;
-    size_t in = (size_t)batch * 28 * 28;
+    b->in_size = (size_t)spec.in_c * spec.in_h * spec.in_w;
+    b->step_flops = step_flops(&b->m);
+    size_t in = (size_t)batch * b->in_size;
     b->x = malloc(in * sizeof(float));
     b->labels = malloc((size_t)batch * sizeof(int32_t));
     b->velocity = calloc(b->m.nparams, sizeof(float));
@@ -159,6 +193,36 @@ static double time_steps(bench *b, int steps)
     for (int s = 0; s < steps; s++)
         train_step(b);
     return (now_s() - t0) / steps;
+}
+
+/* GFLOP/s of our gemm on n x n x n, the fastest of a few calls after a warm
+ * one: what the machine's cores give this code at best, the yardstick for a
+ * training step's GFLOP/s. */
+static double sgemm_gflops(bench *b, int threads, int n)
+{
+    size_t count = (size_t)n * n;
+    float *a = malloc(count * sizeof(float)), *bm = malloc(count * sizeof(float)),
+          *c = malloc(count * sizeof(float));
+    double best = 0;
+    if (a && bm && c) {
+        philox_key key = philox_make_key(9, 0, 0);
+        for (size_t i = 0; i < count; i++) {
+            a[i] = philox_uniform_at(key, 0, i) - 0.5f;
+            bm[i] = philox_uniform_at(key, 1ull << 40, i) - 0.5f;
+        }
+        set_threads(b, threads);
+        for (int k = 0; k <= SGEMM_CALLS; k++) {
+            double t0 = now_s();
+            gemm(&b->ctx, 0, 0, n, n, n, 1.0f, a, n, bm, n, 0.0f, c, n);
+            double t = now_s() - t0;
+            if (k > 0 && (best == 0 || t < best))
+                best = t;
+        }
+    }
+    free(a);
+    free(bm);
+    free(c);
+    return best > 0 ? 2.0 * n * n * n / best * 1e-9 : 0;
 }
 
 static int add_row(profile *p, const char *name, const char *what, const char *group_kind)
@@ -319,8 +383,13 @@ static int serve(bench *b)
     char line[128];
     while (fgets(line, sizeof line, stdin)) {
         int threads, steps;
+        if (sscanf(line, "sgemm %d %d", &threads, &steps) == 2 && threads >= 1 && steps >= 1) {
+            printf("%.6f\n", sgemm_gflops(b, threads, steps));
+            fflush(stdout);
+            continue;
+        }
         if (sscanf(line, "%d %d", &threads, &steps) != 2 || threads < 1 || steps < 1) {
-            fprintf(stderr, "lenet_step: bad request \"%s\" (want \"THREADS STEPS\")\n", line);
+            fprintf(stderr, "lenet_step: bad request \"%s\" (want \"THREADS STEPS\" or \"sgemm THREADS N\")\n", line);
             return 1;
         }
         set_threads(b, threads);
@@ -373,14 +442,15 @@ static void print_profile(const profile *p, double per_rep[][MAX_ROWS], int reps
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: lenet_step [--threads 1,2] [--steps N] [--reps R] [--warmup W] "
-               "[--batch B] [--layers] [--serve]\n");
+    fprintf(f, "usage: lenet_step [--arch lenet|allcnn|wrn] [--threads 1,2] [--steps N] "
+               "[--reps R] [--warmup W] [--batch B] [--layers] [--serve]\n");
 }
 
 int main(int argc, char **argv)
 {
     int thread_counts[MAX_THREAD_COUNTS] = {1, 2}, nthreads = 2;
     int steps = 20, reps = 5, warmup = 3, batch = 128, layers = 0, serve_mode = 0;
+    const char *arch = "lenet";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--layers"))
@@ -390,6 +460,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (v && !strcmp(a, "--arch") && (!strcmp(v, "lenet") || !strcmp(v, "allcnn") ||
+                                                 !strcmp(v, "wrn"))) {
+            arch = v;
+            i++;
         } else if (v && !strcmp(a, "--threads") && parse_threads(v, thread_counts, &nthreads) == 0)
             i++;
         else if (v && !strcmp(a, "--steps") && (steps = atoi(v)) >= 1)
@@ -409,7 +483,7 @@ int main(int argc, char **argv)
     char err[512];
     bench b;
     profile *p = &prof;
-    if (bench_init(&b, batch, err, sizeof err) != 0 || profile_init(p, &b.m, err, sizeof err) != 0) {
+    if (bench_init(&b, arch, batch, err, sizeof err) != 0 || profile_init(p, &b.m, err, sizeof err) != 0) {
         fprintf(stderr, "lenet_step: %s\n", err);
         bench_free(&b);
         return 1;
@@ -447,16 +521,18 @@ int main(int argc, char **argv)
             for (int r = 0; r < p->nrows; r++)
                 acc[r] /= steps;
         }
-    printf("LeNet training step, batch %d, %zu parameters, %d reps of %d steps\n", batch,
-           b.m.nparams, reps, steps);
+    printf("%s training step, batch %d, %zu parameters, %.3f GFLOP/step, %d reps of %d steps\n",
+           arch, batch, b.m.nparams, 1e-9 * b.step_flops * batch, reps, steps);
     for (int t = 0; t < nthreads; t++) {
         double lo = step_s[t][0], hi = lo;
         for (int k = 1; k < reps; k++) {
             lo = step_s[t][k] < lo ? step_s[t][k] : lo;
             hi = step_s[t][k] > hi ? step_s[t][k] : hi;
         }
-        printf("threads %d: %.3f ms/step (median; min %.3f, max %.3f)\n", thread_counts[t],
-               1e3 * median(step_s[t], reps), 1e3 * lo, 1e3 * hi);
+        double med = median(step_s[t], reps);
+        printf("threads %d: %.3f ms/step (median; min %.3f, max %.3f), %.1f images/s, "
+               "%.1f GFLOP/s\n", thread_counts[t], 1e3 * med, 1e3 * lo, 1e3 * hi, batch / med,
+               1e-9 * b.step_flops * batch / med);
     }
     for (int t = 0; layers && t < nthreads; t++)
         print_profile(p, rows_s[t], reps, thread_counts[t]);

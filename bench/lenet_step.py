@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""One LeNet training step (forward, cross-entropy, backward, Nesterov SGD) at
-batch 128: ours (bench/lenet_step.c --serve) beside PyTorch's, interleaved.
+"""One training step (forward, cross-entropy, backward, Nesterov SGD) at batch
+128: ours (bench/lenet_step.c --serve) beside PyTorch's, interleaved. --arch
+picks the network: lenet (1x28x28), allcnn or wrn (WRN-16-4), 3x32x32.
 
 Every implementation is a child process answering "THREADS STEPS" lines with
 the ms/step of that many steps; each repetition times a block of every one at
 each thread count, in rotating order, so machine load hits all alike. Prints
-median ms/step and torch/ours (> 1: we are faster).
+median ms/step, images/s and torch/ours (> 1: we are faster). Each repetition
+also asks ours for the GFLOP/s of a --sgemm-size cube sgemm (oneDNN) at each
+thread count: the machine's peak, beside which a step's GFLOP/s (3x its
+forward's conv and linear multiply-adds, x 2) is put as a fraction.
 
 PyTorch runs as installed (Debian's libtorch takes its GEMM from the system
 libblas.so.3, the netlib reference BLAS unless an optimised one is installed)
@@ -29,17 +33,30 @@ def loaded_blas():
     return ", ".join(sorted(os.path.basename(n) for n in names)) or "none"
 
 
-def serve_torch(batch):
+ARCHS = {"lenet": "LeNet", "allcnn": "All-CNN", "wrn": "WRN-16-4"}
+
+
+def build_torch(arch):
+    """The reference network and its input shape."""
+    sys.path.insert(0, HERE)
+    if arch == "lenet":
+        from torch_lenet import lenet
+        return lenet(), (1, 28, 28)
+    import torch_cifar
+    torch_cifar.check_parameter_counts()
+    return (torch_cifar.allcnn() if arch == "allcnn" else torch_cifar.wrn(16, 4)), (3, 32, 32)
+
+
+def serve_torch(arch, batch):
     """Child role: PyTorch's step, same protocol as lenet_step.c --serve."""
     import torch
     import torch.nn.functional as F
-    sys.path.insert(0, HERE)
-    from torch_lenet import lenet
 
     torch.manual_seed(1)
-    model = lenet().train()
+    model, shape = build_torch(arch)
+    model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)
-    x, y = torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
+    x, y = torch.rand(batch, *shape), torch.randint(0, 10, (batch,))
     print(f"torch {torch.__version__}, BLAS: {loaded_blas()}", flush=True)
     for line in sys.stdin:
         threads, steps = map(int, line.split())
@@ -59,13 +76,16 @@ class Server:
                                      text=True, env=env)
         self.banner = self.proc.stdout.readline().strip() if banner else ""
 
-    def ms_per_step(self, threads, steps):
-        self.proc.stdin.write(f"{threads} {steps}\n")
+    def ask(self, request):
+        self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             sys.exit(f"lenet_step.py: {self.name} ended (exit {self.proc.wait()})")
         return float(line)
+
+    def ms_per_step(self, threads, steps):
+        return self.ask(f"{threads} {steps}")
 
     def close(self):
         self.proc.stdin.close()
@@ -77,6 +97,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ours", default=os.path.join(ROOT, "build-bench", "bench", "lenet_step"),
                     help="our benchmark binary (default: %(default)s)")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="lenet",
+                    help="the network (default: %(default)s)")
     ap.add_argument("--openblas", metavar="DIR",
                     help="also run PyTorch with DIR/libblas.so.3 (an optimised BLAS; empty: no)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default: %(default)s)")
@@ -84,15 +106,24 @@ def main():
     ap.add_argument("--reps", type=int, default=7, help="timed blocks of each (median)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--sgemm-size", type=int, default=2048,
+                    help="n of the n^3 sgemm measuring the peak (0: none)")
+    ap.add_argument("--plain-torch", action=argparse.BooleanOptionalAction, default=True,
+                    help="also PyTorch as installed (netlib BLAS: minutes a step on the CIFAR "
+                         "nets; default: yes)")
     ap.add_argument("--serve-torch", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_torch:
-        return serve_torch(args.batch)
+        return serve_torch(args.arch, args.batch)
     threads = [int(t) for t in args.threads.split(",")]
+    title = ARCHS[args.arch]
 
-    me = [sys.executable, os.path.abspath(__file__), "--serve-torch", "--batch", str(args.batch)]
-    servers = [Server("ours", [args.ours, "--serve", "--batch", str(args.batch)]),
-               Server("torch", me, banner=True)]
+    me = [sys.executable, os.path.abspath(__file__), "--serve-torch", "--arch", args.arch,
+          "--batch", str(args.batch)]
+    servers = [Server("ours", [args.ours, "--serve", "--arch", args.arch,
+                               "--batch", str(args.batch)])]
+    if args.plain_torch:
+        servers.append(Server("torch", me, banner=True))
     if args.openblas:
         if not os.path.exists(os.path.join(args.openblas, "libblas.so.3")):
             sys.exit(f"lenet_step.py: no libblas.so.3 in {args.openblas}")
@@ -100,19 +131,23 @@ def main():
         env["LD_LIBRARY_PATH"] = args.openblas + ":" + env.get("LD_LIBRARY_PATH", "")
         servers.append(Server("torch+openblas", me, env=env, banner=True))
     times = {(s.name, t): [] for s in servers for t in threads}
+    peak = {t: [] for t in threads}
     for t in threads:
         for s in servers:
             s.ms_per_step(t, args.warmup)
     for k in range(args.reps):
         for t in threads:
+            if args.sgemm_size > 0:
+                peak[t].append(servers[0].ask(f"sgemm {t} {args.sgemm_size}"))
             for j in range(len(servers)):
                 s = servers[(j + k) % len(servers)]
                 times[(s.name, t)].append(s.ms_per_step(t, args.steps))
     for s in servers:
         s.close()
 
-    print(f"LeNet training step, batch {args.batch}: median ms/step [min-max] over {args.reps} "
-          f"interleaved blocks of {args.steps} steps")
+    flops = step_gflop(args.arch, args.batch)
+    print(f"{title} training step, batch {args.batch}, {flops:.2f} GFLOP/step: median ms/step "
+          f"[min-max] over {args.reps} interleaved blocks of {args.steps} steps")
     for s in servers[1:]:
         print(f"  {s.name}: {s.banner}")
     head = f"{'threads':>7}" + "".join(f" {s.name:>22}" for s in servers)
@@ -126,12 +161,53 @@ def main():
         for s in servers[1:]:
             row += f" {med[(s.name, t)] / med[('ours', t)]:20.2f}"
         print(row)
+    print("images/s and GFLOP/s (median step)" +
+          (f", as a fraction of the sgemm peak ({args.sgemm_size}^3, oneDNN, median of "
+           f"{args.reps})" if args.sgemm_size > 0 else ""))
     for t in threads:
-        line = f"SUMMARY\tLeNet step, {t} thread{'s' if t > 1 else ''}\tours {med[('ours', t)]:.2f} ms"
+        pk = statistics.median(peak[t]) if peak[t] else 0
+        row = f"{t:>7}" + (f"  sgemm {pk:6.1f} GFLOP/s [{min(peak[t]):.1f}-{max(peak[t]):.1f}]"
+                           if pk else "")
+        for s in servers:
+            ips, gf = args.batch * 1e3 / med[(s.name, t)], flops * 1e3 / med[(s.name, t)]
+            row += f"  {s.name} {ips:7.1f} img/s {gf:6.1f} GFLOP/s" + (
+                f" ({100 * gf / pk:4.1f}%)" if pk else "")
+        print(row)
+    for t in threads:
+        ours = med[("ours", t)]
+        line = (f"SUMMARY\t{title} step, {t} thread{'s' if t > 1 else ''}\tours {ours:.2f} ms "
+                f"({args.batch * 1e3 / ours:.1f} img/s")
+        if peak[t]:
+            pk = statistics.median(peak[t])
+            line += f", {100 * flops * 1e3 / ours / pk:.1f}% of sgemm {pk:.1f} GFLOP/s"
+        line += ")"
         for s in servers[1:]:
             m = med[(s.name, t)]
-            line += f"\t{s.name} {m:.2f} ms ({s.name}/ours {m / med[('ours', t)]:.2f})"
+            line += (f"\t{s.name} {m:.2f} ms ({args.batch * 1e3 / m:.1f} img/s, "
+                     f"{s.name}/ours {m / ours:.2f})")
         print(line)
+
+
+def step_gflop(arch, batch):
+    """GFLOP of one training step at this batch, from the reference's layers:
+    the forward's conv and linear multiply-adds x 2, x 3 with the backward
+    (the data and the weight gradients are each a product of the same size);
+    lenet_step.c counts ours the same way from our layer list."""
+    import torch
+    from torch import nn
+    model, shape = build_torch(arch)
+    macs = []
+
+    def count(mod, inp, out):
+        per_out = mod.weight[0].numel() if isinstance(mod, nn.Conv2d) else mod.in_features
+        macs.append(out[0].numel() * per_out)
+
+    for mod in model.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            mod.register_forward_hook(count)
+    with torch.no_grad():
+        model.eval()(torch.zeros(1, *shape))
+    return 3 * 2 * sum(macs) * batch * 1e-9
 
 
 if __name__ == "__main__":

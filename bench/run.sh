@@ -4,8 +4,8 @@
 # bench/results/*.txt and ends with a summary table (bench/README.md says what
 # each number means).
 #
-#   bench/run.sh                   everything (about 6-8 minutes on 2 idle cores)
-#   bench/run.sh --quick           fewer repetitions (about 2-3 minutes; noisier)
+#   bench/run.sh                   everything (about 15-20 minutes on 2 idle cores)
+#   bench/run.sh --quick           fewer repetitions (about 6-8 minutes; noisier)
 #   bench/run.sh --fetch-openblas  first unpack Debian's OpenBLAS (OpenMP build) into
 #                                  build-bench/openblas (apt-get download + dpkg -x, nothing
 #                                  installed) so that PyTorch is also measured with it
@@ -37,9 +37,9 @@ openblas=""
 [ -f "$OPENBLAS_DIR/libblas.so.3" ] && openblas=$(cd "$OPENBLAS_DIR" && pwd)
 
 if [ "$quick" = 1 ]; then
-    step_reps=3 layer_reps=3 sync_reps=3 job_budget=2 job_reps=1
+    step_reps=3 layer_reps=3 sync_reps=3 job_budget=2 job_reps=1 cifar_reps=1
 else
-    step_reps=9 layer_reps=5 sync_reps=7 job_budget=4 job_reps=2
+    step_reps=9 layer_reps=5 sync_reps=7 job_budget=4 job_reps=2 cifar_reps=3
 fi
 mkdir -p "$RESULTS"
 {
@@ -50,6 +50,14 @@ mkdir -p "$RESULTS"
 
 echo "bench: LeNet step, ours vs PyTorch (interleaved)..." >&2
 $PY bench/lenet_step.py --reps "$step_reps" --openblas "$openblas" | tee "$RESULTS/lenet_step.txt"
+
+# A CIFAR step is seconds: blocks of one step. PyTorch with the netlib BLAS
+# would take minutes a step, so only the OpenBLAS reference (if fetched).
+for arch in allcnn wrn; do
+    echo "bench: $arch step, ours vs PyTorch+OpenBLAS, and the sgemm peak..." >&2
+    $PY bench/lenet_step.py --arch "$arch" --reps "$cifar_reps" --steps 1 --warmup 1 \
+        --no-plain-torch --openblas "$openblas" | tee "$RESULTS/${arch}_step.txt"
+done
 
 echo "bench: LeNet step, per-layer breakdown of ours..." >&2
 "$BUILD/bench/lenet_step" --layers --reps "$layer_reps" | tee "$RESULTS/lenet_layers.txt"
@@ -69,7 +77,8 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS/machine
     echo
     echo "==== summary (bench/results/) ===="
     cat "$RESULTS/machine.txt"
-    grep -h '^SUMMARY' "$RESULTS/lenet_step.txt" "$RESULTS/sync_cost.txt" "$RESULTS/parle_job.txt" |
+    grep -h '^SUMMARY' "$RESULTS/lenet_step.txt" "$RESULTS/allcnn_step.txt" \
+        "$RESULTS/wrn_step.txt" "$RESULTS/sync_cost.txt" "$RESULTS/parle_job.txt" |
         cut -f2- | column -t -s "$(printf '\t')"
     echo "ours per layer (1 thread, largest kinds):"
     sed -n '/^per-layer breakdown at 1 thread/,/^$/p' "$RESULTS/lenet_layers.txt" |
