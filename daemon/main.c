@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "parle_config.h"
+#include "runner.h"
 #include "server.h"
 
 static const char usage[] =
@@ -66,6 +67,7 @@ static int parse_log_level(const char *s)
 
 int main(int argc, char **argv)
 {
+    run_openmp_defaults();
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},

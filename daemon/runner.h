@@ -58,6 +58,12 @@ typedef struct run_result {
 int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
             int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen);
 
+/* Call first in main(), before any OpenMP use: makes idle OpenMP threads
+ * sleep rather than spin unless OMP_WAIT_POLICY says otherwise. Spinning
+ * gains little on a dedicated machine and loses several-fold when replicas
+ * or other processes share the cores (bench/README.md). */
+void run_openmp_defaults(void);
+
 /* The CPU cores this process may run on, as a malloc'd list in *cores;
  * returns how many, or -1 with a message. */
 int run_cpu_cores(int **cores, char *err, size_t errlen);
