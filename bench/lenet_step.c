@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "model.h"
 
 enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 256, MAX_REPS = 100, SGEMM_CALLS = 3 };
@@ -73,27 +73,6 @@ static const char *const kind_names[] = {
     [LAYER_LINEAR] = "linear",     [LAYER_ADD] = "add",
 };
 enum { NKINDS = sizeof kind_names / sizeof kind_names[0] };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double s[MAX_REPS];
-    memcpy(s, v, (size_t)n * sizeof(double));
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
 
 /* Floating-point operations of one training step per example: the conv and
  * linear layers' forward multiply-adds, twice each, and the backward's two
