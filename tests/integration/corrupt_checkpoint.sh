@@ -3,7 +3,7 @@
 # (the log says why), resumes from the one before, and the job completes.
 . "$(dirname "$0")/lib.sh"
 start_daemon
-mlp_job "$TMP/job.json" 12
+mlp_job "$TMP/job.json" 100
 id=$(ctl submit "$TMP/job.json" -q) || fail "submit"
 wait_log "$id" "checkpoint at outer iteration 64 \(step 64\) written" 60
 stop_daemon
@@ -33,6 +33,6 @@ grep -q "skipping checkpoint .*/$newest: replica0.safetensors is corrupt" "$STAT
 k=$((10#${previous#k}))
 grep -q "resuming from checkpoint at outer iteration $k " "$STATE/jobs/$id/log.txt" ||
     fail "did not resume from the previous checkpoint $previous"
-check_metrics "$STATE/jobs/$id/metrics.jsonl" 12 "$TMP/metrics.before" "$(resume_step "$id")"
+check_metrics "$STATE/jobs/$id/metrics.jsonl" 100 "$TMP/metrics.before" "$(resume_step "$id")"
 stop_daemon
 echo PASS
