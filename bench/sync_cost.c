@@ -89,20 +89,20 @@ static void *rank_main(void *p)
         /* The three measurements interleaved, their order rotating. */
         for (int j = 0; j < NOPS; j++) {
             int op = (j + k) % NOPS;
-            comm_barrier(&sh->comm);
+            comm_barrier(&sh->comm, rank, "bench");
             double t0 = now_s();
             for (int it = 0; it < sh->iters; it++) {
                 if (op == OP_MEMCPY) {
                     memcpy(sh->copy_dst + copy_lo, sh->copy_src + copy_lo,
                            (copy_hi - copy_lo) * sizeof(float));
-                    comm_barrier(&sh->comm);
+                    comm_barrier(&sh->comm, rank, "bench");
                     continue;
                 }
                 const float *zbar = comm_allreduce_mean(&sh->comm, rank, &ctx, z, len);
                 if (op == OP_SYNC)
                     vec_parle_outer(&ctx, len, ETA, MU, RHO, x, u, x, z, zbar);
             }
-            comm_barrier(&sh->comm);
+            comm_barrier(&sh->comm, rank, "bench");
             if (rank == 0)
                 sh->times[op][k] = (now_s() - t0) / sh->iters;
         }

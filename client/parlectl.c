@@ -708,7 +708,7 @@ static int cmd_cancel(const command *cmd, int argc, char **argv)
     if (strcmp(str(reply, "state"), "cancelled") == 0)
         printf("%s cancelled\n", a.pos[0]);
     else
-        printf("%s: cancelling (it stops at its next step boundary)\n", a.pos[0]);
+        printf("%s: cancelling (its replicas stop now)\n", a.pos[0]);
     cJSON_Delete(reply);
     return EXIT_OK;
 }

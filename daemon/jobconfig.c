@@ -15,7 +15,7 @@
 
 #define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
-#define MAX_GPU_ID 255
+#define MAX_GPU_ID 62
 
 static const char *const archs[] = {"lenet", "allcnn", "wrn", "mlp", NULL};
 static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic",
@@ -25,6 +25,7 @@ static const char *const samplings[] = {"shuffle", "replacement", NULL};
 static const char *const algorithms[] = {"sgd", "parle", "elastic-sgd", "entropy-sgd", NULL};
 static const char *const inits[] = {"same", "independent", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 
 enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_SEED, K_SCHEDULE };
 enum { LO_OPEN = 1, HI_OPEN = 2 };
@@ -82,6 +83,9 @@ static const field fields[] = {
     INT("epochs", epochs, 1, 100000),
     F("seed", K_SEED, seed, 0, SEED_MAX, 0, NULL),
     STR("devices", devices, NULL),
+    STR("precision", precision, precisions),
+    BOOL("deterministic", deterministic),
+    NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),
     INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
     INT("checkpoint.keep", checkpoint.keep, 1, 1000),
     STR("eval.bn", eval.bn, bn_modes),
@@ -355,27 +359,39 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
     }
 }
 
-/* "cpu", "auto", or distinct GPU ids separated by commas ("0,1"). */
-static int devices_valid(const char *s)
+/* Parsed here so that every reader of a job file agrees (jobconfig.h). */
+int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
 {
-    if (!strcmp(s, "cpu") || !strcmp(s, "auto"))
-        return 1;
-    bool used[MAX_GPU_ID + 1] = {0};
+    *ids = 0;
+    if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
+        *kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
+        return 0;
+    }
+    *kind = DEVICES_IDS;
+    if (!strncmp(s, "cuda:", 5))
+        s += 5;
     for (;;) {
         if (!isdigit((unsigned char)*s))
-            return 0;
+            return -1;
         int id = 0;
         for (; isdigit((unsigned char)*s); s++)
             if ((id = id * 10 + (*s - '0')) > MAX_GPU_ID)
-                return 0;
-        if (used[id])
-            return 0;
-        used[id] = true;
+                return -1;
+        if (*ids & (1ull << id))
+            return -1;
+        *ids |= 1ull << id;
         if (!*s)
-            return 1;
-        if (*s++ != ',')
             return 0;
+        if (*s++ != ',')
+            return -1;
     }
+}
+
+static int devices_valid(const char *s)
+{
+    enum job_devices kind;
+    uint64_t ids;
+    return job_devices_parse(s, &kind, &ids) == 0;
 }
 
 static int is_name(const char *have, const char *want) { return !strcmp(have, want); }
@@ -445,7 +461,8 @@ static void finish(parser *p)
             report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
     }
     if (state_of(p, "devices") == SET && !devices_valid(cfg->devices))
-        report(p, "devices: \"%s\" is not \"cpu\", \"auto\" or distinct GPU ids like \"0,1\"",
+        report(p, "devices: \"%s\" is not \"cpu\", \"auto\", \"gpu\" or distinct GPU ids like "
+               "\"0,1\" or \"cuda:0,1\"",
                shown(cfg->devices, buf));
 }
 
@@ -473,10 +490,19 @@ void job_config_defaults(job_config *cfg)
     cfg->epochs = 10;
     cfg->seed = 42;
     strcpy(cfg->devices, "cpu");
+    strcpy(cfg->precision, "tf32");
+    cfg->comm.timeout_s = 1800;
     cfg->checkpoint.every_epochs = 1;
     cfg->checkpoint.keep = 2;
     strcpy(cfg->eval.bn, "recompute");
     cfg->log_every = 20;
+}
+
+enum backend_precision job_precision(const job_config *cfg)
+{
+    if (strcmp(cfg->precision, "fp32") == 0)
+        return PRECISION_FP32;
+    return strcmp(cfg->precision, "bf16") == 0 ? PRECISION_BF16 : PRECISION_TF32;
 }
 
 int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen)

@@ -43,6 +43,9 @@ typedef struct job_config {
     int epochs;
     uint64_t seed;
     char devices[64];               /* auto, cpu, or GPU ids "0,1" */
+    char precision[8];              /* fp32, tf32, bf16 (GPU; the CPU computes fp32) */
+    bool deterministic;             /* GPU: deterministic algorithms only */
+    struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
     struct { char bn[16]; } eval;   /* recompute, average, replica0 */
     int log_every;                  /* steps between progress events */
@@ -54,6 +57,15 @@ void job_config_defaults(job_config *cfg);
 /* Parse a job from JSON text. On failure returns -1 and writes every problem,
  * each as "dotted.path: why", joined by "; ", into err. */
 int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen);
+
+/* A `devices` string: "cpu", "auto" (the GPUs if there are any, else the
+ * CPU), "gpu" (every GPU) or distinct GPU ids "0,1" / "cuda:0,1" (*ids, bit
+ * i for GPU i, ids 0..62). Returns 0, or -1 if it is none of these. */
+enum job_devices { DEVICES_CPU, DEVICES_AUTO, DEVICES_GPU, DEVICES_IDS };
+int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
+
+/* The backend precision the job's `precision` names. */
+enum backend_precision job_precision(const job_config *cfg);
 
 /* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule. */
 double job_lr_at_epoch(const job_config *cfg, int epoch);

@@ -108,31 +108,26 @@ int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED 
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 
-/* "cpu", "auto" (= all of `allowed`) or GPU ids "0,1". */
+/* A job's devices within the daemon's `allowed` ones (jobconfig.h's forms):
+ * "auto" is the daemon's GPUs when it has any, else its CPU. */
 static int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen)
 {
-    if (strcmp(s, "cpu") == 0) {
-        *out = DEV_CPU;
-    } else if (strcmp(s, "auto") == 0) {
-        *out = allowed;
-    } else {
-        *out = 0;
-        const char *p = s;
-        while (*p) {
-            char *end;
-            errno = 0;
-            long id = strtol(p, &end, 10);
-            if (end == p || errno || id < 0 || id >= DEV_MAX_GPUS || (*end && *end != ',')) {
-                snprintf(err, errlen, "\"%s\" is not cpu, auto or a list of GPU ids like 0,1", s);
-                return -1;
-            }
-            *out |= 1ull << id;
-            p = *end ? end + 1 : end;
-        }
-        if (!*out) {
-            snprintf(err, errlen, "\"%s\" names no device", s);
-            return -1;
-        }
+    enum job_devices kind;
+    uint64_t ids;
+    if (job_devices_parse(s, &kind, &ids) != 0) {
+        snprintf(err, errlen, "\"%s\" is not cpu, auto, gpu or a list of GPU ids like 0,1", s);
+        return -1;
+    }
+    uint64_t gpus = allowed & ~DEV_CPU;
+    switch (kind) {
+    case DEVICES_CPU: *out = DEV_CPU; break;
+    case DEVICES_AUTO: *out = gpus ? gpus : DEV_CPU; break;
+    case DEVICES_GPU: *out = gpus; break;
+    case DEVICES_IDS: *out = ids; break;
+    }
+    if (!*out) {
+        snprintf(err, errlen, "\"%s\": the daemon has no GPU", s);
+        return -1;
     }
     if (*out & ~allowed) {
         snprintf(err, errlen, "\"%s\" is not within the daemon's --devices", s);
@@ -219,6 +214,24 @@ static double job_elapsed(const job *j)
     return j->elapsed_base + running;
 }
 
+/* Where each replica runs, as run_job places them: "cuda:G" round-robin over
+ * the job's GPUs, else "cpu". */
+static cJSON *replica_devices_json(const job *j)
+{
+    int gpus[DEV_MAX_GPUS], ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    cJSON *a = cJSON_CreateArray();
+    for (int r = 0; r < j->cfg.algorithm.replicas; r++) {
+        char name[16] = "cpu";
+        if (ngpus > 0)
+            snprintf(name, sizeof name, "cuda:%d", gpus[r % ngpus]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    }
+    return a;
+}
+
 cJSON *job_status_json(const job *j)
 {
     cJSON *o = cJSON_CreateObject();
@@ -237,6 +250,7 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "model", j->cfg.model.arch);
     cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
     cJSON_AddStringToObject(o, "devices", dev);
+    cJSON_AddItemToObject(o, "replica_devices", replica_devices_json(j));
     cJSON_AddNumberToObject(o, "epoch", j->last.epoch);
     cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
     cJSON_AddNumberToObject(o, "step", (double)j->last.step);
@@ -386,7 +400,8 @@ static void wait_for_loop(job *j)
 }
 
 /* On the replica thread that evaluated the master: save it for `export`. */
-static void on_master(void *user, const model *master, int epochs_done, int last)
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last)
 {
     job *j = user;
     char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
@@ -403,7 +418,7 @@ static void on_master(void *user, const model *master, int epochs_done, int last
         {"epochs", epochs}, {"final", last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
         {"test_error", terr}, {"test_loss", tloss},
     };
-    if (safetensors_write(path, master, master->params, master->stats, meta,
+    if (safetensors_write(path, master, params, stats, meta,
                           (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
         post_log(j, "could not save the master of epoch %d for export: %s", epochs_done, err);
     wait_for_loop(j);
@@ -424,8 +439,13 @@ static void *job_thread(void *arg)
     if (rc == 0) {
         post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
                  train.h, train.w);
-        rc = run_job(&j->cfg, &train, &test, js->cores, js->ncores, &hooks, &result, err,
-                     sizeof(err));
+        int gpus[DEV_MAX_GPUS], ngpus = 0;
+        for (int i = 0; i < DEV_MAX_GPUS; i++)
+            if (j->devices & (1ull << i))
+                gpus[ngpus++] = i;
+        run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus,
+                             .ngpus = ngpus};
+        rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
     }
     dataset_free(&train);
     dataset_free(&test);
@@ -926,14 +946,17 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->ncores = run_cpu_cores(&js->cores, err, errlen);
     if (js->ncores < 1)
         goto fail;
-    /* "auto" for the daemon is its CPU cores until the backend can count GPUs. */
+    /* The daemon's "auto" is its cores and every GPU the driver shows. */
     char why[256];
-    if (parse_devices(devices, ~0ull, &js->devices, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "--devices: %s", why);
+    int ngpus = backend_cuda_devices();
+    uint64_t present = DEV_CPU | (ngpus >= DEV_MAX_GPUS ? ~DEV_CPU : (1ull << ngpus) - 1);
+    if (strcmp(devices, "auto") == 0) {
+        js->devices = present;
+    } else if (parse_devices(devices, present, &js->devices, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "--devices: %s (this machine has %d GPU%s)", why, ngpus,
+                 ngpus == 1 ? "" : "s");
         goto fail;
     }
-    if (strcmp(devices, "auto") == 0)
-        js->devices = DEV_CPU;
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || reload_jobs(js, err, errlen) != 0)
         goto fail;
@@ -1152,7 +1175,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
     }
     j->cancel_requested = 1;
     __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
-    job_log(j, "cancel requested: stopping at the next step boundary");
+    job_log(j, "cancel requested: the replicas stop now");
     return 0;
 }
 
@@ -1188,6 +1211,17 @@ int jobs_stop_all(jobs *js)
         if (j->thread_running && !j->stop) {
             __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
             job_log(j, "daemon shutdown: checkpointing at the next step boundary, then stopping");
+        }
+    return js->running;
+}
+
+int jobs_stop_now(jobs *js)
+{
+    for (job *j = js->first; j; j = j->next)
+        if (j->thread_running && !j->cancel_requested) {
+            __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
+            job_log(j, "daemon shutdown: the stop timeout passed; stopping now without a "
+                    "checkpoint (it resumes from its last one)");
         }
     return js->running;
 }

@@ -56,8 +56,8 @@ cJSON *jobs_summary_json(const jobs *js);
  * ERR_BAD_STATE if the job has no evaluated master yet, else ERR_INTERNAL. */
 cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen);
 
-/* Cancel a queued job at once or ask a running one to stop at its next step
- * boundary (no checkpoint). -1 if it has already ended. */
+/* Cancel a queued job, or stop a running one's replicas at once (no
+ * checkpoint). -1 if it has already ended. */
 int job_cancel(jobs *js, job *j, char *err, size_t errlen);
 
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
@@ -67,6 +67,9 @@ char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
  * next step boundary and stop (it resumes at the next start). Returns the
  * number of job threads still running; on_end reports each as it ends. */
 int jobs_stop_all(jobs *js);
+/* The shutdown's grace ran out: running jobs stop at once, without a
+ * checkpoint (each resumes from its last one). Returns how many run. */
+int jobs_stop_now(jobs *js);
 int jobs_running(const jobs *js);
 /* After jobs_running() is 0: close the async handle; free on its close. */
 void jobs_close(jobs *js);

@@ -23,6 +23,9 @@ static const char usage[] =
     "                     /var/lib/parled; else ~/.local/state/parled)\n"
     "  --devices D        what jobs may use: cpu, auto, or GPU ids like 0,1 (default auto)\n"
     "  --group G          also let members of group G use the socket\n"
+    "  --stop-timeout S   at SIGTERM, wait up to S seconds (default 300) for running\n"
+    "                     jobs to checkpoint; then stop them at once (they resume\n"
+    "                     from their last checkpoint)\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --help             show this help\n"
     "  --version          show the version\n"
@@ -71,6 +74,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
+        {"stop-timeout", required_argument, 0, 't'},
         {"log-level", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
     };
@@ -86,7 +90,7 @@ int main(int argc, char **argv)
         snprintf(default_state, sizeof(default_state), "%s/.local/state/parled",
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
-                         .devices = "auto"};
+                         .devices = "auto", .stop_timeout_s = 300};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -94,6 +98,16 @@ int main(int argc, char **argv)
         case 'd': cfg.state_dir = optarg; break;
         case 'D': cfg.devices = optarg; break;
         case 'g': cfg.group = optarg; break;
+        case 't': {
+            char *end;
+            cfg.stop_timeout_s = strtod(optarg, &end);
+            if (*end || !(cfg.stop_timeout_s >= 0 && cfg.stop_timeout_s <= 1e6)) {
+                fprintf(stderr, "parled: --stop-timeout: expected seconds in 0..1e6, got %s\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'l': {
             int level = parse_log_level(optarg);
             if (level < 0) {

@@ -16,6 +16,7 @@
 #include "augment.h"
 #include "checkpoint.h"
 #include "coupling.h"
+#include "fault.h"
 #include "replica.h"
 #include "sampler.h"
 
@@ -26,15 +27,20 @@ typedef struct job_run {
     const coupling_rule *rule;
     comm comm;
     int n;
-    const int *cores;
-    int ncores;
+    run_devices where;
     long outer_per_epoch;     /* nb: batches per pass over a replica's data */
     long total_outer;
     double t_start;
-    model eval_model;         /* the master, evaluated on rank 0's thread */
+    model eval_model;         /* the master, evaluated on rank 0's thread, in its memory */
+    float *master_params, *master_stats; /* its host copy for on_master */
     checkpoint_info resume;   /* resume.k > 0: continue from this checkpoint */
-    pthread_mutex_t lock;     /* guards failed / err */
+    fault_point fault;        /* PARLE_FAULT_REPLICA (tests) */
+    long *at_step;            /* each replica's last step, for the watchdog's message */
+    pthread_mutex_t lock;     /* guards failed, stopped_now, err, live */
+    pthread_cond_t ended;     /* a replica thread finished */
+    int live;                 /* replica threads not yet finished */
     int failed;
+    int stopped_now;          /* the RUN_STOP / RUN_STOP_NOW that ended the job */
     char err[512];
     run_result result;
 } job_run;
@@ -64,6 +70,33 @@ int run_cpu_cores(int **cores, char *err, size_t errlen)
     return n;
 }
 
+int run_gpus(const char *devices, int *gpus, char *err, size_t errlen)
+{
+    enum job_devices kind;
+    uint64_t ids;
+    int present = backend_cuda_devices(), n = 0;
+    if (job_devices_parse(devices, &kind, &ids) != 0) {
+        snprintf(err, errlen, "devices: \"%s\" is not cpu, auto, gpu or GPU ids", devices);
+        return -1;
+    }
+    if (kind == DEVICES_GPU && present == 0) {
+        snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU");
+        return -1;
+    }
+    for (int i = 0; i < 64; i++) {
+        int wanted = kind == DEVICES_IDS ? (ids >> i) & 1
+                                         : (kind != DEVICES_CPU && i < present);
+        if (wanted && i >= present) {
+            snprintf(err, errlen, "devices: GPU %d: this machine has %d GPU%s", i, present,
+                     present == 1 ? "" : "s");
+            return -1;
+        }
+        if (wanted)
+            gpus[n++] = i;
+    }
+    return n;
+}
+
 model_spec run_model_spec(const job_config *cfg, const dataset *train)
 {
     model_spec spec = cfg->model;
@@ -73,29 +106,27 @@ model_spec run_model_spec(const job_config *cfg, const dataset *train)
     return spec;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#define now_s comm_now_s
 
-static void run_fail(job_run *run, const char *msg)
+/* The master is evaluated in batches of this many test images. */
+enum { EVAL_BATCH = 256 };
+
+/* The job fails with `msg` (the first failure wins) and every replica leaves
+ * at its next collective: the comm is aborted. */
+static void run_fail(job_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void run_fail(job_run *run, const char *fmt, ...)
 {
     pthread_mutex_lock(&run->lock);
-    if (!run->failed) {
+    if (!run->failed && !run->stopped_now) {
         run->failed = 1;
-        snprintf(run->err, sizeof run->err, "%s", msg);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(run->err, sizeof run->err, fmt, ap);
+        va_end(ap);
     }
     pthread_mutex_unlock(&run->lock);
-}
-
-static int run_has_failed(job_run *run)
-{
-    pthread_mutex_lock(&run->lock);
-    int f = run->failed;
-    pthread_mutex_unlock(&run->lock);
-    return f;
+    comm_abort(&run->comm, "job failed");
 }
 
 static void emit(job_run *run, const run_event *ev)
@@ -118,53 +149,65 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
  * each, and the kernel balances them. */
 static int pin_replica(const job_run *run, int rank)
 {
-    int share = run->ncores / run->n > 1 ? run->ncores / run->n : 1;
-    int floating = run->n > run->ncores && run->n % run->ncores != 0;
+    int share = run->where.ncores / run->n > 1 ? run->where.ncores / run->n : 1;
+    int floating = run->n > run->where.ncores && run->n % run->where.ncores != 0;
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int i = 0; i < (floating ? run->ncores : share); i++)
-        CPU_SET(run->cores[floating ? i : (rank * share + i) % run->ncores], &set);
+    for (int i = 0; i < (floating ? run->where.ncores : share); i++)
+        CPU_SET(run->where.cores[floating ? i : (rank * share + i) % run->where.ncores], &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     return share;
 }
 
-/* Every replica takes part (collectives); rank 0 evaluates the master. */
-static void evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss)
+/* Every replica takes part (collectives); rank 0 evaluates the master.
+ * Returns 0, or -1 when the comm was aborted or this replica failed. */
+static int evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss)
 {
     const job_config *cfg = run->cfg;
     model *em = &run->eval_model;
     size_t np = r->model.nparams;
     const float *master = comm_allreduce_mean(r->comm, r->rank, &r->ctx, run->rule->weights(r), np);
-    double dist = 0.0;
-    for (size_t i = 0; i < np; i++) {
-        double d = (double)run->rule->weights(r)[i] - master[i];
-        dist += d * d;
-    }
+    if (!master)
+        return -1;
+    double dist = vec_dist2(&r->ctx, np, run->rule->weights(r), master);
     if (r->rank == 0)
-        memcpy(em->params, master, np * sizeof(float));
+        backend_copy(&r->ctx, em->params, master, np * sizeof(float));
     if (strcmp(cfg->eval.bn, "average") == 0) {
         const float *stats = comm_allreduce_mean(r->comm, r->rank, &r->ctx, r->model.stats,
                                                  r->model.nstats);
+        if (!stats)
+            return -1;
         if (r->rank == 0)
-            memcpy(em->stats, stats, em->nstats * sizeof(float));
+            backend_copy(&r->ctx, em->stats, stats, em->nstats * sizeof(float));
     }
     /* Each rank's distance to the master, averaged over ranks. */
-    float dist_f = (float)sqrt(dist);
-    const float *mean_dist = comm_allreduce_mean(r->comm, r->rank, &r->ctx, &dist_f, 1);
+    double mean_dist;
+    if (comm_mean_double(r->comm, r->rank, sqrt(dist), &mean_dist) != 0)
+        return -1;
+    if (fault_strikes(&run->fault, r->rank, FAULT_EVAL, r->k, 0)) {
+        run_fail(run, "replica %d: injected failure in the evaluation after outer iteration %ld "
+                 "(step %ld)", r->rank, r->k, step);
+        return -1;
+    }
     if (r->rank != 0)
-        return;
+        return 0;
     double t0 = now_s();
     if (strcmp(cfg->eval.bn, "recompute") == 0)
         model_recompute_bn(em, &r->ctx, run->train->images, run->train->n);
     else if (strcmp(cfg->eval.bn, "replica0") == 0)
-        memcpy(em->stats, r->model.stats, em->nstats * sizeof(float));
+        backend_copy(&r->ctx, em->stats, r->model.stats, em->nstats * sizeof(float));
     run_event ev = {.kind = RUN_EV_EVAL, .epoch = epochs_done, .epochs = cfg->epochs,
                     .step = step, .data_passes = (double)step / (double)run->outer_per_epoch,
                     .lr = r->lr, .gamma = cfg->algorithm.L > 0 ? r->gamma : 0,
                     .rho = run->n > 1 ? r->rho : 0,
-                    .train_loss = train_loss, .dist_to_master = mean_dist[0]};
+                    .train_loss = train_loss, .dist_to_master = mean_dist};
     model_evaluate(em, &r->ctx, run->test->images, run->test->labels, run->test->n,
                    &ev.test_loss, &ev.test_error);
+    if (backend_failed(&r->ctx)) {
+        run_fail(run, "replica 0: the evaluation after outer iteration %ld (step %ld): %s",
+                 r->k, step, r->ctx.err);
+        return -1;
+    }
     run->result.test_error = ev.test_error;
     run->result.test_loss = ev.test_loss;
     run->result.epochs_done = epochs_done;
@@ -172,6 +215,14 @@ static void evaluate_master(job_run *run, replica *r, int epochs_done, long step
     ev.sync_s = r->sync_s;
     snprintf(ev.message, sizeof ev.message, "eval took %.2f s", now_s() - t0);
     emit(run, &ev);
+    if (run->hooks && run->hooks->on_master) {
+        /* The hook gets the master on the host, wherever it was evaluated. */
+        backend_download(&r->ctx, run->master_params, em->params, np * sizeof(float));
+        backend_download(&r->ctx, run->master_stats, em->stats, em->nstats * sizeof(float));
+        run->hooks->on_master(run->hooks->user, em, run->master_params, run->master_stats,
+                              epochs_done, r->k == run->total_outer);
+    }
+    return 0;
 }
 
 static void emit_log(job_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -203,12 +254,46 @@ static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **da
     return n + 1;
 }
 
-/* Every rank writes its file; if all did, rank 0 completes the checkpoint. */
-static void take_checkpoint(job_run *run, replica *r, const batch_loader *loader, long step)
+/* Host copies of the replica's tensors, for files: they may live on a GPU.
+ * `download` fills them. NULL entries when out of memory (reported). */
+static int host_mirror(replica *r, const tensor_info *ts, float *const *data, int n,
+                       float **host, int download)
 {
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        host[i] = backend_host_alloc(&r->ctx, ts[i].count * sizeof(float));
+        ok &= host[i] != NULL;
+        if (host[i] && download)
+            backend_download(&r->ctx, host[i], data[i], ts[i].count * sizeof(float));
+    }
+    return ok && !backend_failed(&r->ctx) ? 0 : -1;
+}
+
+static void host_mirror_free(replica *r, float **host, int n)
+{
+    for (int i = 0; i < n; i++)
+        backend_host_free(&r->ctx, host[i]);
+}
+
+/* Every rank writes its file; if all did, rank 0 completes the checkpoint.
+ * A failed write keeps the previous checkpoint and the job goes on; -1 only
+ * when the comm was aborted or this replica failed. */
+static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader, long step)
+{
+    if (fault_strikes(&run->fault, r->rank, FAULT_CHECKPOINT, r->k, 0)) {
+        run_fail(run, "replica %d: injected failure in the checkpoint after outer iteration %ld "
+                 "(step %ld)", r->rank, r->k, step);
+        return -1;
+    }
     tensor_info ts[RULE_MAX_STATE + 1];
-    float *data[RULE_MAX_STATE + 1];
+    float *data[RULE_MAX_STATE + 1], *host[RULE_MAX_STATE + 1];
     int n = replica_tensors(run, r, ts, data);
+    if (host_mirror(r, ts, data, n, host, 1) != 0) {
+        host_mirror_free(r, host, n);
+        run_fail(run, "replica %d: checkpoint after outer iteration %ld: %s", r->rank, r->k,
+                 r->ctx.err);
+        return -1;
+    }
     char pass[32], pos[32], draws[32], sync_s[32], err[512];
     long at_pass;
     int at_pos;
@@ -222,13 +307,17 @@ static void take_checkpoint(job_run *run, replica *r, const batch_loader *loader
     st_meta meta[] = {{"sampler_pass", pass}, {"sampler_pos", pos}, {"sampler_draws", draws},
                       {"sync_s", sync_s}};
     int bad = checkpoint_write_replica(run->hooks->checkpoint_dir, r->k, r->rank, ts,
-                                       (const float *const *)data, n, meta, 4, err,
+                                       (const float *const *)host, n, meta, 4, err,
                                        sizeof err) != 0;
+    host_mirror_free(r, host, n);
     if (bad)
         emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",
                  r->k, err);
-    if (comm_any(r->comm, r->rank, bad) || r->rank != 0)
-        return;
+    int anyone_bad = comm_any(r->comm, r->rank, bad);
+    if (anyone_bad < 0)
+        return -1;
+    if (anyone_bad || r->rank != 0)
+        return 0;
     checkpoint_info info = {.k = r->k, .step = step, .replicas = run->n,
                             .epochs_done = run->result.epochs_done,
                             .test_error = run->result.test_error,
@@ -240,6 +329,7 @@ static void take_checkpoint(job_run *run, replica *r, const batch_loader *loader
                  r->k, err);
     else
         emit_log(run, "checkpoint at outer iteration %ld (step %ld) written", r->k, step);
+    return 0;
 }
 
 static int meta_long(const char *json, const char *key, long long *out)
@@ -257,10 +347,21 @@ static int meta_long(const char *json, const char *key, long long *out)
 static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, size_t errlen)
 {
     tensor_info ts[RULE_MAX_STATE + 1];
-    float *data[RULE_MAX_STATE + 1];
+    float *data[RULE_MAX_STATE + 1], *host[RULE_MAX_STATE + 1];
     int n = replica_tensors(run, r, ts, data);
     char *meta = NULL;
-    if (checkpoint_read_replica(&run->resume, r->rank, ts, data, n, &meta, err, errlen) != 0)
+    if (host_mirror(r, ts, data, n, host, 0) != 0) {
+        host_mirror_free(r, host, n);
+        snprintf(err, errlen, "replica %d: resume: %s", r->rank, r->ctx.err);
+        return -1;
+    }
+    int read = checkpoint_read_replica(&run->resume, r->rank, ts, host, n, &meta, err, errlen);
+    for (int i = 0; i < n && read == 0; i++)
+        backend_upload(&r->ctx, data[i], host[i], ts[i].count * sizeof(float));
+    /* The upload must finish before the pinned buffers go. */
+    backend_sync(&r->ctx);
+    host_mirror_free(r, host, n);
+    if (read != 0)
         return -1;
     long long pass = -1, pos = -1, draws = 0;
     int rc = meta_long(meta, "sampler_pass", &pass) | meta_long(meta, "sampler_pos", &pos) |
@@ -277,6 +378,49 @@ static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, si
     return 0;
 }
 
+/* A stuck replica (fault injection): it comes back only once the job ends. */
+static void hang_until_aborted(job_run *run)
+{
+    while (!comm_aborted(&run->comm))
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+}
+
+/* The replica's context (its GPU, or its share of the cores), model, sampler
+ * and rule state; rank 0 also builds the master it evaluates. */
+static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size_t errlen)
+{
+    const job_config *cfg = run->cfg;
+    int threads = pin_replica(run, r->rank);
+    if (run->where.ngpus > 0) {
+        int gpu = run->where.gpus[r->rank % run->where.ngpus];
+        if (backend_ctx_init_cuda(&r->ctx, gpu, job_precision(cfg), cfg->deterministic, err,
+                                  errlen) != 0)
+            return -1;
+    } else {
+        backend_ctx_init_cpu(&r->ctx, threads);
+    }
+    model_spec spec = run_model_spec(cfg, run->train);
+    if (model_build(&r->model, &r->ctx, &spec, cfg->optim.batch, 1, err, errlen) != 0)
+        return -1;
+    int independent = strcmp(cfg->algorithm.init, "independent") == 0;
+    model_init_params(&r->model, &r->ctx, cfg->seed, independent ? (uint32_t)r->rank : 0);
+    if (r->rank == 0) {
+        if (model_build(&run->eval_model, &r->ctx, &spec, EVAL_BATCH, 0, err, errlen) != 0)
+            return -1;
+        run->master_params = malloc(r->model.nparams * sizeof(float));
+        run->master_stats = malloc((r->model.nstats ? r->model.nstats : 1) * sizeof(float));
+        if (!run->master_params || !run->master_stats) {
+            snprintf(err, errlen, "replica 0: out of memory for the master's host copy");
+            return -1;
+        }
+    }
+    if (sampler_init(smp, cfg, run->train->n, r->rank, run->n) != 0) {
+        snprintf(err, errlen, "replica %d: out of memory for the sampler", r->rank);
+        return -1;
+    }
+    return run->rule->init(r, err, errlen);
+}
+
 typedef struct replica_arg {
     job_run *run;
     int rank;
@@ -290,45 +434,31 @@ static void *replica_main(void *p)
     const dataset *train = run->train;
     replica r = {.rank = arg->rank, .n = run->n, .cfg = cfg, .comm = &run->comm};
     char err[512] = "";
-    int threads = pin_replica(run, r.rank);
-    backend_ctx_init_cpu(&r.ctx, threads);
-
-    int batch = cfg->optim.batch;
     sampler smp = {0};
     batch_loader loader = {0};
-    model_spec spec = run_model_spec(cfg, train);
-    int setup = -1;
-    if (model_build(&r.model, &spec, batch, err, sizeof err) == 0) {
-        int independent = strcmp(cfg->algorithm.init, "independent") == 0;
-        model_init_params(&r.model, cfg->seed, independent ? (uint32_t)r.rank : 0);
-        if (sampler_init(&smp, cfg, train->n, r.rank, run->n) != 0)
-            snprintf(err, sizeof err, "replica %d: out of memory for the sampler", r.rank);
-        else
-            setup = run->rule->init(&r, err, sizeof err);
-    }
-    if (setup != 0)
-        run_fail(run, err);
+    if (replica_setup(run, &r, &smp, err, sizeof err) != 0)
+        run_fail(run, "%s", err);
     /* Nobody starts unless everyone could. */
-    if (comm_any(&run->comm, r.rank, setup != 0))
+    if (comm_attach(&run->comm, r.rank, &r.ctx, r.model.nparams > r.model.nstats
+                    ? r.model.nparams : r.model.nstats, err, sizeof err) != 0) {
+        run_fail(run, "%s", err);
         goto out;
+    }
 
     long k0 = 0, step = 0;
     if (run->resume.k > 0) {
-        int bad = restore_replica(run, &r, &smp, err, sizeof err) != 0;
-        if (bad)
-            run_fail(run, err);
-        if (comm_any(&run->comm, r.rank, bad))
+        if (restore_replica(run, &r, &smp, err, sizeof err) != 0)
+            run_fail(run, "%s", err);
+        if (comm_barrier(&run->comm, r.rank, "resume") != 0)
             goto out;
         k0 = run->resume.k;
         step = run->resume.step;
     }
     /* Batches are gathered (and augmented) by a loader thread one step ahead. */
-    int bad_loader = batch_loader_start(&loader, &smp, train,
-                                        cfg->data.augment ? &augment_cifar : NULL, smp.key,
-                                        (uint64_t)step, err, sizeof err) != 0;
-    if (bad_loader)
-        run_fail(run, err);
-    if (comm_any(&run->comm, r.rank, bad_loader))
+    if (batch_loader_start(&loader, &smp, train, cfg->data.augment ? &augment_cifar : NULL,
+                           smp.key, (uint64_t)step, err, sizeof err) != 0)
+        run_fail(run, "%s", err);
+    if (comm_barrier(&run->comm, r.rank, "start") != 0)
         goto out;
 
     const int S = run->rule->steps_per_sync(cfg);
@@ -351,8 +481,7 @@ static void *replica_main(void *p)
         r.rho = schedule_growth(cfg->algorithm.rho, cfg->algorithm.rho_max,
                                 cfg->algorithm.growth, nb, k);
         run->rule->begin(&r);
-        int bad = 0;
-        for (int l = 0; l < S; l++) {
+        for (int l = 1; l <= S; l++) {
             float *xb;
             int32_t *yb;
             int n;
@@ -361,22 +490,35 @@ static void *replica_main(void *p)
             r.model.dropout_counter = (uint64_t)step << 32;
             float loss = model_train_grads(&r.model, &r.ctx, xb, yb, n, NULL);
             step++;
-            if (!isfinite(loss)) {
-                snprintf(err, sizeof err,
-                         "replica %d: loss is %s at step %ld (epoch %d): the learning rate may be too high",
-                         r.rank, isnan(loss) ? "NaN" : "infinite", step, epoch);
-                run_fail(run, err);
-                bad = 1;
-                break;
-            }
+            __atomic_store_n(&run->at_step[r.rank], step, __ATOMIC_RELAXED);
+            if (fault_strikes(&run->fault, r.rank, FAULT_HANG, k, l))
+                hang_until_aborted(run);
+            if (fault_strikes(&run->fault, r.rank, FAULT_STEP, k, l))
+                run_fail(run, "replica %d: injected failure at step %ld (outer iteration %ld, "
+                         "inner step %d)", r.rank, step, k, l);
+            else if (backend_failed(&r.ctx))
+                run_fail(run, "replica %d: step %ld: %s", r.rank, step, r.ctx.err);
+            else if (!isfinite(loss))
+                run_fail(run, "replica %d: loss is %s at step %ld (epoch %d, outer iteration "
+                         "%ld): the learning rate may be too high", r.rank,
+                         isnan(loss) ? "NaN" : "infinite", step, epoch, k);
+            /* A failure anywhere ends every replica here or at its next collective. */
+            if (comm_aborted(&run->comm))
+                goto out;
             run->rule->step(&r);
             window_loss += loss;
             window_steps++;
             epoch_loss += loss;
             epoch_steps++;
         }
-        if (!bad)
-            run->rule->sync(&r);
+        if (fault_strikes(&run->fault, r.rank, FAULT_SYNC, k, 0))
+            run_fail(run, "replica %d: injected failure in the sync of outer iteration %ld "
+                     "(step %ld)", r.rank, k, step);
+        if (run->rule->sync(&r) == 0 && backend_failed(&r.ctx))
+            run_fail(run, "replica %d: the sync of outer iteration %ld (step %ld): %s", r.rank, k,
+                     step, r.ctx.err);
+        if (comm_aborted(&run->comm))
+            goto out;
         if (r.rank == 0 && (window_steps >= cfg->log_every || k % nb == 0)) {
             double t = now_s(), elapsed = t - run->t_start;
             double done = (double)k / (double)run->total_outer;
@@ -384,7 +526,7 @@ static void *replica_main(void *p)
                 .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
                 .data_passes = (double)step / (double)nb,
                 .train_loss = window_steps ? window_loss / (double)window_steps : 0.0,
-                .images_per_sec = (double)window_steps * batch * run->n / (t - window_t0),
+                .images_per_sec = (double)window_steps * cfg->optim.batch * run->n / (t - window_t0),
                 .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0,
                 .rho = run->n > 1 ? r.rho : 0,
                 .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
@@ -396,56 +538,107 @@ static void *replica_main(void *p)
             window_t0 = t;
         }
         int checkpointed = 0;
-        if (!bad && k % nb == 0) {
-            evaluate_master(run, &r, epoch + 1, step, epoch_loss / (double)(epoch_steps ? epoch_steps : 1));
-            if (r.rank == 0 && run->hooks && run->hooks->on_master)
-                run->hooks->on_master(run->hooks->user, &run->eval_model, epoch + 1,
-                                      k == run->total_outer);
+        if (k % nb == 0) {
+            if (evaluate_master(run, &r, epoch + 1, step,
+                                epoch_loss / (double)(epoch_steps ? epoch_steps : 1)) != 0)
+                goto out;
             epoch_loss = 0.0;
             epoch_steps = 0;
             /* The last boundary needs none: the job is over. */
             if (checkpoints && every > 0 && (k / nb) % every == 0 && k < run->total_outer) {
-                take_checkpoint(run, &r, &loader, step);
+                if (take_checkpoint(run, &r, &loader, step) != 0)
+                    goto out;
                 checkpointed = 1;
             }
         }
-        /* Everyone agrees whether to go on: a failure anywhere, or a stop. */
+        /* Everyone agrees whether to stop here (a daemon shutdown; a cancel
+         * aborts the comm instead, and failures abort it where they happen). */
         int asked = run->hooks && run->hooks->stop
-                        ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) : 0;
-        int want = bad || run_has_failed(run) ? 4 : asked;
-        int agreed = comm_any(&run->comm, r.rank, want);
+                        ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) &
+                              RUN_STOP_CHECKPOINT : 0;
+        int agreed = comm_any(&run->comm, r.rank, asked);
+        if (agreed < 0)
+            goto out;
         if (agreed) {
-            if (!(agreed & 4) && (agreed & RUN_STOP_CHECKPOINT) && checkpoints && !checkpointed &&
-                k < run->total_outer)
-                take_checkpoint(run, &r, &loader, step);
+            if (checkpoints && !checkpointed &&
+                k < run->total_outer && take_checkpoint(run, &r, &loader, step) != 0)
+                goto out;
             if (r.rank == 0)
-                run->result.stopped = !(agreed & 4) && k < run->total_outer;
+                run->result.stopped = k < run->total_outer;
             break;
         }
     }
 out:
+    comm_detach(&run->comm, r.rank);
     if (r.rule_state)
         run->rule->free(&r);
     batch_loader_stop(&loader);
     sampler_free(&smp);
-    model_free(&r.model);
+    if (r.rank == 0) {
+        model_free(&run->eval_model, &r.ctx);
+        free(run->master_params);
+        free(run->master_stats);
+    }
+    model_free(&r.model, &r.ctx);
     backend_ctx_free(&r.ctx);
+    pthread_mutex_lock(&run->lock);
+    run->live--;
+    pthread_cond_signal(&run->ended);
+    pthread_mutex_unlock(&run->lock);
     return NULL;
 }
 
-int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
-            int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen)
+/* The job thread's watch while the replicas run: a cancel aborts the comm at
+ * once; a collective some replica has not reached within comm.timeout_s
+ * fails the job, naming it. Returns when every replica thread has ended. */
+static void supervise(job_run *run)
 {
-    job_run run = {.cfg = cfg, .train = train, .test = test, .hooks = hooks, .cores = cores,
-                   .ncores = ncores, .n = cfg->algorithm.replicas};
+    const double timeout = run->cfg->comm.timeout_s;
+    pthread_mutex_lock(&run->lock);
+    while (run->live > 0) {
+        pthread_mutex_unlock(&run->lock);
+        int stop = run->hooks && run->hooks->stop
+                       ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) : 0;
+        int missing;
+        const char *what;
+        if (stop & (RUN_STOP | RUN_STOP_NOW)) {
+            pthread_mutex_lock(&run->lock);
+            run->stopped_now = run->failed ? 0 : stop;
+            pthread_mutex_unlock(&run->lock);
+            comm_abort(&run->comm, "stopped");
+        } else if (comm_overdue(&run->comm, now_s(), timeout, &missing, &what) > 0) {
+            run_fail(run, "replica %d did not reach the %s within comm.timeout_s = %g s "
+                     "(it was last seen at step %ld): the job is stopped", missing, what,
+                     timeout, __atomic_load_n(&run->at_step[missing], __ATOMIC_RELAXED));
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&run->lock);
+        if (run->live > 0)
+            pthread_cond_timedwait(&run->ended, &run->lock, &until);
+    }
+    pthread_mutex_unlock(&run->lock);
+}
+
+int run_job(const job_config *cfg, const dataset *train, const dataset *test,
+            const run_devices *where, const run_hooks *hooks, run_result *result, char *err,
+            size_t errlen)
+{
+    job_run run = {.cfg = cfg, .train = train, .test = test, .hooks = hooks, .where = *where,
+                   .n = cfg->algorithm.replicas};
     memset(result, 0, sizeof(*result));
     run.rule = coupling_find(cfg->algorithm.name);
     if (!run.rule) {
         snprintf(err, errlen, "algorithm.name: no coupling rule \"%s\"", cfg->algorithm.name);
         return -1;
     }
-    if (ncores < 1 || run.n < 1) {
-        snprintf(err, errlen, "run: no cores (%d) or replicas (%d)", ncores, run.n);
+    if (where->ncores < 1 || run.n < 1) {
+        snprintf(err, errlen, "run: no cores (%d) or replicas (%d)", where->ncores, run.n);
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {
@@ -453,17 +646,16 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test, co
                  train->n, cfg->optim.batch);
         return -1;
     }
+    if (fault_parse(getenv("PARLE_FAULT_REPLICA"), &run.fault, err, errlen) != 0)
+        return -1;
     long shard = cfg->data.split ? train->n / run.n : train->n;
     run.outer_per_epoch = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
-    model_spec spec = run_model_spec(cfg, train);
-    if (model_build(&run.eval_model, &spec, 256, err, errlen) != 0)
+    /* comm_attach sizes the all-reduce buffer once the models are built. */
+    if (comm_init(&run.comm, run.n, 0, err, errlen) != 0)
         return -1;
-    if (comm_init(&run.comm, run.n, run.eval_model.nparams, err, errlen) != 0) {
-        model_free(&run.eval_model);
-        return -1;
-    }
     pthread_mutex_init(&run.lock, NULL);
+    pthread_cond_init(&run.ended, NULL);
     run.t_start = now_s();
     if (hooks && hooks->checkpoint_dir) {
         char log[2048];
@@ -494,39 +686,45 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test, co
     }
     pthread_t *tids = calloc((size_t)run.n, sizeof(pthread_t));
     replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
+    run.at_step = calloc((size_t)run.n, sizeof(long));
     int started = 0;
-    if (tids && args) {
+    if (tids && args && run.at_step) {
         for (; started < run.n; started++) {
             args[started] = (replica_arg){.run = &run, .rank = started};
-            if (pthread_create(&tids[started], NULL, replica_main, &args[started]) != 0)
+            if (fault_strikes(&run.fault, started, FAULT_START, 0, 0))
                 break;
+            pthread_mutex_lock(&run.lock);
+            run.live++;
+            pthread_mutex_unlock(&run.lock);
+            if (pthread_create(&tids[started], NULL, replica_main, &args[started]) != 0) {
+                pthread_mutex_lock(&run.lock);
+                run.live--;
+                pthread_mutex_unlock(&run.lock);
+                break;
+            }
         }
     }
-    if (started < run.n) {
-        /* Threads already started wait at a barrier sized for n: we cannot
-         * free them; refuse to go on rather than deadlock. */
-        snprintf(err, errlen, "run: could not start replica thread %d of %d", started, run.n);
-        if (started == 0) {
-            free(tids);
-            free(args);
-            comm_free(&run.comm);
-            model_free(&run.eval_model);
-            pthread_mutex_destroy(&run.lock);
-            return -1;
-        }
-        run_fail(&run, err);
-    }
+    /* The started replicas meet the missing one at their first collective:
+     * the abort sends them home. */
+    if (started < run.n)
+        run_fail(&run, "run: could not start replica thread %d of %d", started, run.n);
+    supervise(&run);
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
     free(tids);
     free(args);
+    free(run.at_step);
     comm_free(&run.comm);
-    model_free(&run.eval_model);
+    pthread_cond_destroy(&run.ended);
     pthread_mutex_destroy(&run.lock);
     *result = run.result;
     if (run.failed) {
         snprintf(err, errlen, "%s", run.err);
         return -1;
+    }
+    if (run.stopped_now) {
+        result->stopped = 1;
+        result->cancelled = (run.stopped_now & RUN_STOP) != 0;
     }
     return 0;
 }

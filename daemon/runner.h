@@ -27,36 +27,56 @@ typedef struct run_event {
     char message[256];          /* RUN_EV_LOG */
 } run_event;
 
-enum { RUN_STOP = 1, RUN_STOP_CHECKPOINT = 2 };
+/* Stop requests (hooks->stop). RUN_STOP (a cancel) and RUN_STOP_NOW (a
+ * shutdown whose grace ran out) end the job at once, wherever its replicas
+ * are, without a checkpoint; RUN_STOP_CHECKPOINT (a shutdown) stops at the
+ * next outer-iteration boundary with a checkpoint. */
+enum { RUN_STOP = 1, RUN_STOP_CHECKPOINT = 2, RUN_STOP_NOW = 4 };
 
 typedef struct run_hooks {
     /* Called from a replica thread; must be quick and thread-safe. */
     void (*on_event)(void *user, const run_event *ev);
     void *user;
-    /* Set by any thread: RUN_STOP stops at the next outer-iteration boundary;
-     * RUN_STOP_CHECKPOINT checkpoints there first (daemon shutdown). Write it
-     * with __atomic_store_n: replica threads read it with __atomic_load_n. */
+    /* Set by any thread, written with __atomic_store_n (read atomically). */
     const volatile int *stop;
     /* Checkpoints go here (cfg->checkpoint.every_epochs, .keep); NULL: none.
      * If it holds a complete checkpoint, the run resumes from the newest. */
     const char *checkpoint_dir;
-    /* If set, called after every evaluation with the master (its weights and
-     * the BN statistics it was evaluated with) and the epochs done, e.g. to
-     * save it for export; `last` is 1 after the job's final evaluation. */
-    void (*on_master)(void *user, const model *master, int epochs_done, int last);
+    /* If set, called on replica 0's thread after every evaluation with the
+     * master (its tensor list; its weights and the BN statistics it was
+     * evaluated with, on the host) and the epochs done, e.g. to save it for
+     * export; `last` is 1 after the job's final evaluation. */
+    void (*on_master)(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last);
 } run_hooks;
 
 typedef struct run_result {
     double test_error, test_loss;  /* the master's last evaluation */
     int epochs_done;
     int stopped;                   /* ended early because *stop was set */
+    int cancelled;                 /* ... and the request was RUN_STOP */
     long resumed_k, resumed_step;  /* where a resumed run started (0: from scratch) */
 } run_result;
 
-/* cores: the CPU core ids the job may use (ncores >= 1). Returns 0, or -1 with
- * a message (bad data, NaN loss, a replica error) in err. */
-int run_job(const job_config *cfg, const dataset *train, const dataset *test, const int *cores,
-            int ncores, const run_hooks *hooks, run_result *result, char *err, size_t errlen);
+/* Where a job's replicas run: replica r on GPU gpus[r % ngpus] when ngpus
+ * > 0, else on the CPU; either way its thread is pinned among `cores` (the
+ * CPU core ids the job may use, ncores >= 1). */
+typedef struct run_devices {
+    const int *cores;
+    int ncores;
+    const int *gpus;
+    int ngpus;
+} run_devices;
+
+/* The GPUs a job's `devices` names on this machine, in gpus[64]: how many
+ * (0: the CPU), or -1 with a message when it names a GPU that is not here. */
+int run_gpus(const char *devices, int *gpus, char *err, size_t errlen);
+
+/* Returns 0, or -1 with a message (bad data, NaN loss, a replica's error, a
+ * collective past its deadline) in err. */
+int run_job(const job_config *cfg, const dataset *train, const dataset *test,
+            const run_devices *where, const run_hooks *hooks, run_result *result, char *err,
+            size_t errlen);
 
 /* Call first in main(), before any OpenMP use: makes idle OpenMP threads
  * sleep rather than spin unless OMP_WAIT_POLICY says otherwise. Spinning

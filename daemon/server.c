@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "jobs.h"
 #include "parle_config.h"
 #include "protocol.h"
@@ -65,6 +66,8 @@ struct server {
     jobs *jobs;
     conn *conns;
     int stopping, stopped;
+    double stop_timeout_s;
+    uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
     double started_at;
     void (*on_stopped)(void *user);
     void *user;
@@ -195,7 +198,9 @@ static cJSON *version_json(void)
     cJSON_AddStringToObject(o, "version", PARLE_VERSION);
     cJSON_AddNumberToObject(o, "protocol", PROTO_VERSION);
     cJSON *f = cJSON_AddObjectToObject(o, "features");
+    /* Built with CUDA is not the same as able to use it: say both. */
     cJSON_AddBoolToObject(f, "cuda", PARLE_HAVE_CUDA);
+    cJSON_AddNumberToObject(f, "gpus", backend_cuda_devices());
     cJSON_AddBoolToObject(f, "cudnn", PARLE_HAVE_CUDNN);
     cJSON_AddBoolToObject(f, "nccl", PARLE_HAVE_NCCL);
     cJSON_AddBoolToObject(f, "mpi", PARLE_HAVE_MPI);
@@ -515,6 +520,7 @@ static void finish_shutdown(server *s)
     if (s->stopped)
         return;
     s->stopped = 1;
+    uv_close((uv_handle_t *)&s->stop_timer, NULL);
     jobs_close(s->jobs);
     server_log(LOG_INFO, "stopped");
     if (s->on_stopped)
@@ -663,6 +669,9 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */
         goto fail;
     }
+    s->stop_timeout_s = cfg->stop_timeout_s;
+    uv_timer_init(loop, &s->stop_timer);
+    s->stop_timer.data = s;
     jobs_start(s->jobs);
     *out = s;
     return 0;
@@ -672,6 +681,16 @@ fail:
 }
 
 void server_remove_socket(const server *s) { unlink(s->socket_path); }
+
+static void on_stop_timeout(uv_timer_t *t)
+{
+    server *s = t->data;
+    int running = jobs_stop_now(s->jobs);
+    if (running > 0)
+        server_log(LOG_WARN, "%d job(s) did not stop within --stop-timeout %g s: stopping them "
+                   "now; each resumes from its last checkpoint at the next start", running,
+                   s->stop_timeout_s);
+}
 
 void server_shutdown(server *s, const char *why)
 {
@@ -684,11 +703,13 @@ void server_shutdown(server *s, const char *why)
     while (s->conns)
         conn_end(s->conns);
     int running = jobs_stop_all(s->jobs);
-    if (running > 0)
-        server_log(LOG_INFO, "waiting for %d running job(s) to checkpoint and stop at a step "
-                   "boundary", running);
-    else
+    if (running > 0) {
+        server_log(LOG_INFO, "waiting up to %g s for %d running job(s) to checkpoint and stop "
+                   "at a step boundary", s->stop_timeout_s, running);
+        uv_timer_start(&s->stop_timer, on_stop_timeout, (uint64_t)(s->stop_timeout_s * 1000), 0);
+    } else {
         finish_shutdown(s);
+    }
 }
 
 void server_free(server *s) { free(s); }

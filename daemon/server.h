@@ -16,6 +16,7 @@ typedef struct server_config {
     const char *state_dir;
     const char *devices;   /* the daemon's --devices */
     const char *group;     /* NULL, a group name or a numeric gid */
+    double stop_timeout_s; /* a shutdown's grace for checkpointing before jobs stop at once */
 } server_config;
 
 typedef struct server server;

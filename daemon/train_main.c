@@ -49,20 +49,25 @@ static int evaluate_weights(const job_config *cfg, const dataset *train, const d
     char err[1024];
     model m;
     model_spec spec = run_model_spec(cfg, train);
-    if (model_build(&m, &spec, 256, err, sizeof err) != 0 ||
-        safetensors_read(weights, &m, m.params, m.stats, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "parle-train: %s\n", err);
-        model_free(&m);
-        return 1;
-    }
+    /* On the CPU, so the weights are read straight into the model's memory. */
     backend_ctx ctx;
     backend_ctx_init_cpu(&ctx, 1);
-    double loss, error;
-    model_evaluate(&m, &ctx, test->images, test->labels, test->n, &loss, &error);
-    printf("test error: %.4f%% test loss: %.6f\n", 100.0 * error, loss);
+    int rc = 1;
+    if (model_build(&m, &ctx, &spec, 256, 0, err, sizeof err) != 0 ||
+        safetensors_read(weights, &m, m.params, m.stats, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "parle-train: %s\n", err);
+    } else {
+        double loss, error;
+        model_evaluate(&m, &ctx, test->images, test->labels, test->n, &loss, &error);
+        if (backend_failed(&ctx))
+            fprintf(stderr, "parle-train: %s\n", ctx.err);
+        else
+            printf("test error: %.4f%% test loss: %.6f\n", 100.0 * error, loss);
+        rc = backend_failed(&ctx);
+    }
+    model_free(&m, &ctx);
     backend_ctx_free(&ctx);
-    model_free(&m);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -111,14 +116,19 @@ int main(int argc, char **argv)
         dataset_free(&test);
         return rc;
     }
-    int *cores, ncores = run_cpu_cores(&cores, err, sizeof err);
-    if (ncores < 1) {
+    int *cores, gpus[64];
+    run_devices where = {.gpus = gpus};
+    where.ncores = run_cpu_cores(&cores, err, sizeof err);
+    where.cores = cores;
+    if (where.ncores >= 1)
+        where.ngpus = run_gpus(cfg.devices, gpus, err, sizeof err);
+    if (where.ncores < 1 || where.ngpus < 0) {
         fprintf(stderr, "parle-train: %s\n", err);
         return 1;
     }
     run_hooks hooks = {.on_event = on_event, .user = &quiet};
     run_result res;
-    int rc = run_job(&cfg, &train, &test, cores, ncores, &hooks, &res, err, sizeof err);
+    int rc = run_job(&cfg, &train, &test, &where, &hooks, &res, err, sizeof err);
     free(cores);
     dataset_free(&train);
     dataset_free(&test);

@@ -20,7 +20,9 @@ typedef struct coupling_rule {
     int (*steps_per_sync)(const job_config *cfg);
     void (*begin)(replica *r);   /* start of outer iteration r->k */
     void (*step)(replica *r);    /* r->model.grads holds the new gradient */
-    void (*sync)(replica *r);    /* end of outer iteration r->k */
+    /* End of outer iteration r->k: 0, or -1 when the comm was aborted (the
+     * rule stops; the runner reports why). */
+    int (*sync)(replica *r);
     float *(*weights)(replica *r);
     /* The vectors (nparams floats each) that, with the BN statistics, are the
      * replica's whole state at an outer-iteration boundary: what a checkpoint

@@ -1,48 +1,47 @@
-/* Parle (design.md §8), as the paper's multi-GPU code computes it:
+/* Parle (docs/algorithms.md), as the paper's multi-GPU code computes it:
  * L Entropy-SGD inner steps on y anchored at x, then x moves along
  * d = (x - z) + rho_k (x - zbar) with its own Nesterov momentum u.
  * With L = 0 it is Elastic-SGD, and with n = 1 or rho = 0 plain Nesterov SGD
  * with weight decay (the same update with d = g + lambda x). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
+#include "comm.h"
 #include "coupling.h"
 #include "parle.h"
 
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int parle_steps_per_sync(const job_config *cfg) { return cfg->algorithm.L > 0 ? cfg->algorithm.L : 1; }
+
+/* A state vector in the replica's memory (its GPU's or the host's), zeroed. */
+static float *state_vector(replica *r)
+{
+    size_t bytes = r->model.nparams * sizeof(float);
+    float *v = backend_alloc(&r->ctx, bytes);
+    if (v)
+        backend_zero(&r->ctx, v, bytes);
+    return v;
+}
 
 static int parle_init(replica *r, char *err, size_t errlen)
 {
-    size_t n = r->model.nparams;
     parle_state *s = calloc(1, sizeof(*s));
-    if (!s)
-        goto oom;
+    if (!s) {
+        snprintf(err, errlen, "replica %d: out of memory for Parle's state", r->rank);
+        return -1;
+    }
     r->rule_state = s;
-    if (!(s->u = calloc(n, sizeof(float))))
-        goto oom;
+    if (!(s->u = state_vector(r)))
+        goto fail;
     if (r->cfg->algorithm.L == 0) {
         s->x = r->model.params;
         return 0;
     }
-    s->x = malloc(n * sizeof(float));
-    s->z = malloc(n * sizeof(float));
-    s->v = calloc(n, sizeof(float));
-    if (!s->x || !s->z || !s->v)
-        goto oom;
-    memcpy(s->x, r->model.params, n * sizeof(float));
+    if (!(s->x = state_vector(r)) || !(s->z = state_vector(r)) || !(s->v = state_vector(r)))
+        goto fail;
+    backend_copy(&r->ctx, s->x, r->model.params, r->model.nparams * sizeof(float));
     return 0;
-oom:
-    snprintf(err, errlen, "replica %d: out of memory for Parle's buffers", r->rank);
+fail:
+    snprintf(err, errlen, "replica %d: Parle's buffers: %s", r->rank, r->ctx.err);
     return -1;
 }
 
@@ -53,8 +52,8 @@ static void parle_begin(replica *r)
     if (r->cfg->algorithm.L == 0)
         return;
     size_t bytes = r->model.nparams * sizeof(float);
-    memcpy(r->model.params, s->x, bytes);
-    memcpy(s->z, s->x, bytes);
+    backend_copy(&r->ctx, r->model.params, s->x, bytes);
+    backend_copy(&r->ctx, s->z, s->x, bytes);
 }
 
 static void parle_step(replica *r)
@@ -70,13 +69,13 @@ static void parle_step(replica *r)
 /* The all-reduce, timed: that is the replica's time in sync. */
 static const float *parle_mean(replica *r, const float *vec)
 {
-    double t0 = now_s();
+    double t0 = comm_now_s();
     const float *mean = comm_allreduce_mean(r->comm, r->rank, &r->ctx, vec, r->model.nparams);
-    r->sync_s += now_s() - t0;
+    r->sync_s += comm_now_s() - t0;
     return mean;
 }
 
-static void parle_sync(replica *r)
+static int parle_sync(replica *r)
 {
     parle_state *s = r->rule_state;
     const job_config *cfg = r->cfg;
@@ -84,14 +83,19 @@ static void parle_sync(replica *r)
     float mu = (float)cfg->optim.momentum, wd = (float)cfg->optim.weight_decay;
     if (cfg->algorithm.L > 0) {
         const float *zbar = parle_mean(r, s->z);
+        if (!zbar)
+            return -1;
         vec_parle_outer(&r->ctx, n, r->lr, mu, r->rho, s->x, s->u, s->x, s->z, zbar);
     } else if (r->n > 1 && r->rho > 0.0f) {
         const float *xbar = parle_mean(r, s->x);
+        if (!xbar)
+            return -1;
         vec_elastic_step(&r->ctx, n, r->lr, mu, wd, r->rho, s->x, s->u, r->model.grads, xbar);
     } else {
         vec_sgd_momentum(&r->ctx, n, r->lr, mu, wd, cfg->optim.nesterov, s->x, s->u,
                          r->model.grads);
     }
+    return 0;
 }
 
 static float *parle_weights(replica *r) { return ((parle_state *)r->rule_state)->x; }
@@ -113,10 +117,10 @@ static void parle_free(replica *r)
     if (!s)
         return;
     if (s->x != r->model.params)
-        free(s->x);
-    free(s->z);
-    free(s->v);
-    free(s->u);
+        backend_free(&r->ctx, s->x);
+    backend_free(&r->ctx, s->z);
+    backend_free(&r->ctx, s->v);
+    backend_free(&r->ctx, s->u);
     free(s);
     r->rule_state = NULL;
 }

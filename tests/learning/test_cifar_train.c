@@ -93,7 +93,8 @@ int main(int argc, char **argv)
     }
     int *cores, ncores = run_cpu_cores(&cores, err, sizeof err);
     run_result res;
-    int ran = ncores >= 1 && run_job(&cfg, &tr, &te, cores, ncores, NULL, &res, err, sizeof err) == 0;
+    int ran = ncores >= 1 && run_job(&cfg, &tr, &te, &(run_devices){.cores = cores, .ncores = ncores}, NULL,
+                                           &res, err, sizeof err) == 0;
     free(cores);
     if (!ran) {
         printf("%s\n", err);

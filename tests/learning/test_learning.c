@@ -49,7 +49,8 @@ static double train(const char *path)
            cfg.algorithm.name, cfg.algorithm.replicas, cfg.algorithm.L, cfg.epochs, tr.n);
     run_hooks hooks = {.on_event = on_event};
     run_result res;
-    int rc = ncores < 1 ? -1 : run_job(&cfg, &tr, &te, cores, ncores, &hooks, &res, err, sizeof err);
+    int rc = ncores < 1 ? -1 : run_job(&cfg, &tr, &te, &(run_devices){.cores = cores, .ncores = ncores},
+                                         &hooks, &res, err, sizeof err);
     free(cores);
     dataset_free(&tr);
     dataset_free(&te);

@@ -34,15 +34,16 @@ static void on_event(void *user, const run_event *ev)
         __atomic_fetch_add(&w->resumes_logged, 1, __ATOMIC_RELAXED);
 }
 
-static void on_master(void *user, const model *master, int epochs_done, int last)
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last)
 {
-    (void)epochs_done;
+    (void)epochs_done, (void)stats;
     if (!last)
         return;
     watch *w = user;
     w->n = master->nparams;
     w->final = malloc(w->n * sizeof(float));
-    memcpy(w->final, master->params, w->n * sizeof(float));
+    memcpy(w->final, params, w->n * sizeof(float));
 }
 
 static void config(job_config *cfg, uint64_t seed)
@@ -74,7 +75,8 @@ static int run(const job_config *cfg, const char *dir, watch *w, run_result *res
     int cores[2] = {0, 1};
     run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w, .stop = &w->stop,
                        .checkpoint_dir = dir};
-    int rc = run_job(cfg, &tr, &te, cores, 2, &hooks, res, err, sizeof err);
+    run_devices where = {.cores = cores, .ncores = 2};
+    int rc = run_job(cfg, &tr, &te, &where, &hooks, res, err, sizeof err);
     if (rc != 0)
         printf("run_job: %s\n", err);
     dataset_free(&tr);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "testutil.h"
@@ -80,10 +81,63 @@ static void run(int n)
     free(s.inputs);
 }
 
+/* Ranks 0 and 1 enter an all-reduce that rank 2 never reaches: the deadline
+ * check names rank 2 and the collective, and an abort sends both home with
+ * NULL; every later collective fails at once. */
+typedef struct stuck { comm *c; int rank; const float *got; int any_after; } stuck;
+
+static void *enter_allreduce(void *p)
+{
+    stuck *st = p;
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    float v[4] = {1, 2, 3, 4};
+    st->got = comm_allreduce_mean(st->c, st->rank, &ctx, v, 4);
+    st->any_after = comm_any(st->c, st->rank, 0);
+    backend_ctx_free(&ctx);
+    return NULL;
+}
+
+static void abort_wakes_waiters(void)
+{
+    comm c;
+    char err[128];
+    CHECK(comm_init(&c, 3, 4, err, sizeof err) == 0, "%s", err);
+    stuck st[2] = {{&c, 0, NULL, 0}, {&c, 1, NULL, 0}};
+    pthread_t t[2];
+    for (int r = 0; r < 2; r++) {
+        st[r].got = (const float *)&st; /* anything but NULL */
+        pthread_create(&t[r], NULL, enter_allreduce, &st[r]);
+    }
+    int missing = -1, overdue = 0;
+    const char *what = NULL;
+    double t0 = comm_now_s();
+    while (!overdue && comm_now_s() - t0 < 10) {
+        usleep(10000);
+        overdue = comm_overdue(&c, comm_now_s(), 0.05, &missing, &what);
+    }
+    CHECK(overdue == 1 && missing == 2 && what && strcmp(what, "all-reduce") == 0,
+          "overdue %d missing %d what %s", overdue, missing, what ? what : "(null)");
+    comm_abort(&c, "rank %d is late", missing);
+    comm_abort(&c, "a second reason is not kept");
+    for (int r = 0; r < 2; r++) {
+        pthread_join(t[r], NULL);
+        CHECK(st[r].got == NULL && st[r].any_after == -1, "rank %d after the abort: %p %d", r,
+              (const void *)st[r].got, st[r].any_after);
+    }
+    CHECK(comm_aborted(&c) && strcmp(comm_abort_reason(&c), "rank 2 is late") == 0,
+          "reason \"%s\"", comm_abort_reason(&c));
+    CHECK(comm_barrier(&c, 2, "late") == -1, "the late rank must not wait");
+    CHECK(comm_overdue(&c, comm_now_s() + 100, 0.05, &missing, &what) == 0,
+          "an aborted comm is not overdue");
+    comm_free(&c);
+}
+
 int main(void)
 {
     test_init("comm");
     for (int n = 1; n <= 5; n++)
         run(n);
+    abort_wakes_waiters();
     return test_main_end();
 }

@@ -153,6 +153,8 @@ static void test_defaults(void)
         JOB("\"seed\": 0, \"checkpoint\": {\"every_epochs\": 0, \"keep\": 1}"),
         JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
         JOB("\"devices\": \"0,1,7\""),
+        JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true"),
+        JOB("\"devices\": \"gpu\", \"precision\": \"bf16\", \"comm\": {\"timeout_s\": 0.5}"),
         JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
         "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
         ", " SGD "}",
@@ -164,7 +166,13 @@ static void test_defaults(void)
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
         CHECK(parse(valid[i], &cfg, err, sizeof err) == 0, "valid[%zu]: %s", i, err);
     CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
-    CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
+    CHECK(parse(valid[3], &cfg, err, sizeof err) == 0 && cfg.deterministic &&
+              job_precision(&cfg) == PRECISION_FP32, "precision fp32, deterministic");
+    CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.comm.timeout_s == 0.5 &&
+              job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
+    CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
+              cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32, "defaults");
+    CHECK(parse(valid[6], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
               cfg.model.width == 10 && cfg.model.dropout == 0,
           "wrn-28-10");
 }
@@ -287,7 +295,13 @@ static const bad_case bad_cases[] = {
     {JOB("\"seed\": 1.5"), "seed: must be an integer in 0..9007199254740992"},
     {JOB("\"seed\": \"42\""), "seed: must be an integer in 0..9007199254740992"},
     {JOB("\"seed\": 1e17"), "seed: must be an integer in 0..9007199254740992"},
-    {JOB("\"devices\": \"gpu\""), "devices: \"gpu\" is not"},
+    {JOB("\"devices\": \"gpus\""), "devices: \"gpus\" is not"},
+    {JOB("\"devices\": \"cuda:\""), "devices: \"cuda:\" is not"},
+    {JOB("\"devices\": \"cuda:1,1\""), "devices: \"cuda:1,1\" is not"},
+    {JOB("\"devices\": \"63\""), "devices: \"63\" is not"},
+    {JOB("\"precision\": \"fp16\""), "precision: unknown \"fp16\"; known: fp32, tf32, bf16"},
+    {JOB("\"deterministic\": 1"), "deterministic: must be a boolean"},
+    {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},
     {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
     {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
     {JOB("\"devices\": \"1,\""), "devices: \"1,\" is not"},

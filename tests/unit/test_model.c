@@ -1,8 +1,10 @@
 /* Models: parameter counts of the paper's networks, tensor names, the
- * initialisation, and the whole-network gradient (through residual adds,
- * pooling, BN, dropout) against central differences of the loss along random
- * directions, evaluated in float64 from float32 forward passes at several
- * step sizes. Tolerance: 3% relative on the directional derivative. */
+ * initialisation, the memory a model takes, and the whole-network gradient
+ * (through residual adds, pooling, BN, dropout) against central differences
+ * of the loss along random directions, evaluated in float64 from float32
+ * forward passes at several step sizes. Tolerance: 3% relative on the
+ * directional derivative. The gradients pass through buffers shared by
+ * lifetime (models/plan.c), so a wrong plan fails them too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ static void check_count(const char *arch, int c, int h, int depth, int width, si
     model m;
     char err[256];
     model_spec s = spec(arch, c, h, depth, width, -1);
-    int rc = model_build(&m, &s, 1, err, sizeof err);
+    int rc = model_build(&m, NULL, &s, 1, 1, err, sizeof err);
     CHECK(rc == 0, "%s: %s", arch, err);
     if (rc != 0)
         return;
@@ -33,7 +35,7 @@ static void check_count(const char *arch, int c, int h, int depth, int width, si
     for (int i = 0; i < m.ntensors; i++)
         sum += m.tensors[i].is_stat ? 0 : m.tensors[i].count;
     CHECK(sum == m.nparams, "%s: named tensors cover %zu of %zu parameters", arch, sum, m.nparams);
-    model_free(&m);
+    model_free(&m, NULL);
 }
 
 /* Loss on a fixed batch with the current parameters, in training mode. */
@@ -47,13 +49,14 @@ static void check_gradient(const char *arch, int c, int h, int depth, int width,
     model m;
     char err[256];
     model_spec s = spec(arch, c, h, depth, width, 0.3f);
-    if (model_build(&m, &s, n, err, sizeof err) != 0) {
-        CHECK(0, "%s: %s", arch, err);
-        return;
-    }
     backend_ctx ctx;
     backend_ctx_init_cpu(&ctx, 1);
-    model_init_params(&m, test_seed(), 0);
+    if (model_build(&m, &ctx, &s, n, 1, err, sizeof err) != 0) {
+        CHECK(0, "%s: %s", arch, err);
+        backend_ctx_free(&ctx);
+        return;
+    }
+    model_init_params(&m, &ctx, test_seed(), 0);
     /* Dropout masks stay fixed: the same key and counter for every pass. */
     m.dropout_key = philox_make_key(test_seed(), 0, RNG_STREAM_DROPOUT);
     m.dropout_counter = 12345;
@@ -115,17 +118,19 @@ static void check_gradient(const char *arch, int c, int h, int depth, int width,
     free(w0);
     free(g);
     free(d);
+    model_free(&m, &ctx);
     backend_ctx_free(&ctx);
-    model_free(&m);
 }
 
 static void check_init(void)
 {
     model m;
     char err[256];
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
     model_spec s = spec("lenet", 1, 28, 0, 0, -1);
-    CHECK(model_build(&m, &s, 4, err, sizeof err) == 0, "%s", err);
-    model_init_params(&m, 7, 0);
+    CHECK(model_build(&m, &ctx, &s, 4, 1, err, sizeof err) == 0, "%s", err);
+    model_init_params(&m, &ctx, 7, 0);
     const tensor_info *w = model_find_tensor(&m, "fc1.weight");
     const tensor_info *rv = model_find_tensor(&m, "bn1.running_var");
     const tensor_info *bw = model_find_tensor(&m, "bn3.weight");
@@ -146,16 +151,16 @@ static void check_init(void)
     }
     float *first = malloc(m.nparams * sizeof(float));
     memcpy(first, m.params, m.nparams * sizeof(float));
-    model_init_params(&m, 7, 1);
+    model_init_params(&m, &ctx, 7, 1);
     CHECK(memcmp(first, m.params, m.nparams * sizeof(float)) != 0, "replicas 0 and 1 share init");
-    model_init_params(&m, 7, 0);
+    model_init_params(&m, &ctx, 7, 0);
     CHECK(memcmp(first, m.params, m.nparams * sizeof(float)) == 0, "init is not reproducible");
     free(first);
-    model_free(&m);
+    model_free(&m, &ctx);
 
     s = spec("wrn", 3, 32, 10, 1, -1);
-    CHECK(model_build(&m, &s, 1, err, sizeof err) == 0, "%s", err);
-    model_init_params(&m, 7, 0);
+    CHECK(model_build(&m, &ctx, &s, 1, 1, err, sizeof err) == 0, "%s", err);
+    model_init_params(&m, &ctx, 7, 0);
     const tensor_info *c2 = model_find_tensor(&m, "block3.layer.0.conv2.weight");
     if (c2) {
         double var = 0;
@@ -166,7 +171,94 @@ static void check_init(void)
     } else {
         CHECK(0, "WRN tensor block3.layer.0.conv2.weight missing");
     }
-    model_free(&m);
+    model_free(&m, &ctx);
+    backend_ctx_free(&ctx);
+}
+
+/* Bytes a model takes: a dry run (no context) gives what the build
+ * allocates; WRN-28-10 trains at batch 128 in well under 10 GB, and its
+ * evaluation model at batch 256 keeps no gradients and reuses activations. */
+static void check_memory(void)
+{
+    model m;
+    char err[256];
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    const char *archs[] = {"lenet", "wrn", "allcnn"};
+    for (int a = 0; a < 3; a++)
+        for (int train = 0; train < 2; train++) {
+            model_spec s = a ? spec(archs[a], 3, 32, 10, 1, -1) : spec("lenet", 1, 28, 0, 0, -1);
+            CHECK(model_build(&m, NULL, &s, 6, train, err, sizeof err) == 0, "%s", err);
+            size_t counted = m.bytes;
+            model_free(&m, NULL);
+            CHECK(model_build(&m, &ctx, &s, 6, train, err, sizeof err) == 0, "%s", err);
+            CHECK(m.bytes == counted, "%s train %d: a build takes %zu bytes, its dry run %zu",
+                  archs[a], train, m.bytes, counted);
+            int dys = 0;
+            for (int i = 0; i < m.nlayers; i++)
+                dys += m.layers[i].dy != NULL;
+            CHECK(train ? dys == m.nlayers && m.grads : dys == 0 && !m.grads,
+                  "%s train %d: %d of %d layers have a dy", archs[a], train, dys, m.nlayers);
+            model_free(&m, &ctx);
+        }
+    backend_ctx_free(&ctx);
+
+    model_spec s = spec("wrn", 3, 32, 28, 10, -1);
+    CHECK(model_build(&m, NULL, &s, 128, 1, err, sizeof err) == 0, "%s", err);
+    const size_t train_bytes = m.bytes;
+    model_free(&m, NULL);
+    CHECK(model_build(&m, NULL, &s, 256, 0, err, sizeof err) == 0, "%s", err);
+    const size_t eval_bytes = m.bytes;
+    model_free(&m, NULL);
+    printf("WRN-28-10: training model at batch 128 %.3f GB, evaluation model at batch 256 "
+           "%.3f GB\n", 1e-9 * (double)train_bytes, 1e-9 * (double)eval_bytes);
+    CHECK(train_bytes < 10e9, "WRN-28-10 training at 128: %zu bytes", train_bytes);
+    CHECK(eval_bytes < 2e9, "WRN-28-10 evaluation at 256: %zu bytes", eval_bytes);
+}
+
+/* An evaluation model (shared activations) computes what a training model
+ * does: evaluation, BN recomputation, and again evaluation; and it refuses
+ * to train. */
+static void check_eval_model(const char *arch, int c, int h, int depth, int width)
+{
+    model tm, em;
+    char err[256];
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    model_spec s = spec(arch, c, h, depth, width, 0.3f);
+    const int count = 20, batch = 8;
+    if (model_build(&tm, &ctx, &s, batch, 1, err, sizeof err) != 0 ||
+        model_build(&em, &ctx, &s, batch, 0, err, sizeof err) != 0) {
+        CHECK(0, "%s: %s", arch, err);
+        backend_ctx_free(&ctx);
+        return;
+    }
+    model_init_params(&tm, &ctx, 3, 0);
+    model_init_params(&em, &ctx, 3, 0);
+    size_t ex = (size_t)c * h * h;
+    float *x = malloc(count * ex * sizeof(float));
+    int32_t y[20];
+    test_fill_uniform(x, count * ex, -1, 1);
+    for (int i = 0; i < count; i++)
+        y[i] = (int32_t)test_uniform(0, 10);
+    for (int pass = 0; pass < 2; pass++) {
+        double tl, te, el, ee;
+        model_evaluate(&tm, &ctx, x, y, count, &tl, &te);
+        model_evaluate(&em, &ctx, x, y, count, &el, &ee);
+        CHECK(isfinite(tl) && fabs(el - tl) <= 1e-6 * fabs(tl) && ee == te,
+              "%s pass %d: evaluation model loss %.9g error %g, training model %.9g %g", arch,
+              pass, el, ee, tl, te);
+        model_recompute_bn(&tm, &ctx, x, count);
+        model_recompute_bn(&em, &ctx, x, count);
+    }
+    CHECK(!backend_failed(&ctx), "%s: %s", arch, ctx.err);
+    CHECK(isnan(model_train_grads(&em, &ctx, x, y, batch, NULL)) && backend_failed(&ctx) &&
+              strstr(ctx.err, "evaluation"),
+          "%s: an evaluation model trained (\"%s\")", arch, ctx.err);
+    free(x);
+    model_free(&tm, &ctx);
+    model_free(&em, &ctx);
+    backend_ctx_free(&ctx);
 }
 
 int main(void)
@@ -177,6 +269,9 @@ int main(void)
     check_count("wrn", 3, 32, 16, 4, 2748890);
     check_count("wrn", 3, 32, 28, 10, 36479194);
     check_init();
+    check_memory();
+    check_eval_model("lenet", 1, 28, 0, 0);
+    check_eval_model("wrn", 3, 32, 10, 1);
     check_gradient("mlp", 1, 6, 0, 0, 5);
     check_gradient("lenet", 1, 28, 0, 0, 3);
     check_gradient("wrn", 3, 32, 10, 1, 2);

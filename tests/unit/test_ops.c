@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "cpu/cpu_ops.h"
 #include "testutil.h"
 
 #define FWD_ATOL 1e-4
@@ -402,7 +402,7 @@ static void test_conv_plan_reuse(void)
 {
     conv2d_desc d;
     conv2d_desc_init(&d, 32, 4, 3, 32, 3, 1, 1);
-    const int max_n = BACKEND_CONV_PLANS + 3;
+    const int max_n = CPU_CONV_PLANS + 3;
     const size_t in1 = (size_t)d.in_c * d.in_h * d.in_w, out1 = (size_t)d.out_c * d.out_h * d.out_w;
     const size_t nw = (size_t)d.out_c * d.in_c * d.k * d.k;
     float *x = new_floats(max_n * in1, -1, 1), *w = new_floats(nw, -1, 1);

@@ -15,15 +15,16 @@ static void on_event(void *user, const run_event *ev)
         __atomic_fetch_add(&((final_copy *)user)->evals, 1, __ATOMIC_RELAXED);
 }
 
-static void on_master(void *user, const model *master, int epochs_done, int last)
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last)
 {
-    (void)epochs_done;
+    (void)epochs_done, (void)stats;
     if (!last)
         return;
     final_copy *fc = user;
     fc->n = master->nparams;
     fc->params = malloc(fc->n * sizeof(float));
-    memcpy(fc->params, master->params, fc->n * sizeof(float));
+    memcpy(fc->params, params, fc->n * sizeof(float));
 }
 
 static void base_config(job_config *cfg, uint64_t seed)
@@ -53,7 +54,8 @@ static int run(const job_config *cfg, final_copy *fc, run_result *res, const vol
         return -1;
     int cores[2] = {0, 1};
     run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = fc, .stop = stop};
-    int rc = run_job(cfg, &tr, &te, cores, 2, &hooks, res, err, errlen);
+    run_devices where = {.cores = cores, .ncores = 2};
+    int rc = run_job(cfg, &tr, &te, &where, &hooks, res, err, errlen);
     dataset_free(&tr);
     dataset_free(&te);
     return rc;

@@ -1,8 +1,9 @@
 /* Every vec_* against a float64 per-element reference of the equations in
  * backend.h and elementwise.h, written out again here (not by calling the
  * element functions). Sizes: an odd small one on 1 thread and one past the
- * parallel threshold on 2 threads. Tolerance: 1e-5 + 1e-5 |want| (a handful of
- * float operations on values of size <= a few). */
+ * parallel threshold on 2 threads (vec_dist2: both sizes on both). Tolerance:
+ * 1e-5 + 1e-5 |want| (a handful of float operations on values of size <= a
+ * few). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,22 @@ static void test_elastic_step(backend_ctx *ctx, size_t n)
     free(x), free(u), free(g), free(xbar), free(wx), free(wu);
 }
 
+/* sum_i (a_i - b_i)^2 against a float64 sum (a float accumulator would be
+ * off by ~1e-7 relative), with the same bits on 1 and 2 threads. */
+static void test_dist2(backend_ctx *one, backend_ctx *two, size_t n)
+{
+    float *a = new_floats(n, -1, 1), *b = new_floats(n, -1, 1);
+    double want = 0.0;
+    for (size_t i = 0; i < n; i++)
+        want += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    const double got = vec_dist2(one, n, a, b), got2 = vec_dist2(two, n, a, b);
+    CHECK(fabs(got - want) <= 1e-12 * want, "vec_dist2 (n=%zu): got %.17g want %.17g", n, got,
+          want);
+    CHECK(got == got2, "vec_dist2 (n=%zu): %.17g on 1 thread, %.17g on 2", n, got, got2);
+    CHECK(vec_dist2(one, 0, a, b) == 0.0, "vec_dist2 of no elements");
+    free(a), free(b);
+}
+
 int main(void)
 {
     test_init("vecops");
@@ -183,6 +200,7 @@ int main(void)
         test_parle_inner(ctx, n);
         test_parle_outer(ctx, n);
         test_elastic_step(ctx, n);
+        test_dist2(&ctx1, &ctx2, n);
     }
     backend_ctx_free(&ctx1);
     backend_ctx_free(&ctx2);

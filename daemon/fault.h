@@ -1,0 +1,36 @@
+/* Fault injection for tests: PARLE_FAULT_REPLICA=RANK:PHASE:K[:STEP] makes
+ * replica RANK fail (or hang) at one chosen point of outer iteration K:
+ *   start       its thread is never started (K is ignored)
+ *   step        at inner step STEP (from 1) of outer iteration K
+ *   sync        in the rule's sync closing outer iteration K
+ *   eval        in the evaluation after outer iteration K (an epoch's end)
+ *   checkpoint  in the checkpoint after outer iteration K
+ *   hang        it stops at inner step STEP of K until the job is aborted
+ *               (a stuck replica: the watchdog, a cancel or a failure elsewhere
+ *               must end the job)
+ * The job must then end cleanly, whatever the other replicas are doing. */
+#ifndef PARLE_FAULT_H
+#define PARLE_FAULT_H
+
+#include <stddef.h>
+
+enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
+                   FAULT_CHECKPOINT, FAULT_HANG };
+
+typedef struct fault_point {
+    enum fault_phase phase;   /* FAULT_NONE: no fault */
+    int rank;
+    long k;
+    int step;
+} fault_point;
+
+/* Parse a spec (NULL or "" = no fault). Returns 0, or -1 with a message. */
+int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen);
+
+/* Does the fault strike replica `rank` in `phase` at (k, step)? step is
+ * ignored for phases that have none. */
+int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long k, int step);
+
+const char *fault_phase_name(enum fault_phase phase);
+
+#endif

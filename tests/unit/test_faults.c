@@ -1,0 +1,165 @@
+/* A job never outlives its own failure: one replica of three fails (or hangs)
+ * at a chosen point of an outer iteration (PARLE_FAULT_REPLICA) and the whole
+ * run ends within seconds, the replica and step named in the error, whatever
+ * the others were doing. A cancel ends a job whose replica is stuck; a
+ * thread that never starts ends the started ones; Parle at learning rates 2
+ * to 10 ends, done or failed. Each run is bounded by RUN_LIMIT_S; meson's
+ * timeout catches a true hang. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "runner.h"
+#include "testutil.h"
+
+static const double RUN_LIMIT_S = 20.0;
+
+static void base_config(job_config *cfg)
+{
+    job_config_defaults(cfg);
+    strcpy(cfg->model.arch, "mlp");
+    strcpy(cfg->data.dataset, "synthetic");
+    cfg->data.train_limit = 512; /* 16 outer iterations per epoch at batch 32 */
+    cfg->data.test_limit = 128;
+    strcpy(cfg->algorithm.name, "parle");
+    cfg->algorithm.replicas = 3;
+    cfg->algorithm.L = 3;
+    cfg->optim.lr = 0.05;
+    cfg->optim.batch = 32;
+    cfg->epochs = 3;
+    cfg->seed = test_seed() % 100000;
+    cfg->log_every = 1000;
+}
+
+typedef struct outcome {
+    int rc;
+    run_result res;
+    char err[512];
+    double seconds;
+} outcome;
+
+/* One run with PARLE_FAULT_REPLICA = fault (NULL: none). */
+static outcome run_with(const job_config *cfg, const char *fault, const char *ckpt_dir,
+                        const volatile int *stop)
+{
+    outcome o = {0};
+    dataset tr, te;
+    if (run_load_data(cfg, &tr, &te, o.err, sizeof o.err) != 0) {
+        o.rc = -2;
+        return o;
+    }
+    if (fault)
+        setenv("PARLE_FAULT_REPLICA", fault, 1);
+    else
+        unsetenv("PARLE_FAULT_REPLICA");
+    int cores[2] = {0, 1};
+    run_hooks hooks = {.stop = stop, .checkpoint_dir = ckpt_dir};
+    double t0 = comm_now_s();
+    run_devices where = {.cores = cores, .ncores = 2};
+    o.rc = run_job(cfg, &tr, &te, &where, &hooks, &o.res, o.err, sizeof o.err);
+    o.seconds = comm_now_s() - t0;
+    unsetenv("PARLE_FAULT_REPLICA");
+    dataset_free(&tr);
+    dataset_free(&te);
+    return o;
+}
+
+static void expect_failure(const char *fault, const char *ckpt_dir, const char *want1,
+                           const char *want2)
+{
+    job_config cfg;
+    base_config(&cfg);
+    outcome o = run_with(&cfg, fault, ckpt_dir, NULL);
+    CHECK(o.rc == -1, "%s: the run did not fail (rc %d)", fault, o.rc);
+    CHECK(o.seconds < RUN_LIMIT_S, "%s: took %.1f s to fail", fault, o.seconds);
+    CHECK(strstr(o.err, want1) && strstr(o.err, want2), "%s: error lacks \"%s\"/\"%s\": %s",
+          fault, want1, want2, o.err);
+    printf("%-22s -> failed in %.2f s: %s\n", fault, o.seconds, o.err);
+}
+
+typedef struct delayed_stop { volatile int *stop; int value; double after_s; } delayed_stop;
+
+static void *stop_later(void *p)
+{
+    delayed_stop *d = p;
+    usleep((useconds_t)(d->after_s * 1e6));
+    __atomic_store_n(d->stop, d->value, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+int main(void)
+{
+    test_init("faults");
+    char dir[] = "/tmp/parle-test-faults-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp failed");
+
+    /* Every phase of an outer iteration, on a replica other than 0 and on 0. */
+    expect_failure("1:step:2:2", NULL, "replica 1", "step 5");
+    expect_failure("0:step:1:1", NULL, "replica 0", "step 1");
+    expect_failure("2:sync:3", NULL, "replica 2", "sync of outer iteration 3");
+    expect_failure("0:eval:16", NULL, "replica 0", "evaluation after outer iteration 16");
+    expect_failure("2:eval:16", NULL, "replica 2", "(step 48)");
+    expect_failure("1:checkpoint:16", dir, "replica 1", "checkpoint after outer iteration 16");
+    expect_failure("2:start:1", NULL, "replica thread 2 of 3", "could not start");
+
+    /* A stuck replica: the others wait for it at the sync until the deadline. */
+    job_config cfg;
+    base_config(&cfg);
+    cfg.comm.timeout_s = 0.5;
+    outcome o = run_with(&cfg, "1:hang:2:1", NULL, NULL);
+    CHECK(o.rc == -1 && strstr(o.err, "replica 1 did not reach the all-reduce") &&
+              strstr(o.err, "step 4"),
+          "a stuck replica: rc %d, %s", o.rc, o.err);
+    CHECK(o.seconds < RUN_LIMIT_S, "the watchdog took %.1f s", o.seconds);
+    printf("stuck replica, 0.5 s deadline -> failed in %.2f s: %s\n", o.seconds, o.err);
+
+    /* The same stuck replica, the default deadline, and a cancel. */
+    base_config(&cfg);
+    volatile int stop = 0;
+    pthread_t t;
+    delayed_stop ds = {&stop, RUN_STOP, 0.5};
+    pthread_create(&t, NULL, stop_later, &ds);
+    o = run_with(&cfg, "1:hang:2:1", NULL, &stop);
+    pthread_join(t, NULL);
+    CHECK(o.rc == 0 && o.res.stopped && o.res.cancelled, "cancel with a stuck replica: rc %d "
+          "stopped %d cancelled %d: %s", o.rc, o.res.stopped, o.res.cancelled, o.err);
+    CHECK(o.seconds < RUN_LIMIT_S, "the cancel took %.1f s", o.seconds);
+    printf("stuck replica, cancelled -> ended in %.2f s\n", o.seconds);
+
+    /* A shutdown's checkpoint request cannot complete with a stuck replica;
+     * its grace running out (RUN_STOP_NOW) still ends the job, not cancelled. */
+    stop = 0;
+    ds = (delayed_stop){&stop, RUN_STOP_CHECKPOINT | RUN_STOP_NOW, 0.5};
+    pthread_create(&t, NULL, stop_later, &ds);
+    o = run_with(&cfg, "1:hang:2:1", dir, &stop);
+    pthread_join(t, NULL);
+    CHECK(o.rc == 0 && o.res.stopped && !o.res.cancelled, "stop now: rc %d stopped %d "
+          "cancelled %d: %s", o.rc, o.res.stopped, o.res.cancelled, o.err);
+
+    /* Diverging Parle: every learning rate ends, one way or the other. */
+    for (int lr = 2; lr <= 10; lr += 2) {
+        base_config(&cfg);
+        cfg.algorithm.L = 5;
+        cfg.optim.lr = lr;
+        cfg.epochs = 2;
+        o = run_with(&cfg, NULL, NULL, NULL);
+        CHECK(o.rc == 0 || (o.rc == -1 && strstr(o.err, "replica")), "lr %d: rc %d: %s", lr,
+              o.rc, o.err);
+        CHECK(o.seconds < RUN_LIMIT_S, "lr %d took %.1f s", lr, o.seconds);
+        printf("lr %2d -> %s in %.2f s %s\n", lr, o.rc == 0 ? "done" : "failed", o.seconds,
+               o.rc == 0 ? "" : o.err);
+    }
+
+    /* A fault spec the runner cannot read is an error, not ignored. */
+    base_config(&cfg);
+    o = run_with(&cfg, "1:explode:2", NULL, NULL);
+    CHECK(o.rc == -1 && strstr(o.err, "PARLE_FAULT_REPLICA"), "bad spec: rc %d %s", o.rc, o.err);
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup of %s", dir);
+    return test_main_end();
+}
