@@ -32,8 +32,10 @@ static const float LR = 0.01f, MOMENTUM = 0.9f;
 
 typedef struct bench {
     model m;
-    backend_ctx ctx;
-    int threads;         /* the context's thread count; 0 before the first */
+    /* The model lives in host's memory; ctx, remade for each thread count,
+     * runs it (every CPU context can use another's memory). */
+    backend_ctx host, ctx;
+    int threads;         /* ctx's thread count; 0 before the first */
     int batch;
     size_t in_size;      /* floats per example */
     double step_flops;   /* per example */
@@ -104,9 +106,10 @@ static int bench_init(bench *b, const char *arch, int batch, char *err, size_t e
         spec.width = 4;
     }
     snprintf(spec.arch, sizeof spec.arch, "%s", arch);
-    if (model_build(&b->m, &spec, batch, err, errlen) != 0)
+    backend_ctx_init_cpu(&b->host, 1);
+    if (model_build(&b->m, &b->host, &spec, batch, 1, err, errlen) != 0)
         return -1;
-    model_init_params(&b->m, 1, 0);
+    model_init_params(&b->m, &b->host, 1, 0);
     b->batch = batch;
     b->in_size = (size_t)spec.in_c * spec.in_h * spec.in_w;
     b->step_flops = step_flops(&b->m);
@@ -128,7 +131,8 @@ static int bench_init(bench *b, const char *arch, int batch, char *err, size_t e
 
 static void bench_free(bench *b)
 {
-    model_free(&b->m);
+    model_free(&b->m, &b->host);
+    backend_ctx_free(&b->host);
     if (b->threads)
         backend_ctx_free(&b->ctx);
     free(b->x);

@@ -1,9 +1,18 @@
-/* The compute backend seam (design.md §3).
+/* The compute backend seam (docs/architecture.md, "Backends").
  *
- * A replica owns one backend_ctx: its device, its math thread count and its
- * scratch workspace. Nothing here keeps process-global state, so one thread
- * per replica (or per GPU) is safe. Tensors are float32, NCHW, contiguous.
- * Backward functions overwrite (=) their outputs; they never accumulate. */
+ * A replica owns one backend_ctx: the CPU (its math thread count) or one CUDA
+ * device (its stream, library handles and workspace). Every op below takes
+ * the context and dispatches through ctx->ops, so callers never ask which
+ * backend they run on; the pointers an op takes live in the context's memory
+ * (host memory for the CPU, device memory for CUDA) unless said otherwise.
+ * Nothing here keeps process-global state, so one thread per replica is safe.
+ * Tensors are float32, NCHW, contiguous. Backward functions overwrite (=)
+ * their outputs; they never accumulate.
+ *
+ * Errors are sticky values, not prints or aborts: the first failure (a CUDA,
+ * cuDNN or cuBLAS status, out of memory, a label out of range) is kept in
+ * ctx->err as "file:line: call: STATUS_NAME (message)", every later op is
+ * skipped, and the caller checks backend_failed() where it can stop cleanly. */
 #ifndef PARLE_BACKEND_H
 #define PARLE_BACKEND_H
 
@@ -11,37 +20,76 @@
 #include <stdint.h>
 #include "philox.h"
 
-#define BACKEND_CONV_PLANS 48
-struct conv_plan;
-struct dnnl_engine;
-struct dnnl_stream;
+/* fp32: IEEE float everywhere (no TF32), comparable with the CPU backend.
+ * tf32: convolutions and GEMMs may use TF32 tensor cores (the GPU default).
+ * bf16: bf16 activations, convolutions and GEMMs; fp32 weights, optimizer,
+ *       coupling state and BN statistics. The CPU backend runs all three as fp32. */
+enum backend_precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16 };
+
+typedef struct backend_ops backend_ops;
 
 typedef struct backend_ctx {
+    const backend_ops *ops;
     int device;          /* -1: CPU; >= 0: CUDA device id */
-    int threads;         /* math threads this replica may use (CPU) */
-    float *workspace;    /* grown on demand by backend_workspace() */
+    int threads;         /* CPU math threads this replica may use */
+    enum backend_precision precision;
+    int deterministic;   /* CUDA: deterministic algorithms only */
+    void *impl;          /* the backend's own state (oneDNN primitives; CUDA stream, handles) */
+    float *workspace;    /* in the context's memory, grown by backend_workspace() */
     size_t workspace_floats;
-    /* CPU: oneDNN convolution primitives made so far, one per (direction,
-     * shape, batch, threads, bias), reused round-robin when full; created
-     * on first use with the engine and stream they run on. */
-    struct conv_plan *conv_plans[BACKEND_CONV_PLANS];
-    int conv_plan_next;
-    struct dnnl_engine *dnnl_engine;
-    struct dnnl_stream *dnnl_stream;
+    int failed;          /* sticky: set by the first error, ops are skipped after it */
+    char err[384];
 } backend_ctx;
 
-/* Prepare a CPU context; `threads` >= 1. Sets the calling thread's OpenMP
- * thread count, so call it from the replica thread that will use it. */
+/* A CPU context; `threads` >= 1. Sets the calling thread's OpenMP thread
+ * count, so call it from the replica thread that will use it. */
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads);
+/* A CUDA context on `device`: makes it the calling thread's device, then
+ * creates the stream, cuBLAS and cuDNN handles. Call it on the replica thread
+ * that will use it. Returns 0, or -1 with a message (also when the build has
+ * no CUDA, or there is no such device). */
+int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision precision,
+                          int deterministic, char *err, size_t errlen);
 void backend_ctx_free(backend_ctx *ctx);
-/* Scratch of at least `floats` floats (NULL if out of memory). */
+/* CUDA devices present (0 without CUDA in the build, a driver or a device). */
+int backend_cuda_devices(void);
+
+static inline int backend_failed(const backend_ctx *ctx) { return ctx->failed; }
+/* Record an error (the first one sticks). For backends and the layers above. */
+void backend_fail(backend_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Scratch of at least `floats` floats in the context's memory (NULL with the
+ * sticky error set if out of memory). */
 float *backend_workspace(backend_ctx *ctx, size_t floats);
+
+/* ---- memory ----
+ * backend_alloc gives memory of the context (device memory for CUDA), its
+ * contents undefined; NULL with a sticky error naming the device and the bytes
+ * asked for when there is none. Copies are ordered with the ops on the
+ * context's stream; backend_download returns once the bytes are on the host.
+ * backend_copy moves bytes within the context's memory, or from another
+ * device's (a peer copy). */
+void *backend_alloc(backend_ctx *ctx, size_t bytes);
+void backend_free(backend_ctx *ctx, void *p);
+void backend_zero(backend_ctx *ctx, void *p, size_t bytes);
+void backend_copy(backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+void backend_upload(backend_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+void backend_download(backend_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+/* Host buffers the device copies from and to at full speed (pinned for CUDA). */
+void *backend_host_alloc(backend_ctx *ctx, size_t bytes);
+void backend_host_free(backend_ctx *ctx, void *p);
+/* `host` made readable by the context's ops: the CPU returns `host` itself;
+ * CUDA uploads it into `staging` (context memory of >= bytes) and returns that. */
+const void *backend_stage(backend_ctx *ctx, void *staging, const void *host, size_t bytes);
+/* Wait until every op queued on the context has finished. Returns 0, or -1
+ * when the context has failed (now or before). */
+int backend_sync(backend_ctx *ctx);
 
 /* Row-major C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N. */
 void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
           const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* ---- 2-D convolution (square kernel, symmetric padding) ---- */
+/* ---- 2-D convolution (square kernel, symmetric padding, cross-correlation) ---- */
 typedef struct conv2d_desc {
     int in_c, in_h, in_w;
     int out_c, k, stride, pad;
@@ -64,7 +112,8 @@ typedef struct pool2d_desc {
     int out_h, out_w;    /* filled by pool2d_desc_init (floor mode, as PyTorch) */
 } pool2d_desc;
 void pool2d_desc_init(pool2d_desc *d, int c, int in_h, int in_w, int k, int stride, int pad);
-/* argmax: one int32 per output element, the input index within its plane. */
+/* argmax: one int32 per output element, the input index within its plane
+ * (the first maximum in row-major window order). */
 void maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
                        int32_t *argmax);
 void maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
@@ -76,7 +125,8 @@ void avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const flo
 /* ---- batch normalisation over (n, hw) per channel; hw = 1 for 1-D ---- */
 /* Training: normalise with batch statistics, save mean and 1/sqrt(var+eps) for
  * backward, and update the running statistics with the unbiased variance:
- * r = (1 - momentum) r + momentum batch_stat (momentum 1/k gives a cumulative mean). */
+ * r = (1 - momentum) r + momentum batch_stat (momentum 1/k gives a cumulative
+ * mean). With n hw = 1 the unbiased variance is taken as the biased one (0). */
 void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
                              const float *gamma, const float *beta, float *running_mean,
                              float *running_var, float momentum, float eps, float *y,
@@ -107,16 +157,22 @@ void linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x, c
                      const float *dy, float *dx, float *dw, float *db);
 
 /* ---- softmax cross-entropy, mean over the batch ---- */
-/* Returns the mean loss; writes dlogits = (softmax - onehot) / n when dlogits
- * is not NULL, and the number of argmax hits in *correct when not NULL. */
+/* logits and labels are context memory. Returns the mean loss (waiting for
+ * the device); writes dlogits = (softmax - onehot) / n when dlogits is not
+ * NULL, and the number of argmax hits in *correct when not NULL. A label
+ * outside [0, classes) is an error (sticky, naming the example); NaN returned. */
 float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
                    const int32_t *labels, float *dlogits, int *correct);
 
 /* ---- vector ops for optimizers and couplings (loops over elementwise.h) ---- */
 void vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y);
 void vec_scale(backend_ctx *ctx, size_t n, float a, float *x);
-/* out = (1/k) sum_j xs[j]; out may alias one of xs. */
+/* out = (1/k) sum_j xs[j], summed in j order; out may alias one of xs. `xs` is
+ * a host array of k pointers into context memory (k <= BACKEND_MEAN_MAX). */
+#define BACKEND_MEAN_MAX 128
 void vec_mean(backend_ctx *ctx, size_t n, const float *const *xs, int k, float *out);
+/* sum_i (a_i - b_i)^2 in double precision (waits for the device). */
+double vec_dist2(backend_ctx *ctx, size_t n, const float *a, const float *b);
 void vec_sgd_momentum(backend_ctx *ctx, size_t n, float lr, float mu, float wd, int nesterov,
                       float *w, float *v, const float *g);
 void vec_parle_inner(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float gamma,

@@ -2,8 +2,6 @@
  * layer's offsets in the flat buffers to the backend ops. */
 #include "layers.h"
 
-#include <string.h>
-
 static float *param(model *m, size_t off) { return off == NO_TENSOR ? NULL : m->params + off; }
 static float *grad(model *m, size_t off) { return off == NO_TENSOR ? NULL : m->grads + off; }
 
@@ -103,7 +101,7 @@ static void dropout_layer_forward(layer *l, model *m, backend_ctx *ctx, const fl
     if (mode == MODE_TRAIN && l->p > 0.0f)
         dropout_forward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), x, l->y);
     else
-        memcpy(l->y, x, count * sizeof(float));
+        backend_copy(ctx, l->y, x, count * sizeof(float));
 }
 
 static void dropout_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
@@ -116,7 +114,7 @@ static void dropout_layer_backward(layer *l, model *m, backend_ctx *ctx, const f
     if (l->p > 0.0f)
         dropout_backward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), dy, dx);
     else
-        memcpy(dx, dy, count * sizeof(float));
+        backend_copy(ctx, dx, dy, count * sizeof(float));
 }
 
 static void linear_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
@@ -153,4 +151,18 @@ void layer_bind(layer *l)
     case LAYER_ADD: /* the driver sums and routes gradients itself */
         break;
     }
+}
+
+int layer_backward_reads(const layer *l)
+{
+    switch (l->kind) {
+    case LAYER_CONV: case LAYER_BN: case LAYER_LINEAR: return READS_INPUT;
+    case LAYER_RELU: return READS_OUTPUT;
+    case LAYER_MAXPOOL: /* keeps argmax instead */
+    case LAYER_AVGPOOL:
+    case LAYER_DROPOUT: /* redraws its mask */
+    case LAYER_ADD:
+        break;
+    }
+    return 0;
 }

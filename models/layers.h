@@ -8,6 +8,16 @@
 
 /* Set l->forward / l->backward for l->kind. */
 void layer_bind(layer *l);
+/* What l's backward reads besides dy (its input x, its own output y), so
+ * that the memory plan keeps those alive until then. */
+enum { READS_INPUT = 1, READS_OUTPUT = 2 };
+int layer_backward_reads(const layer *l);
+
+/* plan.c: lays out m's per-batch buffers (activations, their gradients,
+ * max-pool indices, BN saves, the staged batch) in one arena of the bytes
+ * returned, buffers of disjoint lifetimes overlapping; with `arena` not NULL
+ * also points the model's buffers into it. SIZE_MAX: out of host memory. */
+size_t model_layout(model *m, char *arena);
 
 /* Builds a layer list and assigns each tensor its place in the flat buffers;
  * the buffers themselves are allocated by model_build afterwards. */

@@ -1,5 +1,6 @@
 /* Model construction, initialisation and the forward/backward driver. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,10 +183,17 @@ void nb_linear(net_builder *b, const char *name, int out)
 
 static size_t layer_in_size(const layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }
 
-int model_build(model *m, const model_spec *spec, int max_batch, char *err, size_t errlen)
+static size_t image_size(const model *m)
+{
+    return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+}
+
+int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batch, int train,
+                char *err, size_t errlen)
 {
     memset(m, 0, sizeof(*m));
     m->spec = *spec;
+    m->train = train;
     if (m->spec.classes <= 0)
         m->spec.classes = 10;
     if (max_batch < 1 || spec->in_c < 1 || spec->in_h < 1 || spec->in_w < 1) {
@@ -196,61 +204,53 @@ int model_build(model *m, const model_spec *spec, int max_batch, char *err, size
     m->max_batch = max_batch;
     net_builder b = {.m = m, .c = spec->in_c, .h = spec->in_h, .w = spec->in_w, .cur = -1};
     if (arch_build(&b, &m->spec, err, errlen) != 0) {
-        model_free(m);
+        model_free(m, ctx);
         return -1;
     }
-    if (b.failed)
-        goto oom;
-
-    size_t grad_floats = (size_t)max_batch * m->spec.classes;
-    m->params = calloc(m->nparams, sizeof(float));
-    m->grads = calloc(m->nparams, sizeof(float));
-    m->stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
-    if (!m->params || !m->grads || !m->stats)
-        goto oom;
     for (int i = 0; i < m->nlayers; i++) {
-        layer *l = &m->layers[i];
-        size_t in = layer_in_size(l);
-        if ((size_t)max_batch * in > grad_floats)
-            grad_floats = (size_t)max_batch * in;
-        if (!(l->y = malloc((size_t)max_batch * l->out_size * sizeof(float))) ||
-            !(l->dy = malloc((size_t)max_batch * l->out_size * sizeof(float))))
-            goto oom;
+        const layer *l = &m->layers[i];
         if (l->src >= 0)
             m->layers[l->src].consumers++;
         if (l->src2 >= 0)
             m->layers[l->src2].consumers++;
-        if (l->kind == LAYER_MAXPOOL &&
-            !(l->argmax = malloc((size_t)max_batch * l->out_size * sizeof(int32_t))))
-            goto oom;
-        if (l->kind == LAYER_BN && (!(l->save_mean = malloc((size_t)l->out_c * sizeof(float))) ||
-                                    !(l->save_invstd = malloc((size_t)l->out_c * sizeof(float)))))
-            goto oom;
     }
-    if (!(m->grad_scratch = malloc(grad_floats * sizeof(float))))
-        goto oom;
+    const size_t arena = b.failed ? SIZE_MAX : model_layout(m, NULL);
+    if (arena == SIZE_MAX) {
+        snprintf(err, errlen, "model: out of host memory building %s", spec->arch);
+        model_free(m, ctx);
+        return -1;
+    }
+    const size_t pbytes = m->nparams * sizeof(float), sbytes = m->nstats * sizeof(float);
+    m->bytes = (train ? 2 : 1) * pbytes + sbytes + arena;
+    if (!ctx)
+        return 0;
+    m->params = backend_alloc(ctx, pbytes);
+    m->grads = train ? backend_alloc(ctx, pbytes) : NULL;
+    m->stats = backend_alloc(ctx, sbytes);
+    m->arena = backend_alloc(ctx, arena);
+    if (backend_failed(ctx) || model_layout(m, m->arena) == SIZE_MAX) {
+        snprintf(err, errlen, "model: building %s for batch %d: %s", spec->arch, max_batch,
+                 backend_failed(ctx) ? ctx->err : "out of host memory");
+        model_free(m, ctx);
+        return -1;
+    }
+    backend_zero(ctx, m->params, pbytes);
+    if (train)
+        backend_zero(ctx, m->grads, pbytes);
+    backend_zero(ctx, m->stats, sbytes);
     return 0;
-oom:
-    snprintf(err, errlen, "model: out of memory building %s for batch %d", spec->arch, max_batch);
-    model_free(m);
-    return -1;
 }
 
-void model_free(model *m)
+void model_free(model *m, backend_ctx *ctx)
 {
-    for (int i = 0; m->layers && i < m->nlayers; i++) {
-        free(m->layers[i].y);
-        free(m->layers[i].dy);
-        free(m->layers[i].argmax);
-        free(m->layers[i].save_mean);
-        free(m->layers[i].save_invstd);
+    if (ctx) {
+        backend_free(ctx, m->params);
+        backend_free(ctx, m->grads);
+        backend_free(ctx, m->stats);
+        backend_free(ctx, m->arena);
     }
     free(m->layers);
     free(m->tensors);
-    free(m->params);
-    free(m->grads);
-    free(m->stats);
-    free(m->grad_scratch);
     memset(m, 0, sizeof(*m));
 }
 
@@ -274,30 +274,47 @@ static void init_normal(float *p, size_t count, float std, philox_key key, size_
     }
 }
 
-void model_init_params(model *m, uint64_t seed, uint32_t replica)
+/* The initial parameters and statistics into host arrays. */
+static void init_host(const model *m, philox_key key, float *params, float *stats)
 {
-    philox_key key = philox_make_key(seed, replica, RNG_STREAM_INIT);
     for (int i = 0; i < m->nlayers; i++) {
-        layer *l = &m->layers[i];
+        const layer *l = &m->layers[i];
         if (l->kind == LAYER_CONV || l->kind == LAYER_LINEAR) {
             size_t fan_in = l->kind == LAYER_CONV ? (size_t)l->in_c * l->conv.k * l->conv.k
                                                   : layer_in_size(l);
             float bound = 1.0f / sqrtf((float)fan_in);
             if (l->init_std > 0)
-                init_normal(m->params + l->w, (size_t)l->out_c * fan_in, l->init_std, key, l->w);
+                init_normal(params + l->w, (size_t)l->out_c * fan_in, l->init_std, key, l->w);
             else
-                init_uniform(m->params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
+                init_uniform(params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
             if (l->b != NO_TENSOR)
-                init_uniform(m->params + l->b, (size_t)l->out_c, bound, key, l->b);
+                init_uniform(params + l->b, (size_t)l->out_c, bound, key, l->b);
         } else if (l->kind == LAYER_BN) {
             for (int c = 0; c < l->out_c; c++) {
-                m->params[l->w + c] = 1.0f;
-                m->params[l->b + c] = 0.0f;
-                m->stats[l->rmean + c] = 0.0f;
-                m->stats[l->rvar + c] = 1.0f;
+                params[l->w + c] = 1.0f;
+                params[l->b + c] = 0.0f;
+                stats[l->rmean + c] = 0.0f;
+                stats[l->rvar + c] = 1.0f;
             }
         }
     }
+}
+
+void model_init_params(model *m, backend_ctx *ctx, uint64_t seed, uint32_t replica)
+{
+    const size_t pbytes = m->nparams * sizeof(float), sbytes = m->nstats * sizeof(float);
+    float *params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+    float *stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
+    if (params && stats) {
+        init_host(m, philox_make_key(seed, replica, RNG_STREAM_INIT), params, stats);
+        backend_upload(ctx, m->params, params, pbytes);
+        backend_upload(ctx, m->stats, stats, sbytes);
+        backend_sync(ctx); /* the host arrays must outlive the copies */
+    } else {
+        backend_fail(ctx, "model: out of host memory initialising %zu parameters", m->nparams);
+    }
+    free(params);
+    free(stats);
 }
 
 static double wall_s(void)
@@ -320,7 +337,7 @@ const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
         double t0 = m->profile ? wall_s() : 0.0;
         if (l->kind == LAYER_ADD) {
             size_t count = (size_t)n * l->out_size;
-            memcpy(l->y, layer_input(m, l->src, x), count * sizeof(float));
+            backend_copy(ctx, l->y, layer_input(m, l->src, x), count * sizeof(float));
             vec_axpby(ctx, count, 1.0f, layer_input(m, l->src2, x), 1.0f, l->y);
         } else {
             l->forward(l, m, ctx, layer_input(m, l->src, x), n, mode);
@@ -351,19 +368,42 @@ static void grad_deliver(model *m, backend_ctx *ctx, int src, const float *g, in
     size_t count = (size_t)n * s->out_size;
     if (!delivered[src]) {
         if (g != s->dy)
-            memcpy(s->dy, g, count * sizeof(float));
+            backend_copy(ctx, s->dy, g, count * sizeof(float));
         delivered[src] = 1;
     } else {
         vec_axpby(ctx, count, 1.0f, g, 1.0f, s->dy);
     }
 }
 
-float model_train_grads(model *m, backend_ctx *ctx, const float *x, const int32_t *labels, int n,
-                        int *correct)
+/* n host images into context memory (NULL, with the context failed, if
+ * they do not fit). */
+static const float *stage_images(model *m, backend_ctx *ctx, const float *images, int n)
 {
+    if (n > m->max_batch) {
+        backend_fail(ctx, "model: a batch of %d, built for at most %d", n, m->max_batch);
+        return NULL;
+    }
+    return backend_stage(ctx, m->input, images, (size_t)n * image_size(m) * sizeof(float));
+}
+
+static const int32_t *stage_labels(model *m, backend_ctx *ctx, const int32_t *labels, int n)
+{
+    return backend_stage(ctx, m->labels, labels, (size_t)n * sizeof(int32_t));
+}
+
+float model_train_grads(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
+                        int n, int *correct)
+{
+    if (!m->train) {
+        backend_fail(ctx, "model: built for evaluation, it has no gradients");
+        return NAN;
+    }
+    const float *x = stage_images(m, ctx, images, n);
+    const int32_t *y = stage_labels(m, ctx, labels, n);
+    /* From a failure on, every op below is skipped and the loss is NaN. */
     const float *logits = model_forward(m, ctx, x, n, MODE_TRAIN);
     layer *last = &m->layers[m->nlayers - 1];
-    float loss = softmax_xent(ctx, n, m->spec.classes, logits, labels, last->dy, correct);
+    float loss = softmax_xent(ctx, n, m->spec.classes, logits, y, last->dy, correct);
     unsigned char delivered[m->nlayers];
     memset(delivered, 0, sizeof delivered);
     for (int i = m->nlayers - 1; i >= 0; i--) {
@@ -387,15 +427,15 @@ float model_train_grads(model *m, backend_ctx *ctx, const float *x, const int32_
 void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
                     int count, double *loss, double *error)
 {
-    size_t ex = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
     double loss_sum = 0;
     long wrong = 0;
     for (int i = 0; i < count; i += m->max_batch) {
         int n = count - i < m->max_batch ? count - i : m->max_batch;
         int correct = 0;
-        const float *logits = model_forward(m, ctx, images + (size_t)i * ex, n, MODE_INFER);
-        loss_sum += (double)softmax_xent(ctx, n, m->spec.classes, logits, labels + i, NULL,
-                                         &correct) * n;
+        const float *x = stage_images(m, ctx, images + (size_t)i * image_size(m), n);
+        const int32_t *y = stage_labels(m, ctx, labels + i, n);
+        const float *logits = model_forward(m, ctx, x, n, MODE_INFER);
+        loss_sum += (double)softmax_xent(ctx, n, m->spec.classes, logits, y, NULL, &correct) * n;
         wrong += n - correct;
     }
     *loss = count ? loss_sum / count : 0.0;
@@ -404,13 +444,13 @@ void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32
 
 void model_recompute_bn(model *m, backend_ctx *ctx, const float *images, int count)
 {
-    size_t ex = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
     m->bn_batches = 0;
     for (int i = 0; i < count; i += m->max_batch) {
         int n = count - i < m->max_batch ? count - i : m->max_batch;
         if (n < 2)
             break; /* a batch of one has no variance */
-        model_forward(m, ctx, images + (size_t)i * ex, n, MODE_BN_RECOMPUTE);
+        const float *x = stage_images(m, ctx, images + (size_t)i * image_size(m), n);
+        model_forward(m, ctx, x, n, MODE_BN_RECOMPUTE);
         m->bn_batches++;
     }
 }

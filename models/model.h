@@ -1,6 +1,8 @@
 /* A network as a plain struct (llm.c style): one flat buffer of parameters,
  * one of gradients, one of BN running statistics; each layer holds offsets into
- * them and a forward/backward pair of function pointers (darknet style). */
+ * them and a forward/backward pair of function pointers (darknet style).
+ * Every buffer is memory of the backend context the model was built on
+ * (device memory for CUDA); batches are given as host arrays and staged. */
 #ifndef PARLE_MODEL_H
 #define PARLE_MODEL_H
 
@@ -40,8 +42,11 @@ struct layer {
     int in_c, in_h, in_w;       /* per example */
     int out_c, out_h, out_w;
     size_t out_size;            /* out_c * out_h * out_w */
-    float *y;                   /* output, max_batch * out_size */
-    float *dy;                  /* gradient w.r.t. y during backward */
+    /* Output and its gradient, max_batch * out_size each, valid while the pass
+     * needs them: they share the model's arena with buffers of other
+     * lifetimes (plan.c). dy is NULL in an evaluation model. */
+    float *y;
+    float *dy;
     float init_std;             /* > 0: weights ~ N(0, init_std) instead of PyTorch's default */
     size_t w, b;                /* offsets into params/grads, or NO_TENSOR */
     size_t rmean, rvar;         /* offsets into stats (BN), or NO_TENSOR */
@@ -67,14 +72,19 @@ typedef struct model_spec {
 
 struct model {
     model_spec spec;
+    int train;                  /* built for training; else forward passes only */
     int nlayers;
     layer *layers;
     size_t nparams, nstats;
-    float *params, *grads, *stats;
+    float *params, *grads, *stats; /* grads: NULL unless train */
     int ntensors;
     tensor_info *tensors;
     int max_batch;
     float *grad_scratch;        /* a layer's dx when its input has several consumers */
+    float *input;               /* the staged batch: max_batch images */
+    int32_t *labels;            /* and labels */
+    void *arena;                /* holds every buffer above that is per batch */
+    size_t bytes;               /* context memory held: params, grads, stats, arena */
     /* Dropout draws for the current step: key and a counter base that the
      * training loop sets from (seed, replica, step); layer i offsets it. */
     philox_key dropout_key;
@@ -85,28 +95,42 @@ struct model {
     double *profile;
 };
 
-int model_build(model *m, const model_spec *spec, int max_batch, char *err, size_t errlen);
-void model_free(model *m);
+/* Builds the network of `spec` for batches of up to max_batch, its buffers
+ * (parameters, gradients and statistics zeroed) in ctx's memory. A model
+ * for training (`train` 1) has gradients and backward buffers; one for
+ * evaluation only runs forward passes, in far less memory. With ctx NULL
+ * nothing is allocated: m->bytes tells what the build would take, and the
+ * model is only good for model_free(m, NULL). Returns 0, or -1 with a
+ * message (the context's, if it ran out of memory). */
+int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batch, int train,
+                char *err, size_t errlen);
+/* Frees on the context the model was built on. */
+void model_free(model *m, backend_ctx *ctx);
 
 /* PyTorch's default initialisation (kaiming-uniform weights, uniform biases,
- * BN weight 1 bias 0, running mean 0 var 1), drawn from Philox(seed, replica). */
-void model_init_params(model *m, uint64_t seed, uint32_t replica);
+ * BN weight 1 bias 0, running mean 0 var 1), drawn from Philox(seed, replica)
+ * on the host and uploaded. */
+void model_init_params(model *m, backend_ctx *ctx, uint64_t seed, uint32_t replica);
 
-/* Forward in the given mode; returns the logits (n x classes). */
+/* Forward in the given mode on x, n images in context memory (m->input once
+ * staged); returns the logits (n x classes, context memory). */
 const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
                            enum forward_mode mode);
 
-/* One training pass: forward (MODE_TRAIN), softmax cross-entropy, backward
- * into m->grads. Returns the mean loss; *correct gets the hits if not NULL. */
-float model_train_grads(model *m, backend_ctx *ctx, const float *x, const int32_t *labels, int n,
-                        int *correct);
+/* One training pass on n <= max_batch host images and labels: forward
+ * (MODE_TRAIN), softmax cross-entropy, backward into m->grads. Returns the
+ * mean loss; *correct gets the hits if not NULL. A failure (a label out of
+ * range, an evaluation model) fails the context and returns NaN. */
+float model_train_grads(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
+                        int n, int *correct);
 
-/* Loss and error over a whole dataset in MODE_INFER, in batches of max_batch. */
+/* Loss and error over a whole dataset of host images and labels in
+ * MODE_INFER, in batches of max_batch (NaN loss if the context failed). */
 void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
                     int count, double *loss, double *error);
 
 /* Reset the running statistics and refill them with one MODE_BN_RECOMPUTE
- * pass over `count` examples (cumulative average, dropout off). */
+ * pass over `count` host images (cumulative average, dropout off). */
 void model_recompute_bn(model *m, backend_ctx *ctx, const float *images, int count);
 
 const tensor_info *model_find_tensor(const model *m, const char *name);

@@ -1,5 +1,5 @@
 /* ReLU and inverted dropout, element-wise over elementwise.h. */
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 #include "elementwise.h"
 
@@ -16,7 +16,7 @@ CPU_HOT static void relu_grad_range(size_t count, const float *y, const float *d
         dx[i] = relu_grad_elem(y[i], dy[i]);
 }
 
-void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
+void cpu_relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
 {
 #pragma omp parallel num_threads(ctx->threads) if (count >= CPU_PARALLEL_MIN)
     {
@@ -26,7 +26,7 @@ void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
     }
 }
 
-void relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy, float *dx)
+void cpu_relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy, float *dx)
 {
 #pragma omp parallel num_threads(ctx->threads) if (count >= CPU_PARALLEL_MIN)
     {
@@ -90,14 +90,14 @@ static void dropout_apply(backend_ctx *ctx, size_t count, float p, philox_key ke
         out[i] = dropout_elem(in[i], philox_uniform_at(key, counter, i), p);
 }
 
-void dropout_forward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                     const float *x, float *y)
+void cpu_dropout_forward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
+                         const float *x, float *y)
 {
     dropout_apply(ctx, count, p, key, counter, x, y);
 }
 
-void dropout_backward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                      const float *dy, float *dx)
+void cpu_dropout_backward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
+                          const float *dy, float *dx)
 {
     dropout_apply(ctx, count, p, key, counter, dy, dx);
 }

@@ -1,42 +1,111 @@
-/* CPU backend context: thread count and scratch workspace. */
+/* The CPU backend: context memory is host memory, so the copies are memcpy
+ * and staging hands the host pointer straight back; the ops are the cpu_*
+ * functions of this directory. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_ops.h"
 #include "cpu_util.h"
+
+/* Whole 64-byte lines (at least one, so 0 bytes still gets a pointer), as
+ * aligned_alloc requires and vector loads like. */
+static void *cpu_alloc(backend_ctx *ctx, size_t bytes)
+{
+    size_t rounded = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+    void *p = rounded >= bytes ? aligned_alloc(64, rounded) : NULL;
+    if (!p)
+        backend_fail(ctx, "cpu: out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+static void cpu_free(backend_ctx *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static void cpu_zero(backend_ctx *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+
+static void cpu_copy(backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    memcpy(dst, src, bytes);
+}
+
+static const void *cpu_stage(backend_ctx *ctx, void *staging, const void *host, size_t bytes)
+{
+    (void)ctx, (void)staging, (void)bytes;
+    return host;
+}
+
+static void cpu_sync(backend_ctx *ctx)
+{
+    (void)ctx; /* every op has finished when it returns */
+}
+
+static void cpu_ctx_free(backend_ctx *ctx)
+{
+    if (ctx->impl)
+        conv_dnnl_free(ctx->impl);
+    free(ctx->impl);
+    ctx->impl = NULL;
+}
+
+const backend_ops backend_cpu_ops = {
+    .name = "cpu",
+    .ctx_free = cpu_ctx_free,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .stage = cpu_stage,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward_data = cpu_conv2d_backward_data,
+    .conv2d_backward_filter = cpu_conv2d_backward_filter,
+    .maxpool2d_forward = cpu_maxpool2d_forward,
+    .maxpool2d_backward = cpu_maxpool2d_backward,
+    .avgpool2d_forward = cpu_avgpool2d_forward,
+    .avgpool2d_backward = cpu_avgpool2d_backward,
+    .batchnorm_forward_train = cpu_batchnorm_forward_train,
+    .batchnorm_forward_infer = cpu_batchnorm_forward_infer,
+    .batchnorm_backward = cpu_batchnorm_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward = cpu_linear_backward,
+    .softmax_xent = cpu_softmax_xent,
+    .vec_axpby = cpu_vec_axpby,
+    .vec_scale = cpu_vec_scale,
+    .vec_mean = cpu_vec_mean,
+    .vec_dist2 = cpu_vec_dist2,
+    .vec_sgd_momentum = cpu_vec_sgd_momentum,
+    .vec_parle_inner = cpu_vec_parle_inner,
+    .vec_parle_outer = cpu_vec_parle_outer,
+    .vec_elastic_step = cpu_vec_elastic_step,
+};
 
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads)
 {
     memset(ctx, 0, sizeof *ctx);
+    ctx->ops = &backend_cpu_ops;
     ctx->device = -1;
     ctx->threads = threads < 1 ? 1 : threads;
+    ctx->precision = PRECISION_FP32;
+    if (!(ctx->impl = calloc(1, sizeof(cpu_impl))))
+        backend_fail(ctx, "cpu: out of memory creating a context");
     /* oneDNN's GEMM sizes its team from the calling thread's OpenMP setting. */
     omp_set_num_threads(ctx->threads);
-}
-
-void backend_ctx_free(backend_ctx *ctx)
-{
-    conv_dnnl_free(ctx);
-    free(ctx->workspace);
-    ctx->workspace = NULL;
-    ctx->workspace_floats = 0;
-}
-
-float *backend_workspace(backend_ctx *ctx, size_t floats)
-{
-    if (ctx->workspace && floats <= ctx->workspace_floats)
-        return ctx->workspace;
-    /* Whole 64-byte lines (at least one, so 0 floats still gets a pointer),
-     * as aligned_alloc requires and vector loads like. */
-    size_t bytes = (floats * sizeof(float) + 63) & ~(size_t)63;
-    if (bytes == 0)
-        bytes = 64;
-    float *p = aligned_alloc(64, bytes);
-    if (!p)
-        return NULL;
-    free(ctx->workspace);
-    ctx->workspace = p;
-    ctx->workspace_floats = bytes / sizeof(float);
-    return p;
 }

@@ -5,7 +5,7 @@
  * each sample's block contiguous. */
 #include <math.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 
 enum { CHANNEL_BLOCK = 64 };
@@ -132,10 +132,10 @@ CPU_HOT static void bn_forward_channel(int n, int c, int hw, int ch, const float
         row_affine(hw, s.a, s.b, x + ((size_t)i * c + ch) * hw, y + ((size_t)i * c + ch) * hw);
 }
 
-void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float momentum, float eps, float *y,
-                             float *save_mean, float *save_invstd)
+void cpu_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, float *running_mean,
+                                 float *running_var, float momentum, float eps, float *y,
+                                 float *save_mean, float *save_invstd)
 {
     const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
     if (hw == 1) {
@@ -154,9 +154,9 @@ void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float
                            y, save_mean, save_invstd);
 }
 
-void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, const float *running_mean,
-                             const float *running_var, float eps, float *y)
+void cpu_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, const float *running_mean,
+                                 const float *running_var, float eps, float *y)
 {
 #pragma omp parallel for schedule(static) num_threads(ctx->threads) \
     if ((size_t)n * c * hw >= CPU_PARALLEL_MIN)
@@ -240,9 +240,9 @@ CPU_HOT static void bn_backward_channel(int n, int c, int hw, int ch, const floa
     }
 }
 
-void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
-                        const float *gamma, const float *save_mean, const float *save_invstd,
-                        float *dx, float *dgamma, float *dbeta)
+void cpu_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
+                            const float *gamma, const float *save_mean, const float *save_invstd,
+                            float *dx, float *dgamma, float *dbeta)
 {
     const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
     if (hw == 1) {

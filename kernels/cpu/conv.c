@@ -8,10 +8,9 @@
  * never past CONV_MAX_FLOATS of workspace, whatever the batch.
  * Convolutions with many channels go to oneDNN's primitives (conv_dnnl.c)
  * when it has them; these loops do the rest. */
-#include <math.h>
 #include <string.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 
 enum {
@@ -68,17 +67,10 @@ static int chunk_images(const conv2d_desc *d, int n)
     return m < 1 ? 1 : (int)m;
 }
 
-/* Scratch for one chunk, or NULL: then the outputs are set to NaN so that
- * the failure shows in the loss (these functions cannot return an error). */
+/* Scratch for one chunk, or NULL with the context failed (out of memory). */
 static float *chunk_workspace(backend_ctx *ctx, const conv2d_desc *d, int m)
 {
     return backend_workspace(ctx, floats_per_image(d) * m);
-}
-
-static void fill_nan(float *x, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        x[i] = NAN;
 }
 
 /* Loops that copy or clear rows stay loops here: rows are short (4 to 32
@@ -214,8 +206,8 @@ static void chunk_scatter(backend_ctx *ctx, int m, int channels, size_t P, const
             add_bias(P, b ? b[o] : 0.0f, g + (o * m + i) * P, t + ((size_t)i * channels + o) * P);
 }
 
-void conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x, const float *w,
-                    const float *b, float *y)
+void cpu_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                        const float *w, const float *b, float *y)
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
@@ -223,22 +215,20 @@ void conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *
         return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
-    if (!col) {
-        fill_nan(y, (size_t)n * oc * P);
+    if (!col)
         return;
-    }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         const int m = n - i0 < chunk ? n - i0 : chunk;
         float *prod = col + (size_t)ckk * P * m;
         im2col(ctx, d, m, x + i0 * in_size, col);
-        gemm(ctx, 0, 0, oc, (int)(P * m), ckk, 1.0f, w, ckk, col, (int)(P * m), 0.0f, prod,
-             (int)(P * m));
+        cpu_gemm(ctx, 0, 0, oc, (int)(P * m), ckk, 1.0f, w, ckk, col, (int)(P * m), 0.0f,
+                 prod, (int)(P * m));
         chunk_scatter(ctx, m, oc, P, prod, b, y + (size_t)i0 * oc * P);
     }
 }
 
-void conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
-                          const float *w, float *dx)
+void cpu_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
+                              const float *w, float *dx)
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
@@ -246,16 +236,14 @@ void conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const f
         return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
-    if (!col) {
-        fill_nan(dx, (size_t)n * in_size);
+    if (!col)
         return;
-    }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         const int m = n - i0 < chunk ? n - i0 : chunk;
         float *dyg = col + (size_t)ckk * P * m;
         chunk_gather(ctx, m, oc, P, dy + (size_t)i0 * oc * P, dyg);
-        gemm(ctx, 1, 0, ckk, (int)(P * m), oc, 1.0f, w, ckk, dyg, (int)(P * m), 0.0f, col,
-             (int)(P * m));
+        cpu_gemm(ctx, 1, 0, ckk, (int)(P * m), oc, 1.0f, w, ckk, dyg, (int)(P * m), 0.0f,
+                 col, (int)(P * m));
         col2im(ctx, d, m, col, dx + i0 * in_size);
     }
 }
@@ -269,8 +257,8 @@ CPU_HOT static float row_sum(size_t count, const float *x)
     return s;
 }
 
-void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                            const float *dy, float *dw, float *db)
+void cpu_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                                const float *dy, float *dw, float *db)
 {
     const int ckk = d->in_c * d->k * d->k, oc = d->out_c;
     const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
@@ -278,12 +266,8 @@ void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const
         return;
     const int chunk = chunk_images(d, n);
     float *col = chunk_workspace(ctx, d, chunk);
-    if (!col) {
-        fill_nan(dw, (size_t)oc * ckk);
-        if (db)
-            fill_nan(db, oc);
+    if (!col)
         return;
-    }
     memset(dw, 0, (size_t)oc * ckk * sizeof(float));
     if (db)
         memset(db, 0, (size_t)oc * sizeof(float));
@@ -292,8 +276,8 @@ void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const
         float *dyg = col + (size_t)ckk * P * m;
         im2col(ctx, d, m, x + i0 * in_size, col);
         chunk_gather(ctx, m, oc, P, dy + (size_t)i0 * oc * P, dyg);
-        gemm(ctx, 0, 1, oc, ckk, (int)(P * m), 1.0f, dyg, (int)(P * m), col, (int)(P * m), 1.0f,
-             dw, ckk);
+        cpu_gemm(ctx, 0, 1, oc, ckk, (int)(P * m), 1.0f, dyg, (int)(P * m), col, (int)(P * m),
+                 1.0f, dw, ckk);
         /* The bias gradient from the gathered chunk, while it is in cache. */
         if (db)
             for (int o = 0; o < oc; o++)

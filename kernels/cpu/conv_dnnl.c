@@ -4,14 +4,15 @@
  * convolution (plus reorders from and to our plain NCHW / OIHW arrays) beats
  * im2col + GEMM; below that it does not, and conv.c keeps im2col. A primitive
  * is built for the thread count it will run on, so each context keeps the
- * ones it made, keyed by (direction, shape, batch, threads, bias), and creates
- * each once. Everything lives in the context: replica threads never share.
+ * ones it made (cpu_impl, behind ctx->impl), keyed by (direction, shape,
+ * batch, threads, bias), and creates each once. Everything lives in the
+ * context: replica threads never share.
  * The blocked copies and the scratchpad of a call live in the context's
  * workspace, so memory grows with the largest call, not with the plans. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 #include "parle_config.h"
 
@@ -73,17 +74,17 @@ static void plan_destroy(struct conv_plan *p)
     free(p);
 }
 
-void conv_dnnl_free(backend_ctx *ctx)
+void conv_dnnl_free(cpu_impl *impl)
 {
-    for (int i = 0; i < BACKEND_CONV_PLANS; i++) {
-        if (ctx->conv_plans[i])
-            plan_destroy(ctx->conv_plans[i]);
-        ctx->conv_plans[i] = NULL;
+    for (int i = 0; i < CPU_CONV_PLANS; i++) {
+        if (impl->conv_plans[i])
+            plan_destroy(impl->conv_plans[i]);
+        impl->conv_plans[i] = NULL;
     }
-    dnnl_stream_destroy(ctx->dnnl_stream);
-    dnnl_engine_destroy(ctx->dnnl_engine);
-    ctx->dnnl_stream = NULL;
-    ctx->dnnl_engine = NULL;
+    dnnl_stream_destroy(impl->dnnl_stream);
+    dnnl_engine_destroy(impl->dnnl_engine);
+    impl->dnnl_stream = NULL;
+    impl->dnnl_engine = NULL;
 }
 
 /* plain: our NCHW / OIHW layout; else whichever the primitive likes. */
@@ -216,17 +217,18 @@ done:
 static struct conv_plan *plan_get(backend_ctx *ctx, enum conv_dir dir, const conv2d_desc *d,
                                   int n, int bias)
 {
-    for (int i = 0; i < BACKEND_CONV_PLANS; i++) {
-        struct conv_plan *p = ctx->conv_plans[i];
+    cpu_impl *impl = ctx->impl;
+    for (int i = 0; i < CPU_CONV_PLANS; i++) {
+        struct conv_plan *p = impl->conv_plans[i];
         if (p && p->dir == dir && p->n == n && p->threads == ctx->threads && p->bias == bias &&
             memcmp(&p->d, d, sizeof *d) == 0)
             return p;
     }
-    if (!ctx->dnnl_engine &&
-        dnnl_engine_create(&ctx->dnnl_engine, dnnl_cpu, 0) != dnnl_success)
+    if (!impl->dnnl_engine &&
+        dnnl_engine_create(&impl->dnnl_engine, dnnl_cpu, 0) != dnnl_success)
         return NULL;
-    if (!ctx->dnnl_stream &&
-        dnnl_stream_create(&ctx->dnnl_stream, ctx->dnnl_engine,
+    if (!impl->dnnl_stream &&
+        dnnl_stream_create(&impl->dnnl_stream, impl->dnnl_engine,
                            dnnl_stream_default_flags) != dnnl_success)
         return NULL;
     struct conv_plan *p = calloc(1, sizeof *p);
@@ -236,13 +238,13 @@ static struct conv_plan *plan_get(backend_ctx *ctx, enum conv_dir dir, const con
     /* oneDNN fits its kernels to the thread count it sees at creation. */
     if (omp_get_max_threads() != ctx->threads)
         omp_set_num_threads(ctx->threads);
-    plan_build(ctx->dnnl_engine, p);
+    plan_build(impl->dnnl_engine, p);
     /* Full: the slots are reused round-robin (a model has a few dozen). */
-    const int slot = ctx->conv_plan_next;
-    if (ctx->conv_plans[slot])
-        plan_destroy(ctx->conv_plans[slot]);
-    ctx->conv_plans[slot] = p;
-    ctx->conv_plan_next = (slot + 1) % BACKEND_CONV_PLANS;
+    const int slot = impl->conv_plan_next;
+    if (impl->conv_plans[slot])
+        plan_destroy(impl->conv_plans[slot]);
+    impl->conv_plans[slot] = p;
+    impl->conv_plan_next = (slot + 1) % CPU_CONV_PLANS;
     return p;
 }
 
@@ -254,7 +256,7 @@ static int exec(dnnl_stream_t stream, dnnl_primitive_t prim, int nargs, const dn
 /* ptrs[i] is the caller's array for argument i of the direction. */
 static int plan_run(backend_ctx *ctx, struct conv_plan *p, void *const *ptrs)
 {
-    dnnl_stream_t stream = ctx->dnnl_stream;
+    dnnl_stream_t stream = ((cpu_impl *)ctx->impl)->dnnl_stream;
     dnnl_exec_arg_t args[PLAN_MAX_ARGS + 1];
     char *work = (char *)backend_workspace(ctx, p->work_bytes / sizeof(float));
     if (!work || (p->scratch && dnnl_memory_set_data_handle(p->scratch, work + p->scratch_offset) !=
@@ -320,9 +322,9 @@ int conv_dnnl_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, con
 
 #else /* no oneDNN: conv.c's im2col does every convolution */
 
-void conv_dnnl_free(backend_ctx *ctx)
+void conv_dnnl_free(cpu_impl *impl)
 {
-    (void)ctx;
+    (void)impl;
 }
 
 int conv_dnnl_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,

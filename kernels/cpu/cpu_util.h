@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <omp.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 
 /* Loops with fewer elements than this run on the calling thread alone: waking
  * an OpenMP team costs microseconds, more than the work it would share. */
@@ -39,6 +39,6 @@ int conv_dnnl_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const
 int conv_dnnl_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                               const float *dy, float *dw, float *db);
 /* Destroys the context's primitives, stream and engine. */
-void conv_dnnl_free(backend_ctx *ctx);
+void conv_dnnl_free(cpu_impl *impl);
 
 #endif

@@ -1,6 +1,6 @@
 /* Row-major single-precision GEMM: oneDNN when available, else a blocked loop. */
 
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 #include "parle_config.h"
 
@@ -8,8 +8,8 @@
 #include <dnnl.h>
 #include <omp.h>
 
-void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-          const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+void cpu_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -35,8 +35,8 @@ CPU_HOT static void axpy_row(int n, float a, const float *restrict x, float *res
         y[j] += a * x[j];
 }
 
-void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-          const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+void cpu_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;

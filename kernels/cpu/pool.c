@@ -3,7 +3,7 @@
  * pad <= k/2) every window holds at least one input element. */
 #include <string.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 
 void pool2d_desc_init(pool2d_desc *d, int c, int in_h, int in_w, int k, int stride, int pad)
@@ -90,8 +90,8 @@ CPU_HOT static void maxpool_plane_tiled_any(int k, int W, int OH, int OW, const 
         maxpool_plane_tiled(k, W, OH, OW, xp, yp, ap);
 }
 
-void maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
-                       int32_t *argmax)
+void cpu_maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
+                           int32_t *argmax)
 {
     const size_t in_plane = (size_t)d->in_h * d->in_w, out_plane = (size_t)d->out_h * d->out_w;
     const size_t planes = plane_count(d, n);
@@ -109,8 +109,8 @@ void maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const floa
     }
 }
 
-void maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
-                        const int32_t *argmax, float *dx)
+void cpu_maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
+                            const int32_t *argmax, float *dx)
 {
     const size_t in_plane = (size_t)d->in_h * d->in_w, out_plane = (size_t)d->out_h * d->out_w;
     const size_t planes = plane_count(d, n);
@@ -124,7 +124,7 @@ void maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const flo
     }
 }
 
-void avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y)
+void cpu_avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y)
 {
     const int H = d->in_h, W = d->in_w, OH = d->out_h, OW = d->out_w;
     /* Floor mode never lets a window pass the padded border, so counting the
@@ -152,7 +152,8 @@ void avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const floa
     }
 }
 
-void avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy, float *dx)
+void cpu_avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
+                            float *dx)
 {
     const int H = d->in_h, W = d->in_w, OH = d->out_h, OW = d->out_w;
     const float scale = 1.0f / (float)(d->k * d->k);

@@ -2,14 +2,17 @@
  * log-sum-exp with the row maximum subtracted so no exp overflows. */
 #include <math.h>
 
-#include "backend.h"
+#include "cpu_ops.h"
 
-float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
-                   const int32_t *labels, float *dlogits, int *correct)
+float cpu_softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
+                       const int32_t *labels, float *dlogits, int *correct)
 {
     for (int i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= classes)
-            return NAN; /* a label outside the classes: no defined loss */
+        if (labels[i] < 0 || labels[i] >= classes) {
+            backend_fail(ctx, "label %d of example %d is outside [0, %d)", (int)labels[i], i,
+                         classes);
+            return NAN; /* no defined loss */
+        }
     double loss = 0.0;
     int hits = 0;
     for (int i = 0; i < n; i++) {

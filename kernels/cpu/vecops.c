@@ -1,6 +1,6 @@
 /* Vector ops for optimizers and couplings: each splits [0, n) over the
  * context's threads and loops over the per-element maths of elementwise.h. */
-#include "backend.h"
+#include "cpu_ops.h"
 #include "cpu_util.h"
 #include "elementwise.h"
 
@@ -20,7 +20,7 @@ CPU_HOT static void axpby_range(size_t n, float a, const float *restrict x, floa
         y[i] = axpby_elem(a, x[i], b, y[i]);
 }
 
-void vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y)
+void cpu_vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y)
 {
     PARALLEL_SLICES(ctx, n, axpby_range(hi - lo, a, x + lo, b, y + lo))
 }
@@ -31,7 +31,7 @@ CPU_HOT static void scale_range(size_t n, float a, float *restrict x)
         x[i] *= a;
 }
 
-void vec_scale(backend_ctx *ctx, size_t n, float a, float *x)
+void cpu_vec_scale(backend_ctx *ctx, size_t n, float a, float *x)
 {
     PARALLEL_SLICES(ctx, n, scale_range(hi - lo, a, x + lo))
 }
@@ -60,9 +60,42 @@ CPU_HOT static void mean_range(size_t lo, size_t hi, const float *const *xs, int
     }
 }
 
-void vec_mean(backend_ctx *ctx, size_t n, const float *const *xs, int k, float *out)
+void cpu_vec_mean(backend_ctx *ctx, size_t n, const float *const *xs, int k, float *out)
 {
     PARALLEL_SLICES(ctx, n, mean_range(lo, hi, xs, k, out))
+}
+
+/* The sum runs over fixed blocks, each summed in double and the block sums
+ * added in order, so the result has the same bits at any thread count. At
+ * most DIST2_BLOCKS blocks, of at least DIST2_MIN_BLOCK elements. */
+enum { DIST2_BLOCKS = 1024, DIST2_MIN_BLOCK = 16384 };
+
+CPU_HOT static double dist2_range(size_t n, const float *restrict a, const float *restrict b)
+{
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        s += d * d;
+    }
+    return s;
+}
+
+double cpu_vec_dist2(backend_ctx *ctx, size_t n, const float *a, const float *b)
+{
+    size_t block = (n + DIST2_BLOCKS - 1) / DIST2_BLOCKS;
+    block = block < DIST2_MIN_BLOCK ? DIST2_MIN_BLOCK : block;
+    const size_t blocks = (n + block - 1) / block;
+    double part[DIST2_BLOCKS];
+#pragma omp parallel for schedule(static) num_threads(ctx->threads) if (n >= CPU_PARALLEL_MIN)
+    for (size_t k = 0; k < blocks; k++) {
+        const size_t lo = k * block, len = n - lo < block ? n - lo : block;
+        part[k] = dist2_range(len, a + lo, b + lo);
+    }
+    double s = 0.0;
+    for (size_t k = 0; k < blocks; k++)
+        s += part[k];
+    return s;
 }
 
 CPU_HOT static void sgd_momentum_range(size_t n, float lr, float mu, float wd, int nesterov,
@@ -73,8 +106,8 @@ CPU_HOT static void sgd_momentum_range(size_t n, float lr, float mu, float wd, i
         sgd_momentum_elem(&w[i], &v[i], g[i], lr, mu, wd, nesterov);
 }
 
-void vec_sgd_momentum(backend_ctx *ctx, size_t n, float lr, float mu, float wd, int nesterov,
-                      float *w, float *v, const float *g)
+void cpu_vec_sgd_momentum(backend_ctx *ctx, size_t n, float lr, float mu, float wd, int nesterov,
+                          float *w, float *v, const float *g)
 {
     PARALLEL_SLICES(ctx, n, sgd_momentum_range(hi - lo, lr, mu, wd, nesterov, w + lo, v + lo, g + lo))
 }
@@ -88,8 +121,9 @@ CPU_HOT static void parle_inner_range(size_t n, float eta, float mu, float lambd
         parle_inner_elem(&y[i], &z[i], &v[i], g[i], xhat[i], eta, mu, lambda, gamma, alpha);
 }
 
-void vec_parle_inner(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float gamma,
-                     float alpha, float *y, float *z, float *v, const float *g, const float *xhat)
+void cpu_vec_parle_inner(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float gamma,
+                         float alpha, float *y, float *z, float *v, const float *g,
+                         const float *xhat)
 {
     PARALLEL_SLICES(ctx, n, parle_inner_range(hi - lo, eta, mu, lambda, gamma, alpha, y + lo,
                                               z + lo, v + lo, g + lo, xhat + lo))
@@ -109,8 +143,8 @@ CPU_HOT static void parle_outer_range(size_t n, float eta, float mu, float rho, 
     }
 }
 
-void vec_parle_outer(backend_ctx *ctx, size_t n, float eta, float mu, float rho, float *x,
-                     float *u, const float *xhat, const float *z, const float *zbar)
+void cpu_vec_parle_outer(backend_ctx *ctx, size_t n, float eta, float mu, float rho, float *x,
+                         float *u, const float *xhat, const float *z, const float *zbar)
 {
     PARALLEL_SLICES(ctx, n, parle_outer_range(hi - lo, eta, mu, rho, x + lo, u + lo, xhat + lo,
                                               z + lo, zbar + lo))
@@ -126,8 +160,8 @@ CPU_HOT static void elastic_step_range(size_t n, float eta, float mu, float lamb
     }
 }
 
-void vec_elastic_step(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float rho,
-                      float *x, float *u, const float *g, const float *xbar)
+void cpu_vec_elastic_step(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float rho,
+                          float *x, float *u, const float *g, const float *xbar)
 {
     PARALLEL_SLICES(ctx, n, elastic_step_range(hi - lo, eta, mu, lambda, rho, x + lo, u + lo,
                                                g + lo, xbar + lo))

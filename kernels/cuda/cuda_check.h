@@ -1,12 +1,33 @@
-/* Error reporting for CUDA runtime calls, in the project's 0 / -1 + err buffer
- * style: CUDA_CHECK(call) returns -1 from the enclosing function, which must
- * have `char *err, size_t errlen` in scope, with "file:line: function: call:
- * cudaErrorName (description)" in err. */
+/* Error checks for CUDA, cuBLAS and cuDNN calls, two styles:
+ *
+ * CUDA_CHECK(call): the 0 / -1 + err buffer style of device.cu and vecops.cu;
+ * returns -1 from the enclosing function, which must have `char *err, size_t
+ * errlen` in scope, with "file:line: function: call: cudaErrorName
+ * (description)" in err.
+ *
+ * CUDA_OK(ctx, call), CUBLAS_OK(ctx, call), CUDNN_OK(ctx, call): the backend
+ * context's style; an expression that is 1 when the call succeeded and
+ * otherwise 0, with "file:line: function: STATUS_NAME (message)" recorded as
+ * the context's sticky error (backend_fail keeps the first; the call is
+ * named by its function alone, so that long argument lists cannot push the
+ * status out of ctx->err). Nothing is printed, nothing exits: the op returns
+ * and the caller sees backend_failed(). */
 #ifndef PARLE_CUDA_CHECK_H
 #define PARLE_CUDA_CHECK_H
 
 #include <stdio.h>
+#include <string.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "backend.h"
+#ifdef __cplusplus
+}
+#endif
 
 static inline int cuda_fail(char *err, size_t errlen, const char *file, int line, const char *func,
                             const char *call, cudaError_t rc)
@@ -16,11 +37,56 @@ static inline int cuda_fail(char *err, size_t errlen, const char *file, int line
     return -1;
 }
 
+/* The called function's name: the call's text up to its argument list. */
+#define CALL_NAME_LEN(call) ((int)strcspn((call), "("))
+
 #define CUDA_CHECK(call)                                                                    \
     do {                                                                                    \
         cudaError_t cuda_check_rc_ = (call);                                                \
         if (cuda_check_rc_ != cudaSuccess)                                                  \
             return cuda_fail(err, errlen, __FILE__, __LINE__, __func__, #call, cuda_check_rc_); \
     } while (0)
+
+static inline int cuda_ok_(backend_ctx *ctx, cudaError_t rc, const char *file, int line,
+                           const char *call)
+{
+    if (rc == cudaSuccess)
+        return 1;
+    /* Clear the thread's last-error slot, or the next cudaGetLastError()
+     * after a kernel launch (of this or another context) would report this
+     * failure again. A device fault stays sticky in the driver regardless. */
+    (void)cudaGetLastError();
+    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
+                 cudaGetErrorName(rc), cudaGetErrorString(rc));
+    return 0;
+}
+
+static inline int cublas_ok_(backend_ctx *ctx, cublasStatus_t rc, const char *file, int line,
+                             const char *call)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return 1;
+    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
+                 cublasGetStatusName(rc), cublasGetStatusString(rc));
+    return 0;
+}
+
+static inline int cudnn_ok_(backend_ctx *ctx, cudnnStatus_t rc, const char *file, int line,
+                            const char *call)
+{
+    if (rc == CUDNN_STATUS_SUCCESS)
+        return 1;
+    /* cudnnGetErrorString gives the status's name; the last error string,
+     * when cuDNN kept one, says what was wrong with the arguments. */
+    char why[200] = "";
+    cudnnGetLastErrorString(why, sizeof why);
+    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
+                 cudnnGetErrorString(rc), why[0] ? why : "no details");
+    return 0;
+}
+
+#define CUDA_OK(ctx, call) cuda_ok_((ctx), (call), __FILE__, __LINE__, #call)
+#define CUBLAS_OK(ctx, call) cublas_ok_((ctx), (call), __FILE__, __LINE__, #call)
+#define CUDNN_OK(ctx, call) cudnn_ok_((ctx), (call), __FILE__, __LINE__, #call)
 
 #endif

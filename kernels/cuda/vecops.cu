@@ -2,36 +2,12 @@
  * per-element functions of elementwise.h and philox.h, the very ones the CPU
  * loops call, so the two backends cannot drift apart. The file is built with
  * --fmad=false: the CPU build does not contract a*b+c into FMA either, so both
- * round the same way and agree bit for bit. */
+ * round the same way and agree bit for bit. vec_dist2 is the one reduction. */
 #include "vecops_cuda.h"
 #include "cuda_check.h"
 #include "elementwise.h"
+#include "launch.cuh"
 #include "philox.h"
-
-/* 4096 blocks of 256 threads (1M threads) fill even a 132-SM H100 several
- * times over; past that each thread loops instead of the grid growing. */
-enum { THREADS_PER_BLOCK = 256, MAX_BLOCKS = 4096 };
-
-template <typename F>
-__global__ void for_each_index_kernel(size_t n, F f)
-{
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        f(i);
-}
-
-/* Run f(i) for every i in [0, n) on stream s, in one launch for any n. */
-template <typename F>
-static cudaError_t for_each_index(cudaStream_t s, size_t n, F f)
-{
-    if (n == 0)
-        return cudaSuccess;
-    size_t blocks = (n + THREADS_PER_BLOCK - 1) / THREADS_PER_BLOCK;
-    if (blocks > MAX_BLOCKS)
-        blocks = MAX_BLOCKS;
-    for_each_index_kernel<<<(unsigned)blocks, THREADS_PER_BLOCK, 0, s>>>(n, f);
-    return cudaGetLastError();
-}
 
 extern "C" int cuda_vec_axpby(cudaStream_t s, size_t n, float a, const float *x, float b, float *y,
                               char *err, size_t errlen)
@@ -166,4 +142,48 @@ extern "C" int cuda_dropout_backward(cudaStream_t s, size_t count, float p, phil
                                      size_t errlen)
 {
     return dropout_apply(s, count, p, key, counter, dy, dx, err, errlen);
+}
+
+/* Per-block sums of (a - b)^2 in double: each thread strides over the
+ * vector, then the block adds its threads' sums. */
+__global__ void dist2_partial_kernel(size_t n, const float *a, const float *b, double *partial)
+{
+    double sum = 0.0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double d = (double)a[i] - (double)b[i];
+        sum += d * d;
+    }
+    sum = block_sum(sum);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = sum;
+}
+
+__global__ void dist2_final_kernel(int blocks, const double *partial, double *out)
+{
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < blocks; i += blockDim.x)
+        sum += partial[i];
+    sum = block_sum(sum);
+    if (threadIdx.x == 0)
+        *out = sum;
+}
+
+/* Two launches, the second summing the first's per-block partials, so the
+ * order of the additions depends on n only: the same inputs give the same
+ * bits every time. */
+extern "C" int cuda_vec_dist2(cudaStream_t s, size_t n, const float *a, const float *b,
+                              double *scratch, char *err, size_t errlen)
+{
+    size_t blocks = (n + THREADS_PER_BLOCK - 1) / THREADS_PER_BLOCK;
+    if (blocks > CUDA_VEC_DIST2_BLOCKS)
+        blocks = CUDA_VEC_DIST2_BLOCKS;
+    if (blocks == 0)
+        blocks = 1; /* n = 0 still writes the sum, 0 */
+    double *partial = scratch + 1;
+    dist2_partial_kernel<<<(unsigned)blocks, THREADS_PER_BLOCK, 0, s>>>(n, a, b, partial);
+    CUDA_CHECK(cudaGetLastError());
+    dist2_final_kernel<<<1, THREADS_PER_BLOCK, 0, s>>>((int)blocks, partial, scratch);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
 }

@@ -26,6 +26,12 @@ int cuda_vec_scale(cudaStream_t s, size_t n, float a, float *x, char *err, size_
  * out may alias one of them. */
 int cuda_vec_mean(cudaStream_t s, size_t n, const float *const *xs, int k, float *out, char *err,
                   size_t errlen);
+/* sum_i (a_i - b_i)^2 in double into scratch[0]; scratch is device memory of
+ * CUDA_VEC_DIST2_SCRATCH doubles. The caller copies the sum back. */
+#define CUDA_VEC_DIST2_BLOCKS 1024
+#define CUDA_VEC_DIST2_SCRATCH (CUDA_VEC_DIST2_BLOCKS + 1)
+int cuda_vec_dist2(cudaStream_t s, size_t n, const float *a, const float *b, double *scratch,
+                   char *err, size_t errlen);
 int cuda_vec_sgd_momentum(cudaStream_t s, size_t n, float lr, float mu, float wd, int nesterov,
                           float *w, float *v, const float *g, char *err, size_t errlen);
 int cuda_vec_parle_inner(cudaStream_t s, size_t n, float eta, float mu, float lambda, float gamma,

@@ -1,0 +1,222 @@
+/* CUDA backend context (stream, cuBLAS and cuDNN handles, scratch), its
+ * memory ops, and the ops table. The ops themselves live in the files named
+ * in backend_cuda.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "device_cuda.h"
+
+int backend_cuda_device_count(void) { return cuda_device_count(); }
+
+/* An allocation's failure: out of memory names the device and the bytes
+ * asked for (what callers act on), anything else is reported as it is. */
+static void *alloc_failed(backend_ctx *ctx, cudaError_t rc, const char *what, size_t bytes)
+{
+    (void)cudaGetLastError();
+    if (rc == cudaErrorMemoryAllocation)
+        backend_fail(ctx, "cuda:%d: out of %s allocating %zu bytes (%s: %s)", ctx->device, what,
+                     bytes, cudaGetErrorName(rc), cudaGetErrorString(rc));
+    else
+        backend_fail(ctx, "cuda:%d: allocating %zu bytes of %s: %s (%s)", ctx->device, bytes, what,
+                     cudaGetErrorName(rc), cudaGetErrorString(rc));
+    return NULL;
+}
+
+static void cuda_ctx_free(backend_ctx *ctx)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (!im)
+        return;
+    /* The handles and memory belong to the context's device, whichever
+     * device this thread used since. Nothing is reported from here: the
+     * context is going away. (ctx->workspace is backend.c's to free.) */
+    (void)cudaSetDevice(ctx->device);
+    if (im->stream)
+        (void)cudaStreamSynchronize(im->stream);
+    conv_cache_free(im->convs);
+    if (im->cudnn)
+        (void)cudnnDestroy(im->cudnn);
+    if (im->cublas)
+        (void)cublasDestroy(im->cublas);
+    (void)cudaFree(im->scratch);
+    (void)cudaFreeHost(im->host);
+    if (im->stream)
+        (void)cudaStreamDestroy(im->stream);
+    (void)cudaGetLastError();
+    free(im);
+    ctx->impl = NULL;
+}
+
+int backend_cuda_ctx_init(backend_ctx *ctx, int device, char *err, size_t errlen)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->ops = &backend_cuda_ops;
+    ctx->device = device;
+    ctx->threads = 1;
+    cuda_impl *im = calloc(1, sizeof *im);
+    if (!im) {
+        snprintf(err, errlen, "cuda:%d: out of host memory for the context", device);
+        return -1;
+    }
+    im->cublas_precision = -1;
+    ctx->impl = im;
+    /* Failures below land in ctx->err through the usual checks, then move
+     * to the caller's buffer. */
+    int ok = CUDA_OK(ctx, cudaSetDevice(device)) &&
+             CUDA_OK(ctx, cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking)) &&
+             CUBLAS_OK(ctx, cublasCreate(&im->cublas)) &&
+             CUBLAS_OK(ctx, cublasSetStream(im->cublas, im->stream)) &&
+             CUDNN_OK(ctx, cudnnCreate(&im->cudnn)) &&
+             CUDNN_OK(ctx, cudnnSetStream(im->cudnn, im->stream)) &&
+             CUDA_OK(ctx, cudaMallocHost(&im->host, CUDA_HOST_BYTES));
+    if (ok && !(im->convs = conv_cache_new())) {
+        backend_fail(ctx, "cuda:%d: out of host memory for the convolution cache", device);
+        ok = 0;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "%s", ctx->err);
+        cuda_ctx_free(ctx);
+        ctx->ops = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+cublasHandle_t cuda_cublas(backend_ctx *ctx)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (im->cublas_precision != (int)ctx->precision) {
+        /* fp32: no TF32 (DEFAULT math uses tensor cores only at full fp32
+         * precision). bf16 is run as tf32 for now: the backend has no bf16
+         * activations yet, so tf32 is the nearest it honours. */
+        cublasMath_t mode = ctx->precision == PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
+                                                             : CUBLAS_TF32_TENSOR_OP_MATH;
+        if (!CUBLAS_OK(ctx, cublasSetMathMode(im->cublas, mode)))
+            return NULL;
+        im->cublas_precision = (int)ctx->precision;
+    }
+    return im->cublas;
+}
+
+void *cuda_scratch(backend_ctx *ctx, size_t bytes)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (im->scratch && bytes <= im->scratch_bytes)
+        return im->scratch;
+    /* Grow by half again, so a run of slightly larger requests (cuDNN
+     * workspaces of successive shapes) reallocates only a few times.
+     * cudaFree waits for the device, so no queued op still uses it. */
+    size_t want = bytes + bytes / 2;
+    if (want < 1 << 20)
+        want = 1 << 20;
+    if (!CUDA_OK(ctx, cudaFree(im->scratch)))
+        return NULL;
+    im->scratch = NULL;
+    im->scratch_bytes = 0;
+    cudaError_t rc = cudaMalloc(&im->scratch, want);
+    if (rc != cudaSuccess) {
+        im->scratch = NULL;
+        return alloc_failed(ctx, rc, "memory for scratch", want);
+    }
+    im->scratch_bytes = want;
+    return im->scratch;
+}
+
+/* ---- memory ---- */
+
+static void *cuda_alloc_op(backend_ctx *ctx, size_t bytes)
+{
+    void *p = NULL;
+    /* cudaMalloc(0) succeeds with NULL, which callers read as failure. */
+    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+    return rc == cudaSuccess ? p : alloc_failed(ctx, rc, "memory", bytes);
+}
+
+/* cudaFree waits for the device, so memory that queued ops still use is
+ * not handed back early. */
+static void cuda_free_op(backend_ctx *ctx, void *p) { CUDA_OK(ctx, cudaFree(p)); }
+
+static void cuda_zero_op(backend_ctx *ctx, void *p, size_t bytes)
+{
+    CUDA_OK(ctx, cudaMemsetAsync(p, 0, bytes, cuda_stream_of(ctx)));
+}
+
+/* With unified addressing the runtime tells host, device and peer pointers
+ * apart, so one kind of copy serves every direction. Copies from pageable
+ * host memory return once the bytes are staged; from pinned memory they are
+ * truly asynchronous, so such a source must stay put until the next sync. */
+static void cuda_copy_op(backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    CUDA_OK(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream_of(ctx)));
+}
+
+static void cuda_download_op(backend_ctx *ctx, void *host_dst, const void *src, size_t bytes)
+{
+    cudaStream_t s = cuda_stream_of(ctx);
+    if (CUDA_OK(ctx, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDefault, s)))
+        CUDA_OK(ctx, cudaStreamSynchronize(s));
+}
+
+static void *cuda_host_alloc_op(backend_ctx *ctx, size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t rc = cudaMallocHost(&p, bytes ? bytes : 1);
+    return rc == cudaSuccess ? p : alloc_failed(ctx, rc, "pinned host memory", bytes);
+}
+
+static void cuda_host_free_op(backend_ctx *ctx, void *p) { CUDA_OK(ctx, cudaFreeHost(p)); }
+
+static const void *cuda_stage_op(backend_ctx *ctx, void *staging, const void *host, size_t bytes)
+{
+    cuda_copy_op(ctx, staging, host, bytes);
+    return staging;
+}
+
+/* Errors of kernels that failed while running surface here. */
+static void cuda_sync_op(backend_ctx *ctx)
+{
+    CUDA_OK(ctx, cudaStreamSynchronize(cuda_stream_of(ctx)));
+}
+
+const backend_ops backend_cuda_ops = {
+    .name = "cuda",
+    .ctx_free = cuda_ctx_free,
+    .alloc = cuda_alloc_op,
+    .free = cuda_free_op,
+    .zero = cuda_zero_op,
+    .copy = cuda_copy_op,
+    .upload = cuda_copy_op,
+    .download = cuda_download_op,
+    .host_alloc = cuda_host_alloc_op,
+    .host_free = cuda_host_free_op,
+    .stage = cuda_stage_op,
+    .sync = cuda_sync_op,
+    .gemm = cuda_gemm,
+    .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_backward_data = cuda_conv2d_backward_data,
+    .conv2d_backward_filter = cuda_conv2d_backward_filter,
+    .maxpool2d_forward = cuda_maxpool2d_forward,
+    .maxpool2d_backward = cuda_maxpool2d_backward,
+    .avgpool2d_forward = cuda_avgpool2d_forward,
+    .avgpool2d_backward = cuda_avgpool2d_backward,
+    .batchnorm_forward_train = cuda_batchnorm_forward_train,
+    .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
+    .batchnorm_backward = cuda_batchnorm_backward,
+    .relu_forward = cuda_relu_forward_op,
+    .relu_backward = cuda_relu_backward_op,
+    .dropout_forward = cuda_dropout_forward_op,
+    .dropout_backward = cuda_dropout_backward_op,
+    .linear_forward = cuda_linear_forward,
+    .linear_backward = cuda_linear_backward,
+    .softmax_xent = cuda_softmax_xent,
+    .vec_axpby = cuda_vec_axpby_op,
+    .vec_scale = cuda_vec_scale_op,
+    .vec_mean = cuda_vec_mean_op,
+    .vec_dist2 = cuda_vec_dist2_op,
+    .vec_sgd_momentum = cuda_vec_sgd_momentum_op,
+    .vec_parle_inner = cuda_vec_parle_inner_op,
+    .vec_parle_outer = cuda_vec_parle_outer_op,
+    .vec_elastic_step = cuda_vec_elastic_step_op,
+};

@@ -1,0 +1,145 @@
+/* Batch normalisation over (n, hw) for each of c channels, x[i][ch][j], with
+ * the maths of kernels/cpu/batchnorm.c. Training forward and backward give
+ * each channel one block, which reduces the channel in double, then (having
+ * the statistics in hand) writes the channel's outputs: one launch, no
+ * global synchronisation. Two passes for the variance (the mean first, then
+ * squared deviations from it) so that no cancellation can creep in whatever
+ * the offset of the data. Reduction order is fixed by the launch shape:
+ * repeated runs give the same bits. */
+#include <math.h>
+
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "launch.cuh"
+
+/* Wider blocks than the element-wise kernels': a block walks a whole channel
+ * (n hw values, 131072 in WRN's first stage at batch 128). */
+enum { BN_THREADS = 512 };
+
+/* The sum over the block of v, in every thread. */
+__device__ static double block_sum_all(double v)
+{
+    __shared__ double total;
+    v = block_sum(v);
+    if (threadIdx.x == 0)
+        total = v;
+    __syncthreads();
+    v = total;
+    __syncthreads(); /* total may be overwritten by the next call */
+    return v;
+}
+
+/* Offset of element e (of the channel's n hw) of channel ch. */
+__device__ static size_t bn_index(size_t e, int c, int hw, int ch)
+{
+    const size_t i = e / (size_t)hw, j = e % (size_t)hw;
+    return (i * c + ch) * hw + j;
+}
+
+__global__ void bn_train_kernel(int n, int c, int hw, const float *x, const float *gamma,
+                                const float *beta, float *running_mean, float *running_var,
+                                float momentum, float eps, float *y, float *save_mean,
+                                float *save_invstd)
+{
+    const int ch = blockIdx.x;
+    const size_t count = (size_t)n * hw;
+    double s1 = 0.0;
+    for (size_t e = threadIdx.x; e < count; e += blockDim.x)
+        s1 += x[bn_index(e, c, hw, ch)];
+    const double mean = block_sum_all(s1) / (double)count;
+    double s2 = 0.0;
+    for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
+        const double dev = x[bn_index(e, c, hw, ch)] - mean;
+        s2 += dev * dev;
+    }
+    const double sq = block_sum_all(s2), var = sq / (double)count;
+    /* The per-channel floats exactly as the CPU forms them from its sums. */
+    const float m = (float)mean, invstd = (float)(1.0 / sqrt(var + eps));
+    const float a = gamma[ch] * invstd, b = beta[ch] - a * m;
+    if (threadIdx.x == 0) {
+        save_mean[ch] = m;
+        save_invstd[ch] = invstd;
+        /* PyTorch tracks the unbiased variance (one value: nothing to correct). */
+        const double unbiased = count > 1 ? sq / (double)(count - 1) : var;
+        running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * m;
+        running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
+    }
+    for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
+        const size_t at = bn_index(e, c, hw, ch);
+        y[at] = a * x[at] + b;
+    }
+}
+
+extern "C" void cuda_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw,
+                                             const float *x, const float *gamma,
+                                             const float *beta, float *running_mean,
+                                             float *running_var, float momentum, float eps,
+                                             float *y, float *save_mean, float *save_invstd)
+{
+    if (c <= 0 || (size_t)n * hw == 0)
+        return;
+    bn_train_kernel<<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
+        n, c, hw, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+        save_invstd);
+    CUDA_OK(ctx, cudaGetLastError());
+}
+
+extern "C" void cuda_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw,
+                                             const float *x, const float *gamma,
+                                             const float *beta, const float *running_mean,
+                                             const float *running_var, float eps, float *y)
+{
+    const size_t inner = (size_t)hw;
+    auto f = [=] __device__(size_t i) {
+        const int ch = (int)(i / inner % c);
+        const float a = gamma[ch] / sqrtf(running_var[ch] + eps);
+        const float b = beta[ch] - a * running_mean[ch];
+        y[i] = a * x[i] + b;
+    };
+    CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * c * hw, f));
+}
+
+/* With xhat = (x - mean) invstd and N = n hw:
+ *   dbeta = sum dy, dgamma = sum dy xhat,
+ *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N) = k dy + a x + b,
+ * the terms in x and the constants gathered, as the CPU does. */
+__global__ void bn_backward_kernel(int n, int c, int hw, const float *x, const float *dy,
+                                   const float *gamma, const float *save_mean,
+                                   const float *save_invstd, float *dx, float *dgamma,
+                                   float *dbeta)
+{
+    const int ch = blockIdx.x;
+    const size_t count = (size_t)n * hw;
+    const float mean = save_mean[ch], invstd = save_invstd[ch];
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
+        const size_t at = bn_index(e, c, hw, ch);
+        s1 += dy[at];
+        s2 += (double)dy[at] * (double)(x[at] - mean);
+    }
+    s1 = block_sum_all(s1);
+    s2 = block_sum_all(s2);
+    const float db = (float)s1, dg = (float)(s2 * invstd);
+    const float k = gamma[ch] * invstd, a = -k * dg * invstd / (float)count;
+    const float b = -k * db / (float)count - a * mean;
+    if (threadIdx.x == 0) {
+        dbeta[ch] = db;
+        dgamma[ch] = dg;
+    }
+    for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
+        const size_t at = bn_index(e, c, hw, ch);
+        dx[at] = k * dy[at] + a * x[at] + b;
+    }
+}
+
+extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                        const float *dy, const float *gamma,
+                                        const float *save_mean, const float *save_invstd,
+                                        float *dx, float *dgamma, float *dbeta)
+{
+    if (c <= 0 || (size_t)n * hw == 0)
+        return;
+    bn_backward_kernel<<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
+        n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+    CUDA_OK(ctx, cudaGetLastError());
+}

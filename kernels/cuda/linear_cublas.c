@@ -1,0 +1,41 @@
+/* Row-major GEMM and the fully connected layer (PyTorch layout w[out][in])
+ * through cuBLAS, which is column-major. */
+#include "backend_cuda.h"
+#include "cuda_check.h"
+
+/* A row-major matrix is its transpose seen column-major, with the same
+ * leading dimension. So row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T: the same call with the operands swapped and M, N
+ * exchanged, each keeping its own transpose flag. */
+void cuda_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    cublasHandle_t h = cuda_cublas(ctx);
+    if (!h)
+        return;
+    CUBLAS_OK(ctx, cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
+                               lda, &beta, C, ldc));
+}
+
+/* As the CPU: every row starts at the bias, then x w^T is added to it. */
+void cuda_linear_forward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
+                         const float *b, float *y)
+{
+    cuda_bias_fill(ctx, n, out, 1, b, y);
+    if (!backend_failed(ctx))
+        cuda_gemm(ctx, 0, 1, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+}
+
+void cuda_linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x,
+                          const float *w, const float *dy, float *dx, float *dw, float *db)
+{
+    if (dx)
+        cuda_gemm(ctx, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (!backend_failed(ctx))
+        cuda_gemm(ctx, 1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
+    if (db && !backend_failed(ctx))
+        cuda_bias_grad(ctx, n, out, 1, dy, db);
+}
