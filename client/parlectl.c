@@ -802,6 +802,9 @@ static int cmd_devices(const command *cmd, int argc, char **argv)
         const char *job = str(d, "job");
         if (strcmp(str(d, "kind"), "cpu") == 0)
             printf("cpu   %d cores", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "cores")));
+        else if (*str(d, "name"))
+            printf("gpu %.0f  %s, %.1f GiB", num(d, "index"), str(d, "name"),
+                   num(d, "memory_bytes") / (1024.0 * 1024 * 1024));
         else
             printf("gpu %.0f", num(d, "index"));
         printf("  %s%s\n", *job ? "running " : "idle", job);

@@ -46,6 +46,7 @@ void comm_free(comm *c)
     free(c->waiting);
     free(c->values);
     free(c->host_result);
+    free(c->shared);
 }
 
 int comm_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err, size_t errlen)
@@ -188,6 +189,31 @@ int comm_any(comm *c, int rank, int flag)
     if (comm_barrier(c, rank, "agreement") != 0)
         return -1;
     return any;
+}
+
+const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec)
+{
+    if (backend_sync(ctx) != 0)
+        return NULL;
+    c->published[rank] = vec;
+    return comm_barrier(c, rank, "exchange") == 0 ? c->published : NULL;
+}
+
+int comm_exchange_end(comm *c, int rank, backend_ctx *ctx)
+{
+    /* Reads queued on the device must be done before a peer overwrites. */
+    if (backend_sync(ctx) != 0)
+        return -1;
+    return comm_barrier(c, rank, "exchange");
+}
+
+void *comm_shared(comm *c, int rank, size_t bytes)
+{
+    if (rank == 0 && !(c->shared = calloc(1, bytes ? bytes : 1)))
+        comm_abort(c, "out of memory for %zu bytes of state shared by the replicas", bytes);
+    if (comm_barrier(c, rank, "start") != 0)
+        return NULL;
+    return c->shared;
 }
 
 int comm_mean_double(comm *c, int rank, double v, double *mean)

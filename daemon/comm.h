@@ -32,6 +32,7 @@ typedef struct comm {
     int *flags;
     double *values;             /* comm_mean_double's inputs */
     backend_ctx *result_ctx;    /* whose memory holds a device result */
+    void *shared;               /* comm_shared's block */
     int attached;               /* ranks between comm_attach and comm_detach */
 } comm;
 
@@ -67,6 +68,20 @@ const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const floa
 /* The bitwise OR of every rank's flag (>= 0) on every rank: an agreement
  * point, e.g. "stop now". -1 once aborted. */
 int comm_any(comm *c, int rank, int flag);
+
+/* Synchronous peer reads (read_peer): every rank publishes `vec` (context
+ * memory, complete on return of the barrier) and gets every rank's vector,
+ * indexed by rank, to read until it calls comm_exchange_end, which all
+ * ranks must call before anyone's vector changes. NULL once aborted. */
+const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec);
+int comm_exchange_end(comm *c, int rank, backend_ctx *ctx);
+
+/* State that a rule shares between its replicas (a centre variable, the
+ * mailboxes of asynchronous rules): every rank calls it once, in init, with
+ * the same `bytes`; rank 0 allocates it zeroed on the host, every rank gets
+ * the same pointer. It lives until comm_free. NULL once aborted or out of
+ * memory (then the comm is aborted). */
+void *comm_shared(comm *c, int rank, size_t bytes);
 
 /* The mean over ranks of one host value each, in *mean. 0, or -1 once aborted. */
 int comm_mean_double(comm *c, int rank, double v, double *mean);

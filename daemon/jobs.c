@@ -1081,6 +1081,12 @@ cJSON *jobs_devices_json(const jobs *js)
         } else {
             cJSON_AddStringToObject(d, "kind", "gpu");
             cJSON_AddNumberToObject(d, "index", i);
+            char name[256];
+            size_t bytes;
+            if (backend_cuda_device_info(i, name, sizeof name, &bytes) == 0) {
+                cJSON_AddStringToObject(d, "name", name);
+                cJSON_AddNumberToObject(d, "memory_bytes", (double)bytes);
+            }
         }
         const job *j = job_on(js, bit);
         if (j)

@@ -46,6 +46,16 @@ int backend_cuda_devices(void)
 #endif
 }
 
+int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes)
+{
+#if PARLE_HAVE_CUDA
+    return backend_cuda_device_props(device, name, namelen, total_bytes);
+#else
+    (void)device, (void)name, (void)namelen, (void)total_bytes;
+    return -1;
+#endif
+}
+
 /* Safe to call twice. */
 void backend_ctx_free(backend_ctx *ctx)
 {

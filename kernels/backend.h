@@ -20,6 +20,10 @@
 #include <stdint.h>
 #include "philox.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* fp32: IEEE float everywhere (no TF32), comparable with the CPU backend.
  * tf32: convolutions and GEMMs may use TF32 tensor cores (the GPU default).
  * bf16: bf16 activations, convolutions and GEMMs; fp32 weights, optimizer,
@@ -46,13 +50,16 @@ typedef struct backend_ctx {
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads);
 /* A CUDA context on `device`: makes it the calling thread's device, then
  * creates the stream, cuBLAS and cuDNN handles. Call it on the replica thread
- * that will use it. Returns 0, or -1 with a message (also when the build has
+ * that will use it, and use the context on that thread only: its ops run on
+ * the thread's current device. Returns 0, or -1 with a message (also when the build has
  * no CUDA, or there is no such device). */
 int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision precision,
                           int deterministic, char *err, size_t errlen);
 void backend_ctx_free(backend_ctx *ctx);
 /* CUDA devices present (0 without CUDA in the build, a driver or a device). */
 int backend_cuda_devices(void);
+/* Name and total memory of CUDA device `device`: 0, or -1 if there is none. */
+int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes);
 
 static inline int backend_failed(const backend_ctx *ctx) { return ctx->failed; }
 /* Record an error (the first one sticks). For backends and the layers above. */
@@ -73,13 +80,16 @@ void *backend_alloc(backend_ctx *ctx, size_t bytes);
 void backend_free(backend_ctx *ctx, void *p);
 void backend_zero(backend_ctx *ctx, void *p, size_t bytes);
 void backend_copy(backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* Asynchronous from pinned memory (backend_host_alloc): keep host_src
+ * unchanged until the next backend_sync or download. */
 void backend_upload(backend_ctx *ctx, void *dst, const void *host_src, size_t bytes);
 void backend_download(backend_ctx *ctx, void *host_dst, const void *src, size_t bytes);
 /* Host buffers the device copies from and to at full speed (pinned for CUDA). */
 void *backend_host_alloc(backend_ctx *ctx, size_t bytes);
 void backend_host_free(backend_ctx *ctx, void *p);
 /* `host` made readable by the context's ops: the CPU returns `host` itself;
- * CUDA uploads it into `staging` (context memory of >= bytes) and returns that. */
+ * CUDA uploads it into `staging` (context memory of >= bytes) and returns that
+ * (asynchronously from pinned memory, as backend_upload). */
 const void *backend_stage(backend_ctx *ctx, void *staging, const void *host, size_t bytes);
 /* Wait until every op queued on the context has finished. Returns 0, or -1
  * when the context has failed (now or before). */
@@ -160,7 +170,8 @@ void linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x, c
 /* logits and labels are context memory. Returns the mean loss (waiting for
  * the device); writes dlogits = (softmax - onehot) / n when dlogits is not
  * NULL, and the number of argmax hits in *correct when not NULL. A label
- * outside [0, classes) is an error (sticky, naming the example); NaN returned. */
+ * outside [0, classes) is an error (sticky, naming the example); NaN is
+ * returned and dlogits is undefined. */
 float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
                    const int32_t *labels, float *dlogits, int *correct);
 
@@ -184,5 +195,9 @@ void vec_parle_outer(backend_ctx *ctx, size_t n, float eta, float mu, float rho,
 /* Elastic-SGD (L = 0): d = g + lambda x + rho (x - xbar); u = mu u + d; x -= eta (d + mu u). */
 void vec_elastic_step(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float rho,
                       float *x, float *u, const float *g, const float *xbar);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -85,5 +85,6 @@ extern const backend_ops backend_cuda_ops;
 /* backend_cuda.c: fills ctx (ops, impl) for `device`; 0 or -1 with err. */
 int backend_cuda_ctx_init(backend_ctx *ctx, int device, char *err, size_t errlen);
 int backend_cuda_device_count(void);
+int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *total_bytes);
 
 #endif

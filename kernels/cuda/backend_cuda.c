@@ -10,6 +10,18 @@
 
 int backend_cuda_device_count(void) { return cuda_device_count(); }
 
+int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *total_bytes)
+{
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        (void)cudaGetLastError(); /* a question, not a failure to keep */
+        return -1;
+    }
+    snprintf(name, namelen, "%s", prop.name);
+    *total_bytes = prop.totalGlobalMem;
+    return 0;
+}
+
 /* An allocation's failure: out of memory names the device and the bytes
  * asked for (what callers act on), anything else is reported as it is. */
 static void *alloc_failed(backend_ctx *ctx, cudaError_t rc, const char *what, size_t bytes)

@@ -21,13 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
 #include "backend.h"
-#ifdef __cplusplus
-}
-#endif
 
 static inline int cuda_fail(char *err, size_t errlen, const char *file, int line, const char *func,
                             const char *call, cudaError_t rc)

@@ -29,6 +29,16 @@ static void *worker(void *q)
     shared *s = a->s;
     backend_ctx ctx;
     backend_ctx_init_cpu(&ctx, 1);
+    /* One block shared by all ranks: each writes its slot, all read all. */
+    int *block = comm_shared(&s->c, a->rank, (size_t)s->n * sizeof(int));
+    if (!block) {
+        s->any_wrong[a->rank]++;
+        return NULL;
+    }
+    block[a->rank] = a->rank + 1;
+    comm_barrier(&s->c, a->rank, "test");
+    for (int j = 0; j < s->n; j++)
+        s->any_wrong[a->rank] += block[j] != j + 1;
     for (int round = 0; round < ROUNDS; round++) {
         size_t len = lens[round % 5];
         const float *mine = s->inputs + ((size_t)round * s->n + a->rank) * s->maxlen;
@@ -46,6 +56,14 @@ static void *worker(void *q)
             if (e > s->max_err[a->rank])
                 s->max_err[a->rank] = e;
         }
+        /* Every rank sees every other's vector, exactly, until the end. */
+        const float *const *all = comm_exchange(&s->c, a->rank, &ctx, mine);
+        for (int j = 0; all && j < s->n; j++)
+            if (memcmp(all[j], s->inputs + ((size_t)round * s->n + j) * s->maxlen,
+                       len * sizeof(float)) != 0)
+                s->any_wrong[a->rank]++;
+        if (!all || comm_exchange_end(&s->c, a->rank, &ctx) != 0)
+            s->any_wrong[a->rank]++;
         /* Only one rank raises the flag, on odd rounds. */
         int flag = (round % 2) && a->rank == round % s->n;
         if (comm_any(&s->c, a->rank, flag) != (round % 2))
