@@ -153,8 +153,7 @@ static void set_threads(bench *b, int threads)
 /* The dropout draws of this step, as the runner sets them. */
 static void next_step(bench *b)
 {
-    b->m.dropout_key = philox_make_key(1, 0, RNG_STREAM_DROPOUT);
-    b->m.dropout_counter = (uint64_t)b->step++ << 32;
+    model_set_dropout_step(&b->m, philox_make_key(1, 0, RNG_STREAM_DROPOUT), (uint64_t)b->step++);
 }
 
 static void update(bench *b)

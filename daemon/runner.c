@@ -455,7 +455,7 @@ static void *replica_main(void *p)
         step = run->resume.step;
     }
     /* Batches are gathered (and augmented) by a loader thread one step ahead. */
-    if (batch_loader_start(&loader, &smp, train, cfg->data.augment ? &augment_cifar : NULL,
+    if (batch_loader_start(&loader, &r.ctx, &smp, train, cfg->data.augment ? &augment_cifar : NULL,
                            smp.key, (uint64_t)step, err, sizeof err) != 0)
         run_fail(run, "%s", err);
     if (comm_barrier(&run->comm, r.rank, "start") != 0)
@@ -486,8 +486,7 @@ static void *replica_main(void *p)
             int32_t *yb;
             int n;
             batch_loader_next(&loader, &xb, &yb, &n);
-            r.model.dropout_key = dkey;
-            r.model.dropout_counter = (uint64_t)step << 32;
+            model_set_dropout_step(&r.model, dkey, (uint64_t)step);
             float loss = model_train_grads(&r.model, &r.ctx, xb, yb, n, NULL);
             step++;
             __atomic_store_n(&run->at_step[r.rank], step, __ATOMIC_RELAXED);

@@ -91,7 +91,7 @@ static void avgpool_backward(layer *l, model *m, backend_ctx *ctx, const float *
 /* Each dropout layer draws from its own counter range within the step's. */
 static uint64_t dropout_counter(const layer *l, const model *m)
 {
-    return m->dropout_counter + ((uint64_t)(l - m->layers) << 24);
+    return m->dropout_counter + ((uint64_t)(l - m->layers) << MODEL_DROPOUT_LAYER_BITS);
 }
 
 static void dropout_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,

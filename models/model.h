@@ -102,6 +102,17 @@ struct model {
  * nothing is allocated: m->bytes tells what the build would take, and the
  * model is only good for model_free(m, NULL). Returns 0, or -1 with a
  * message (the context's, if it ran out of memory). */
+/* Dropout counters: a training step owns 2^40 Philox counters and each layer
+ * 2^30 of them (4 elements a counter), so no layer's draws run into another's
+ * or the next step's for any batch that fits in memory, up to 1024 layers
+ * and 2^24 steps. */
+enum { MODEL_DROPOUT_STEP_BITS = 40, MODEL_DROPOUT_LAYER_BITS = 30 };
+static inline void model_set_dropout_step(model *m, philox_key key, uint64_t step)
+{
+    m->dropout_key = key;
+    m->dropout_counter = step << MODEL_DROPOUT_STEP_BITS;
+}
+
 int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batch, int train,
                 char *err, size_t errlen);
 /* Frees on the context the model was built on. */

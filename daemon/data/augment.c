@@ -78,8 +78,22 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-int batch_loader_start(batch_loader *bl, sampler *s, const dataset *d, const augment_params *aug,
-                       philox_key key, uint64_t first_step, char *err, size_t errlen)
+static void *host_buffer(const batch_loader *bl, size_t bytes)
+{
+    return bl->pinned ? backend_host_alloc(bl->pinned, bytes) : malloc(bytes);
+}
+
+static void host_buffer_free(const batch_loader *bl, void *p)
+{
+    if (bl->pinned)
+        backend_host_free(bl->pinned, p);
+    else
+        free(p);
+}
+
+int batch_loader_start(batch_loader *bl, backend_ctx *pinned, sampler *s, const dataset *d,
+                       const augment_params *aug, philox_key key, uint64_t first_step, char *err,
+                       size_t errlen)
 {
     memset(bl, 0, sizeof *bl);
     if (aug && aug->padding == AUGMENT_PAD_REFLECT && (aug->pad >= d->h || aug->pad >= d->w)) {
@@ -100,9 +114,10 @@ int batch_loader_start(batch_loader *bl, sampler *s, const dataset *d, const aug
     bl->out_draws = s->draws;
     size_t ex = dataset_example_size(d);
     bl->scratch = malloc(ex * sizeof(float));
+    bl->pinned = pinned;
     for (int b = 0; b < 2; b++) {
-        bl->x[b] = malloc((size_t)s->batch * ex * sizeof(float));
-        bl->y[b] = malloc((size_t)s->batch * sizeof(int32_t));
+        bl->x[b] = host_buffer(bl, (size_t)s->batch * ex * sizeof(float));
+        bl->y[b] = host_buffer(bl, (size_t)s->batch * sizeof(int32_t));
     }
     if (!bl->scratch || !bl->x[0] || !bl->x[1] || !bl->y[0] || !bl->y[1]) {
         snprintf(err, errlen, "batch loader: out of memory for two batches of %d", s->batch);
@@ -163,8 +178,8 @@ void batch_loader_stop(batch_loader *bl)
         pthread_cond_destroy(&bl->cv);
     }
     for (int b = 0; b < 2; b++) {
-        free(bl->x[b]);
-        free(bl->y[b]);
+        host_buffer_free(bl, bl->x[b]);
+        host_buffer_free(bl, bl->y[b]);
     }
     free(bl->scratch);
     memset(bl, 0, sizeof *bl);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "dataset.h"
 #include "philox.h"
 #include "sampler.h"
@@ -53,6 +54,7 @@ typedef struct batch_loader {
     philox_key key;
     uint64_t step;           /* of the next batch the worker gathers */
     float *scratch;
+    backend_ctx *pinned;     /* whose host buffers x and y are, or NULL */
     /* Two buffers: the worker fills one while the caller uses the other. */
     float *x[2];
     int32_t *y[2];
@@ -76,10 +78,15 @@ typedef struct batch_loader {
 
 /* Starts the worker on sampler s (the loader's alone until stop: do not call
  * sampler_next on it meanwhile) over dataset d. aug NULL: no augmentation.
+ * Batches are gathered into host buffers of `pinned` (backend_host_alloc:
+ * page-locked for a GPU, so uploads run at full speed and asynchronously;
+ * a buffer goes back to the worker only at the next batch_loader_next, after
+ * the step that uploaded it has synchronised), or plain ones if it is NULL.
  * key: the replica's data-stream key; first_step: the replica's step count
  * (nonzero after a resume) so that step k's batch is augmented alike. */
-int batch_loader_start(batch_loader *bl, sampler *s, const dataset *d, const augment_params *aug,
-                       philox_key key, uint64_t first_step, char *err, size_t errlen);
+int batch_loader_start(batch_loader *bl, backend_ctx *pinned, sampler *s, const dataset *d,
+                       const augment_params *aug, philox_key key, uint64_t first_step, char *err,
+                       size_t errlen);
 /* The next batch, as sampler_next then augment_batch would give it: *x, *y
  * stay valid until the next call or stop; *n is its size. Waits while it is
  * not ready. */

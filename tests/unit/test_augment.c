@@ -212,7 +212,7 @@ static void check_sequence(const char *sampling, const augment_params *aug, int 
     float *scratch = malloc(ex * sizeof(float));
     batch_loader bl;
     char err[256];
-    int rc = batch_loader_start(&bl, &loaded, &d, aug, key, 0, err, sizeof err);
+    int rc = batch_loader_start(&bl, NULL, &loaded, &d, aug, key, 0, err, sizeof err);
     CHECK(rc == 0, "start: %s", err);
     int bad = 0, bad_pos = 0;
     for (int t = 0; rc == 0 && t < steps; t++) {
@@ -252,7 +252,7 @@ static void check_sequence(const char *sampling, const augment_params *aug, int 
     sampler_init(&resumed, &cfg, d.n, rank, 3);
     sampler_restore(&resumed, pass, pos, drawn);
     batch_loader bl2;
-    rc = batch_loader_start(&bl2, &resumed, &d, aug, key, (uint64_t)steps, err, sizeof err);
+    rc = batch_loader_start(&bl2, NULL, &resumed, &d, aug, key, (uint64_t)steps, err, sizeof err);
     CHECK(rc == 0, "restart: %s", err);
     bad = 0;
     for (int t = 0; rc == 0 && t < 2 * (d.n / cfg.optim.batch + 1); t++) {
@@ -289,7 +289,7 @@ static void test_stop(void)
         sampler s;
         sampler_init(&s, &cfg, d.n, 0, 1);
         batch_loader bl;
-        int rc = batch_loader_start(&bl, &s, &d, &augment_cifar, s.key, 0, err, sizeof err);
+        int rc = batch_loader_start(&bl, NULL, &s, &d, &augment_cifar, s.key, 0, err, sizeof err);
         CHECK(rc == 0, "start: %s", err);
         for (int t = 0; rc == 0 && t < taken; t++) {
             float *x;
@@ -310,7 +310,7 @@ static void test_stop(void)
     sampler s;
     sampler_init(&s, &cfg, d.n, 0, 1);
     augment_params too_wide = {1, 8, AUGMENT_PAD_REFLECT};
-    CHECK(batch_loader_start(&idle, &s, &d, &too_wide, s.key, 0, err, sizeof err) == -1 &&
+    CHECK(batch_loader_start(&idle, NULL, &s, &d, &too_wide, s.key, 0, err, sizeof err) == -1 &&
           strstr(err, "reflect padding of 8"), "reflect padding as wide as the image: %s", err);
     batch_loader_stop(&idle);
     sampler_free(&s);
