@@ -9,6 +9,8 @@
 #   bench/run.sh --fetch-openblas  first unpack Debian's OpenBLAS (OpenMP build) into
 #                                  build-bench/openblas (apt-get download + dpkg -x, nothing
 #                                  installed) so that PyTorch is also measured with it
+#   bench/run.sh --gpu             only the GPU step, ours vs PyTorch on GPU 0 (builds
+#                                  build-gpu/ with CUDA; a few minutes)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=build-bench
@@ -16,13 +18,24 @@ RESULTS=bench/results
 PY=/usr/bin/python3
 quick=0
 fetch=0
+gpu=0
 for a in "$@"; do
     case "$a" in
     --quick) quick=1 ;;
     --fetch-openblas) fetch=1 ;;
-    *) echo "usage: bench/run.sh [--quick] [--fetch-openblas]" >&2; exit 2 ;;
+    --gpu) gpu=1 ;;
+    *) echo "usage: bench/run.sh [--quick] [--fetch-openblas] [--gpu]" >&2; exit 2 ;;
     esac
 done
+
+if [ "$gpu" = 1 ]; then
+    [ -f build-gpu/build.ninja ] || meson setup build-gpu -Dcuda=enabled >/dev/null
+    ninja -C build-gpu bench/gpu_step >/dev/null
+    mkdir -p "$RESULTS"
+    # PyTorch with CUDA is whatever python3 is on PATH (the one that has it).
+    python3 bench/torch_gpu_step.py --ours build-gpu/bench/gpu_step | tee "$RESULTS/gpu_step.txt"
+    exit 0
+fi
 
 [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" -Dcuda=disabled >/dev/null
 ninja -C "$BUILD" bench/lenet_step bench/sync_cost daemon/parle-train >/dev/null

@@ -324,6 +324,16 @@ static double wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The profile's clock: on a GPU the layer's kernels must have finished, not
+ * just been queued, so it waits for the device first. */
+static double profile_clock(const model *m, backend_ctx *ctx)
+{
+    if (!m->profile)
+        return 0.0;
+    backend_sync(ctx);
+    return wall_s();
+}
+
 static const float *layer_input(const model *m, int src, const float *x)
 {
     return src < 0 ? x : m->layers[src].y;
@@ -334,7 +344,7 @@ const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
 {
     for (int i = 0; i < m->nlayers; i++) {
         layer *l = &m->layers[i];
-        double t0 = m->profile ? wall_s() : 0.0;
+        double t0 = profile_clock(m, ctx);
         if (l->kind == LAYER_ADD) {
             size_t count = (size_t)n * l->out_size;
             backend_copy(ctx, l->y, layer_input(m, l->src, x), count * sizeof(float));
@@ -343,7 +353,7 @@ const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
             l->forward(l, m, ctx, layer_input(m, l->src, x), n, mode);
         }
         if (m->profile)
-            m->profile[2 * i] += wall_s() - t0;
+            m->profile[2 * i] += profile_clock(m, ctx) - t0;
     }
     return m->layers[m->nlayers - 1].y;
 }
@@ -408,7 +418,7 @@ float model_train_grads(model *m, backend_ctx *ctx, const float *images, const i
     memset(delivered, 0, sizeof delivered);
     for (int i = m->nlayers - 1; i >= 0; i--) {
         layer *l = &m->layers[i];
-        double t0 = m->profile ? wall_s() : 0.0;
+        double t0 = profile_clock(m, ctx);
         if (l->kind == LAYER_ADD) {
             grad_deliver(m, ctx, l->src, l->dy, n, delivered);
             grad_deliver(m, ctx, l->src2, l->dy, n, delivered);
@@ -419,7 +429,7 @@ float model_train_grads(model *m, backend_ctx *ctx, const float *images, const i
                 grad_deliver(m, ctx, l->src, dx, n, delivered);
         }
         if (m->profile)
-            m->profile[2 * i + 1] += wall_s() - t0;
+            m->profile[2 * i + 1] += profile_clock(m, ctx) - t0;
     }
     return loss;
 }

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""One training step at batch 128 on a GPU: ours (bench/gpu_step.c) beside
+PyTorch's on the same GPU, for LeNet, All-CNN, WRN-16-4 and WRN-28-10, in
+fp32, tf32 and bf16 (bench/README.md, "GPU step").
+
+Ours runs first as a child process (its RESULT lines give the step and our
+kernel floor), then PyTorch in this process: eager mode, cudnn.benchmark on,
+the TF32 flags of the column (fp32: off; tf32 and bf16: on), bf16 through
+autocast, and the faster of NCHW and channels_last per network and column
+(the table says which). Its step does what ours does: copy the batch from
+pinned host memory, forward, cross-entropy, backward, Nesterov SGD, and wait
+for the loss (loss.item(); our runner reads every step's loss). Prints
+median ms/step and the ratios torch/ours (> 1: we are faster) and
+ours/floor (1: nothing but our kernels runs)."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ARCHS = ["lenet", "allcnn", "wrn16", "wrn28"]
+PRECISIONS = ["fp32", "tf32", "bf16"]
+
+
+def run_ours(args):
+    """Our step and kernel floor per (arch, precision), in ms, from gpu_step."""
+    cmd = [args.ours, "--arch", args.arch, "--precision", args.precision, "--device",
+           str(args.device), "--batch", str(args.batch), "--steps", str(args.steps),
+           "--reps", str(args.reps), "--warmup", str(args.warmup)]
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    ours = {}
+    for line in proc.stdout.splitlines():
+        f = line.split("\t")
+        if f[0] == "RESULT":
+            ours[(f[1], f[2])] = (float(f[3]), float(f[4]))
+        else:
+            print(line)
+    if proc.returncode not in (0, 77):
+        print(f"gpu_step exited {proc.returncode}", flush=True)
+    return ours, proc.returncode
+
+
+def build_torch(arch):
+    sys.path.insert(0, HERE)
+    if arch == "lenet":
+        from torch_lenet import lenet
+        return lenet(), (1, 28, 28)
+    import torch_cifar
+    torch_cifar.check_parameter_counts()
+    if arch == "allcnn":
+        return torch_cifar.allcnn(), (3, 32, 32)
+    return (torch_cifar.wrn(16, 4) if arch == "wrn16" else torch_cifar.wrn(28, 10)), (3, 32, 32)
+
+
+def torch_step_ms(torch, arch, precision, channels_last, args):
+    """Median ms per step of PyTorch's step, as the module docstring says."""
+    import torch.nn.functional as F
+
+    torch.backends.cudnn.benchmark = True
+    tf32 = precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    dev = torch.device("cuda", args.device)
+    torch.manual_seed(1)
+    model, shape = build_torch(arch)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = model.to(dev, memory_format=fmt).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    x_host = torch.rand(args.batch, *shape).pin_memory()
+    y_host = torch.randint(0, 10, (args.batch,)).pin_memory()
+
+    def step():
+        x = x_host.to(dev, non_blocking=True).contiguous(memory_format=fmt)
+        y = y_host.to(dev, non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.reps):
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize(dev)
+        times.append((time.perf_counter() - t0) / args.steps * 1e3)
+    del model, opt
+    torch.cuda.empty_cache()
+    return statistics.median(times)
+
+
+def run_torch(args, archs, precisions):
+    """PyTorch's best layout per (arch, precision): (ms, layout name)."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"PyTorch: not importable ({e}); ours only")
+        return {}
+    if not torch.cuda.is_available():
+        print("PyTorch: no CUDA device; ours only")
+        return {}
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{torch.cuda.get_device_name(args.device)}", flush=True)
+    best = {}
+    for arch in archs:
+        for precision in precisions:
+            for channels_last in (False, True):
+                ms = torch_step_ms(torch, arch, precision, channels_last, args)
+                layout = "NHWC" if channels_last else "NCHW"
+                print(f"  torch {arch:7s} {precision:5s} {layout}: {ms:9.3f} ms", flush=True)
+                if (arch, precision) not in best or ms < best[(arch, precision)][0]:
+                    best[(arch, precision)] = (ms, layout)
+    return best
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ours", default=os.path.join(ROOT, "build-gpu", "bench", "gpu_step"),
+                   help="our gpu_step binary (default build-gpu/bench/gpu_step)")
+    p.add_argument("--arch", default=",".join(ARCHS))
+    p.add_argument("--precision", default=",".join(PRECISIONS))
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-torch", action="store_true", help="ours only")
+    args = p.parse_args()
+    archs, precisions = args.arch.split(","), args.precision.split(",")
+    if any(a not in ARCHS for a in archs) or any(q not in PRECISIONS for q in precisions):
+        p.error(f"--arch from {ARCHS}, --precision from {PRECISIONS}")
+
+    ours, rc = run_ours(args)
+    if rc == 77:
+        return 77
+    theirs = {} if args.no_torch else run_torch(args, archs, precisions)
+
+    print(f"\nGPU step, batch {args.batch}, median ms/step "
+          "(torch/ours > 1: we are faster; ours/floor 1: only our kernels run)")
+    header = ("arch", "prec", "ours", "floor", "torch", "layout", "torch/ours", "ours/floor")
+    print("%-7s %-5s %9s %9s %9s %6s %10s %10s" % header)
+    summary = []
+    for arch in archs:
+        for precision in precisions:
+            o, fl = ours.get((arch, precision), (float("nan"), float("nan")))
+            t, layout = theirs.get((arch, precision), (float("nan"), "-"))
+            print("%-7s %-5s %9.3f %9.3f %9.3f %6s %10.2f %10.2f" %
+                  (arch, precision, o, fl, t, layout, t / o, o / fl if fl > 0 else float("nan")))
+            summary.append(f"SUMMARY\tgpu {arch} {precision}\tours {o:.3f} ms\tfloor {fl:.3f} ms"
+                           f"\ttorch {t:.3f} ms ({layout})\ttorch/ours {t / o:.2f}")
+    print("\n".join(summary))
+    return 0 if len(ours) == len(archs) * len(precisions) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+/* The runner on GPU 0 (docs/gpu.md):
+ *   test_gpu_job
+ *     (a) a Parle job of 3 LeNet replicas on GPU 0 in fp32 against the same
+ *         job on the CPU: final test errors within 2 points, final master
+ *         weights within JOB_RMS (RMS of the difference over RMS of the CPU's);
+ *     (b) a job stopped with a checkpoint after its first epoch on the GPU,
+ *         resumed on the GPU, ends bit for bit where the uninterrupted GPU run
+ *         does (deterministic: the promise of docs/config.md), and resumed on
+ *         the CPU ends within JOB_RMS of it.
+ *   test_gpu_job fmnist JOB.json
+ *     (c) the job file (configs/lenet-fmnist-sgd.json: LeNet, Nesterov SGD,
+ *         2 passes) on GPU 0 reaches a test error <= 12.5%; skipped (77) when
+ *         its dataset directory is absent.
+ * The GPU and the CPU round differently, and a ReLU input within rounding
+ * of 0 passes its gradient on one side only, so two runs drift apart (see
+ * test_gpu_model.c). On the CPU alone, training images perturbed by 1e-5
+ * relative moved this job's final weights by up to 6e-3 over 3 epochs;
+ * JOB_RMS leaves room for a GPU that rounds several times worse.
+ * Exits 77 (skipped) when there is no CUDA device. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fsutil.h"
+#include "runner.h"
+#include "testutil.h"
+
+static const double JOB_RMS = 5e-2, JOB_ERROR_POINTS = 0.02, FMNIST_MAX_ERROR = 0.125;
+
+typedef struct watch {
+    float *final;              /* the master's weights after the last evaluation */
+    size_t n;
+    int stop_after_eval;       /* set *stop to RUN_STOP_CHECKPOINT after this many epochs; -1 never */
+    volatile int stop;
+    int resumes;
+} watch;
+
+static void on_event(void *user, const run_event *ev)
+{
+    watch *w = user;
+    if (ev->kind == RUN_EV_EVAL && ev->epoch == w->stop_after_eval)
+        __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+    if (ev->kind == RUN_EV_RESUME)
+        __atomic_fetch_add(&w->resumes, 1, __ATOMIC_RELAXED);
+    if (ev->kind == RUN_EV_EVAL)
+        printf("    epoch %d/%d: test error %.2f%%, loss %.4f, %.1f s\n", ev->epoch, ev->epochs,
+               100 * ev->test_error, ev->test_loss, ev->elapsed_s);
+}
+
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last)
+{
+    (void)stats, (void)epochs_done;
+    watch *w = user;
+    if (!last)
+        return;
+    free(w->final);
+    w->n = master->nparams;
+    w->final = malloc(w->n * sizeof(float));
+    if (w->final)
+        memcpy(w->final, params, w->n * sizeof(float));
+}
+
+/* 3 Parle replicas of LeNet on the synthetic set, fp32. */
+static void parle_config(job_config *cfg, uint64_t seed, int epochs, const char *devices)
+{
+    job_config_defaults(cfg);
+    strcpy(cfg->model.arch, "lenet");
+    cfg->model.dropout = 0.1f;
+    strcpy(cfg->data.dataset, "synthetic");
+    cfg->data.train_limit = 512;
+    cfg->data.test_limit = 256;
+    strcpy(cfg->algorithm.name, "parle");
+    cfg->algorithm.replicas = 3;
+    cfg->algorithm.L = 3;
+    cfg->optim.lr = 0.05;
+    cfg->optim.batch = 32;
+    cfg->epochs = epochs;
+    cfg->seed = seed;
+    cfg->log_every = 1000;
+    cfg->checkpoint.every_epochs = 1;
+    cfg->checkpoint.keep = 2;
+    strcpy(cfg->precision, "fp32");
+    cfg->deterministic = true;
+    snprintf(cfg->devices, sizeof cfg->devices, "%s", devices);
+}
+
+/* Runs cfg on the devices it names, on every core this process may use;
+ * checkpoint_dir may be NULL. Returns 0, or -1 with the error printed. */
+static int run(const job_config *cfg, const char *checkpoint_dir, watch *w, run_result *res)
+{
+    char err[1024];
+    dataset tr, te;
+    int gpus[64], *cores = NULL, rc = -1;
+    int ngpus = run_gpus(cfg->devices, gpus, err, sizeof err);
+    int ncores = ngpus < 0 ? -1 : run_cpu_cores(&cores, err, sizeof err);
+    if (ncores > 0 && run_load_data(cfg, &tr, &te, err, sizeof err) == 0) {
+        run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w,
+                           .stop = &w->stop, .checkpoint_dir = checkpoint_dir};
+        run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus, .ngpus = ngpus};
+        rc = run_job(cfg, &tr, &te, &where, &hooks, res, err, sizeof err);
+        dataset_free(&tr);
+        dataset_free(&te);
+    }
+    free(cores);
+    if (rc != 0)
+        printf("  %s (devices \"%s\"): %s\n", cfg->name[0] ? cfg->name : cfg->model.arch,
+               cfg->devices, err);
+    return rc;
+}
+
+/* RMS of a - b over RMS of b (NaN counts as infinitely far). */
+static double rms_error(const float *a, const float *b, size_t n)
+{
+    double dss = 0, bss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        dss += isnan(d) ? INFINITY : d * d;
+        bss += (double)b[i] * b[i];
+    }
+    return sqrt(dss / (bss + 1e-300));
+}
+
+/* The two runs' final weights are within tol (checked); returns the error. */
+static double check_weights(const watch *got, const watch *want, double tol, const char *what)
+{
+    if (!got->final || !want->final || got->n != want->n) {
+        CHECK(0, "%s: final weights missing", what);
+        return INFINITY;
+    }
+    double e = rms_error(got->final, want->final, want->n);
+    CHECK(e <= tol, "%s: final weights differ by %.3g RMS (tolerance %g)", what, e, tol);
+    return e;
+}
+
+/* (a) The same Parle job on GPU 0 and on the CPU. */
+static void check_parle_vs_cpu(uint64_t seed)
+{
+    job_config cfg;
+    run_result gpu_res, cpu_res;
+    watch gpu = {.stop_after_eval = -1}, cpu = {.stop_after_eval = -1};
+    printf("(a) Parle, 3 LeNet replicas on GPU 0 (fp32):\n");
+    parle_config(&cfg, seed, 2, "0");
+    int ok = run(&cfg, NULL, &gpu, &gpu_res) == 0;
+    printf("  and on the CPU:\n");
+    parle_config(&cfg, seed, 2, "cpu");
+    ok = run(&cfg, NULL, &cpu, &cpu_res) == 0 && ok;
+    CHECK(ok, "the Parle job failed (above)");
+    if (ok) {
+        double e = check_weights(&gpu, &cpu, JOB_RMS, "Parle on GPU 0 vs CPU");
+        CHECK(fabs(gpu_res.test_error - cpu_res.test_error) <= JOB_ERROR_POINTS,
+              "test error on GPU 0 %.2f%%, on the CPU %.2f%%", 100 * gpu_res.test_error,
+              100 * cpu_res.test_error);
+        printf("  test error GPU %.2f%%, CPU %.2f%%; final weights differ by %.3g RMS\n",
+               100 * gpu_res.test_error, 100 * cpu_res.test_error, e);
+    }
+    free(gpu.final);
+    free(cpu.final);
+}
+
+/* (b) Stopped with a checkpoint on the GPU, resumed on the GPU and on the CPU. */
+static void check_resume(uint64_t seed)
+{
+    char tmpl[] = "/tmp/parle-gpu-ckpt-XXXXXX", cmd[512];
+    if (!mkdtemp(tmpl)) {
+        CHECK(0, "mkdtemp %s", tmpl);
+        return;
+    }
+    char whole[128], gpu_dir[128], cpu_dir[128];
+    snprintf(whole, sizeof whole, "%s/whole", tmpl);
+    snprintf(gpu_dir, sizeof gpu_dir, "%s/gpu", tmpl);
+    snprintf(cpu_dir, sizeof cpu_dir, "%s/cpu", tmpl);
+    job_config cfg;
+    run_result res;
+    watch full = {.stop_after_eval = -1}, stopped = {.stop_after_eval = 1};
+    watch on_gpu = {.stop_after_eval = -1}, on_cpu = {.stop_after_eval = -1};
+
+    printf("(b) uninterrupted on GPU 0 (deterministic):\n");
+    parle_config(&cfg, seed, 3, "0");
+    CHECK(run(&cfg, whole, &full, &res) == 0 && full.final, "the uninterrupted GPU run");
+    printf("  stopped after epoch 1 with a checkpoint:\n");
+    CHECK(run(&cfg, gpu_dir, &stopped, &res) == 0 && res.stopped && !stopped.final,
+          "the GPU run to stop: stopped %d", res.stopped);
+    /* The same checkpoint, once for each resume. */
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", gpu_dir, cpu_dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+
+    printf("  resumed on GPU 0:\n");
+    CHECK(run(&cfg, gpu_dir, &on_gpu, &res) == 0 && on_gpu.resumes == 1 && res.resumed_k > 0,
+          "resuming on GPU 0: %d resume events, from k %ld", on_gpu.resumes, res.resumed_k);
+    double e = check_weights(&on_gpu, &full, 0.0, "resumed on GPU 0 vs uninterrupted");
+    printf("  resumed on GPU 0: final weights differ by %.3g RMS (0 expected)\n", e);
+
+    printf("  resumed on the CPU:\n");
+    parle_config(&cfg, seed, 3, "cpu");
+    CHECK(run(&cfg, cpu_dir, &on_cpu, &res) == 0 && on_cpu.resumes == 1 && res.resumed_k > 0,
+          "resuming on the CPU: %d resume events, from k %ld", on_cpu.resumes, res.resumed_k);
+    e = check_weights(&on_cpu, &full, JOB_RMS, "resumed on the CPU vs uninterrupted on GPU 0");
+    printf("  resumed on the CPU: final weights differ by %.3g RMS\n", e);
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpl);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    free(full.final);
+    free(stopped.final);
+    free(on_gpu.final);
+    free(on_cpu.final);
+}
+
+/* (c) A learning job file on GPU 0: 0 passed, 1 failed, 77 skipped. */
+static int fmnist(const char *path)
+{
+    char err[4096];
+    size_t len;
+    job_config cfg;
+    char *text = read_file_text(path, 1 << 20, &len, err, sizeof err);
+    int parsed = text && job_config_parse(text, len, &cfg, err, sizeof err) == 0;
+    free(text);
+    if (!parsed) {
+        printf("%s: %s\n", path, err);
+        return 1;
+    }
+    struct stat st;
+    if (cfg.data.root[0] && stat(cfg.data.root, &st) != 0) {
+        printf("SKIP: %s is absent (apt-get install dataset-fashion-mnist)\n", cfg.data.root);
+        return 77;
+    }
+    test_init("gpu_learning");
+    strcpy(cfg.devices, "0");
+    printf("%s on GPU 0 (%s, %d epochs):\n", path, cfg.precision, cfg.epochs);
+    watch w = {.stop_after_eval = -1};
+    run_result res;
+    if (run(&cfg, NULL, &w, &res) == 0) {
+        CHECK(res.test_error <= FMNIST_MAX_ERROR, "final test error %.2f%% (bound %.2f%%)",
+              100 * res.test_error, 100 * FMNIST_MAX_ERROR);
+        printf("final test error %.2f%% (bound %.2f%%)\n", 100 * res.test_error,
+               100 * FMNIST_MAX_ERROR);
+    } else {
+        CHECK(0, "the job failed (above)");
+    }
+    free(w.final);
+    return test_main_end();
+}
+
+int main(int argc, char **argv)
+{
+    run_openmp_defaults();
+    if (backend_cuda_devices() == 0) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    if (argc == 3 && strcmp(argv[1], "fmnist") == 0)
+        return fmnist(argv[2]);
+    if (argc != 1) {
+        fprintf(stderr, "usage: test_gpu_job [fmnist JOB.json]\n");
+        return 2;
+    }
+    test_init("gpu_job");
+    uint64_t seed = test_seed() % 100000;
+    check_parle_vs_cpu(seed);
+    check_resume(seed);
+    return test_main_end();
+}
