@@ -1,5 +1,6 @@
-/* Collectives between the replica threads of one job, over shared memory
- * (docs/architecture.md, "comm"). Every rank of the job makes the same calls
+/* Collectives between the replica threads of one job, over shared memory on
+ * the CPU and with CUDA events and NCCL on GPUs (docs/architecture.md,
+ * "comm"; docs/gpu.md, "Many GPUs"). Every rank of the job makes the same calls
  * in the same order. A collective's result stays valid until the next one.
  *
  * A job must never outlive its own failure: any thread may abort the comm
@@ -13,6 +14,9 @@
 #include <pthread.h>
 #include <stddef.h>
 #include "backend.h"
+
+struct topology;
+struct comm_device;
 
 typedef struct comm {
     int n;
@@ -31,9 +35,18 @@ typedef struct comm {
     size_t capacity;
     int *flags;
     double *values;             /* comm_mean_double's inputs */
-    backend_ctx *result_ctx;    /* whose memory holds a device result */
+    backend_ctx *result_ctx;    /* rank 0's, when it holds a result larger than host_result */
     void *shared;               /* comm_shared's block */
     int attached;               /* ranks between comm_attach and comm_detach */
+    /* Ranks on GPUs (docs/gpu.md, "Many GPUs"), set up by comm_attach. */
+    backend_ctx **ctxs;         /* each rank's context */
+    unsigned char *stage;       /* per rank: 1 once it holds GPU state its detach undoes */
+    struct topology *topo;      /* the ranks' GPUs and groups; NULL on the CPU */
+    struct comm_device *dev;    /* per group: its result, events, NCCL rank */
+    void **ready;               /* per rank: an event after its published vector */
+    double *busy_since;         /* per rank: when it began waiting on NCCL (0: not) */
+    const char **busy_what;     /* ... and on what, for the watchdog's message */
+    unsigned char nccl_id[128]; /* the job's NCCL communicator, for its leaders */
 } comm;
 
 int comm_init(comm *c, int n, size_t capacity, char *err, size_t errlen);
@@ -41,11 +54,14 @@ void comm_free(comm *c);
 
 /* Every rank calls comm_attach before its first collective, with the length
  * its all-reduces need (rank 0's counts), and comm_detach after its last. It
- * is also the start line: it fails on every rank once any has aborted. The
- * result lives in rank 0's memory (its GPU's, or the host's), allocated
- * there and freed once every rank has detached. Returns 0, or -1 with a
- * message (out of memory; ranks on different GPUs, which need the NCCL comm
- * of docs/gpu.md, not built yet). */
+ * is also the start line: it fails on every rank once any has aborted. On
+ * the CPU the result lives in host memory. On GPUs each GPU's lowest rank
+ * leads the ranks on it: it holds the GPU's result buffer and, with two or
+ * more GPUs, the GPU's rank of the job's NCCL communicator (created here,
+ * destroyed at detach) and enables peer access to the job's other GPUs;
+ * its detach waits until the other ranks on its GPU have detached. Returns
+ * 0, or -1 with a message (out of memory; a CUDA or NCCL failure; some
+ * ranks on the CPU and some on a GPU). */
 int comm_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err, size_t errlen);
 void comm_detach(comm *c, int rank);
 
@@ -59,9 +75,15 @@ const char *comm_abort_reason(comm *c);
  * Returns 0, or -1 once the comm is aborted. */
 int comm_barrier(comm *c, int rank, const char *what);
 
-/* The element-wise mean of every rank's `vec` (len <= capacity). Each rank
- * reduces its own slice (a reduce-scatter), then all read the whole result
- * (the all-gather is the shared buffer itself). NULL once aborted. */
+/* The element-wise mean of every rank's `vec` (len <= capacity), in the
+ * rank's memory. On the CPU each rank reduces its own slice (a
+ * reduce-scatter), then all read the whole result (the all-gather is the
+ * shared buffer itself). On GPUs each group's leader sums its group's
+ * vectors in rank order on its GPU and, with two or more GPUs, the leaders
+ * add up the group means with NCCL, each weighed size / n; every GPU then
+ * holds the result. Ordered by CUDA events, without waiting for the device:
+ * vec may change (in stream order) as soon as this returns. NULL once
+ * aborted (a failure on a GPU aborts the comm with its reason). */
 const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const float *vec,
                                  size_t len);
 
@@ -76,6 +98,20 @@ int comm_any(comm *c, int rank, int flag);
 const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec);
 int comm_exchange_end(comm *c, int rank, backend_ctx *ctx);
 
+/* Between comm_exchange and comm_exchange_end: `peer`'s vector, readable by
+ * ctx's ops. The peer's own pointer when it shares rank's memory (the host,
+ * or the same GPU); else a copy of len floats in `scratch` (ctx memory), made
+ * on ctx's stream by comm_peer_copy. */
+const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float *scratch,
+                            size_t len);
+/* len floats from src (memory of rank src_rank) to dst (memory of rank
+ * dst_rank) on ctx's stream: a copy within one memory, or between GPUs
+ * (peer to peer where enabled, staged through the host where not). For the
+ * gossip rules' read_peer and push; the caller orders it against the
+ * owners' use of both buffers (comm_exchange, locks). */
+void comm_peer_copy(comm *c, backend_ctx *ctx, float *dst, int dst_rank, const float *src,
+                    int src_rank, size_t len);
+
 /* State that a rule shares between its replicas (a centre variable, the
  * mailboxes of asynchronous rules): every rank calls it once, in init, with
  * the same `bytes`; rank 0 allocates it zeroed on the host, every rank gets
@@ -88,7 +124,10 @@ int comm_mean_double(comm *c, int rank, double v, double *mean);
 
 /* For a watchdog: if some rank has waited in a barrier for more than
  * `timeout_s` seconds, returns how many ranks have not arrived, the lowest of
- * them in *missing and the collective in *what; else 0. */
+ * them in *missing and the collective in *what; else, if some GPU leader has
+ * waited on NCCL that long (where all leaders wait, with nobody in a
+ * barrier), how many such leaders, the lowest and what it waits on; else 0.
+ * Aborting the comm then makes those leaders abort their NCCL ranks. */
 int comm_overdue(comm *c, double now_s, double timeout_s, int *missing, const char **what);
 
 /* CLOCK_MONOTONIC in seconds: the clock of comm_overdue and of the runner. */

@@ -22,8 +22,13 @@ static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cif
                                        NULL};
 static const char *const normalizations[] = {"none", "channel", "zca", NULL};
 static const char *const samplings[] = {"shuffle", "replacement", NULL};
-static const char *const algorithms[] = {"sgd", "parle", "elastic-sgd", "entropy-sgd", NULL};
+static const char *const algorithms[] = {"sgd", "parle", "elastic-sgd", "entropy-sgd",
+                                         "allreduce", "dpsgd", "sgp", "osgp", "lsgd",
+                                         "easgd", "adpsgd", "gossip", "gosgd", NULL};
+static const char *const graphs[] = {"ring", "bipartite-exponential", NULL};
 static const char *const inits[] = {"same", "independent", NULL};
+static const char *const variants[] = {"sync", "async", NULL};
+static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 
@@ -74,6 +79,26 @@ static const field fields[] = {
     NUM("algorithm.alpha", algorithm.alpha, 0, 1, HI_OPEN),
     NUM("algorithm.inner_lr", algorithm.inner_lr, 0, INFINITY, 0),
     STR("algorithm.init", algorithm.init, inits),
+    STR("algorithm.graph", algorithm.graph, graphs),
+    BOOL("algorithm.mix_after_step", algorithm.mix_after_step),
+    INT("algorithm.peers", algorithm.peers, 1, 6),
+    INT("algorithm.synch_freq", algorithm.synch_freq, 0, 1000),
+    INT("algorithm.group_size", algorithm.group_size, 1, 64),
+    INT("algorithm.tau", algorithm.tau, 1, INT_MAX),
+    INT("algorithm.tau_global", algorithm.tau_global, 1, INT_MAX),
+    INT("algorithm.avg_size", algorithm.avg_size, 1, 100),
+    NUM("algorithm.c1", algorithm.c1, 0, 1, 0),
+    NUM("algorithm.c2", algorithm.c2, 0, 1, 0),
+    NUM("algorithm.p1", algorithm.p1, 0, 1, 0),
+    NUM("algorithm.p2", algorithm.p2, 0, 1, 0),
+    NUM("algorithm.beta", algorithm.beta, 0, 1, LO_OPEN),
+    STR("algorithm.variant", algorithm.variant, variants),
+    NUM("algorithm.fetch_probability", algorithm.fetch_probability, 0, 1, 0),
+    STR("algorithm.interpolation", algorithm.interpolation, interpolations),
+    NUM("algorithm.value", algorithm.value, 0, 1, LO_OPEN),
+    NUM("algorithm.divergence_threshold", algorithm.divergence_threshold, 0, INFINITY, 0),
+    INT("algorithm.timeout_ms", algorithm.timeout_ms, 0, 10000000),
+    NUM("algorithm.p", algorithm.p, 0, 1, 0),
     NUM("optim.lr", optim.lr, 0, INFINITY, LO_OPEN),
     F("optim.lr_schedule", K_SCHEDULE, optim.schedule, 0, 0, 0, NULL),
     NUM("optim.momentum", optim.momentum, 0, 1, HI_OPEN),
@@ -396,6 +421,109 @@ static int devices_valid(const char *s)
 
 static int is_name(const char *have, const char *want) { return !strcmp(have, want); }
 
+/* Fields that only some rules read: given for another, they are an error. */
+static const struct { const char *path, *rules; } rule_fields[] = {
+    {"algorithm.graph", " dpsgd "},
+    {"algorithm.mix_after_step", " dpsgd "},
+    {"algorithm.peers", " sgp osgp "},
+    {"algorithm.synch_freq", " osgp "},
+    {"algorithm.group_size", " lsgd "},
+    {"algorithm.tau", " lsgd easgd "},
+    {"algorithm.tau_global", " lsgd "},
+    {"algorithm.avg_size", " lsgd "},
+    {"algorithm.c1", " lsgd "},
+    {"algorithm.c2", " lsgd "},
+    {"algorithm.p1", " lsgd "},
+    {"algorithm.p2", " lsgd "},
+    {"algorithm.beta", " easgd "},
+    {"algorithm.variant", " easgd "},
+    {"algorithm.fetch_probability", " gossip "},
+    {"algorithm.interpolation", " gossip "},
+    {"algorithm.value", " gossip "},
+    {"algorithm.divergence_threshold", " gossip "},
+    {"algorithm.timeout_ms", " gossip "},
+    {"algorithm.p", " gosgd "},
+};
+
+/* floor(log2(n - 1)) + 1: the distances of the exponential graph (sgp). */
+static int exp_graph_distances(int n)
+{
+    int m = 0;
+    while ((1L << m) <= n - 1)
+        m++;
+    return m > 0 ? m : 1;
+}
+
+/* The cross-checks of the synchronous graph and leader rules. */
+static void finish_graph_rules(parser *p)
+{
+    job_config *cfg = p->cfg;
+    const char *alg = cfg->algorithm.name;
+    int n = cfg->algorithm.replicas, n_ok = state_of(p, "algorithm.replicas") != BAD;
+    char want[40];
+    snprintf(want, sizeof want, " %s ", alg);
+    for (size_t i = 0; *alg && i < sizeof rule_fields / sizeof rule_fields[0]; i++)
+        if (state_of(p, rule_fields[i].path) == SET && !strstr(rule_fields[i].rules, want))
+            report(p, "%s: only for%.*s, not %s", rule_fields[i].path,
+                   (int)strlen(rule_fields[i].rules) - 1, rule_fields[i].rules, alg);
+    if (state_of(p, "algorithm.tau") == ABSENT)
+        cfg->algorithm.tau = is_name(alg, "lsgd") ? 256 : 10;
+    if (is_name(alg, "allreduce") && is_name(cfg->algorithm.init, "independent"))
+        report(p, "algorithm.init: allreduce needs \"same\": its replicas take identical steps "
+               "and must start equal");
+    if (is_name(alg, "dpsgd") && n_ok && is_name(cfg->algorithm.graph, "ring") && n < 3)
+        report(p, "algorithm.replicas: dpsgd on a ring needs >= 3 replicas, got %d", n);
+    if (is_name(alg, "dpsgd") && n_ok && is_name(cfg->algorithm.graph, "bipartite-exponential") &&
+        n % 2 != 0)
+        report(p, "algorithm.replicas: dpsgd on graph bipartite-exponential needs an even number "
+               "of replicas, got %d", n);
+    if ((is_name(alg, "sgp") || is_name(alg, "osgp")) && n_ok) {
+        if (n < 2)
+            report(p, "algorithm.replicas: %s needs >= 2 replicas, got %d", alg, n);
+        else if (cfg->algorithm.peers > exp_graph_distances(n))
+            report(p, "algorithm.peers: at most %d for %d replicas (the exponential graph's "
+                   "distances 1, 2, 4, ... < %d), got %d", exp_graph_distances(n), n, n,
+                   cfg->algorithm.peers);
+    }
+    if (is_name(alg, "lsgd") && n_ok) {
+        if (state_of(p, "algorithm.group_size") == ABSENT)
+            cfg->algorithm.group_size = n;
+        else if (n % cfg->algorithm.group_size != 0)
+            report(p, "algorithm.group_size: must divide algorithm.replicas (%d), got %d", n,
+                   cfg->algorithm.group_size);
+    }
+}
+
+/* The cross-checks of the asynchronous rules and EASGD. */
+static void finish_async_rules(parser *p)
+{
+    job_config *cfg = p->cfg;
+    const char *alg = cfg->algorithm.name;
+    int n = cfg->algorithm.replicas, n_ok = state_of(p, "algorithm.replicas") != BAD;
+    int easgd = is_name(alg, "easgd");
+    if (n_ok && n < 2 && (easgd || is_name(alg, "adpsgd") || is_name(alg, "gossip") ||
+                          is_name(alg, "gosgd")))
+        report(p, "algorithm.replicas: %s needs >= 2 replicas, got %d", alg, n);
+    /* Peers at odd distances have the other parity only when n is even. */
+    if (n_ok && is_name(alg, "adpsgd") && n % 2 != 0)
+        report(p, "algorithm.replicas: adpsgd pairs replicas on a bipartite graph (even ranks "
+               "with odd ones) and needs an even number of them, got %d", n);
+    if (!easgd || state_of(p, "algorithm.rho") != SET)
+        return;
+    /* EASGD's rho is the paper's: alpha = lr rho, beta = n alpha <= 1. */
+    if (state_of(p, "algorithm.beta") != ABSENT) {
+        report(p, "algorithm.rho: give easgd either beta or rho (beta = n lr rho), not both");
+        return;
+    }
+    double beta = n * job_lr_at_epoch(cfg, 0) * cfg->algorithm.rho;
+    if (n_ok && !(beta > 0.0 && beta <= 1.0))
+        report(p, "algorithm.rho: easgd needs beta = replicas * lr * rho in (0, 1] (its "
+               "stability condition), got %d * %g * %g = %g", n, job_lr_at_epoch(cfg, 0),
+               cfg->algorithm.rho, beta);
+    else
+        cfg->algorithm.beta = beta;
+}
+
 /* The rules between fields, and the defaults that depend on another field.
  * A field that is BAD was already reported and is left out here. */
 static void finish(parser *p)
@@ -441,8 +569,11 @@ static void finish(parser *p)
         cfg->algorithm.rho = 0;
     else if (entropy && state_of(p, "algorithm.rho") == SET && cfg->algorithm.rho != 0)
         report(p, "algorithm.rho: must be 0 for entropy-sgd");
-    if (state_of(p, "algorithm.init") == ABSENT && *alg && !sgd)
+    /* Independent starts are the Parle reference's; every other rule starts equal. */
+    if (state_of(p, "algorithm.init") == ABSENT && (inner_loop || is_name(alg, "elastic-sgd")))
         strcpy(cfg->algorithm.init, "independent");
+    finish_graph_rules(p);
+    finish_async_rules(p);
     if (cfg->algorithm.gamma_max < cfg->algorithm.gamma && state_of(p, "algorithm.gamma") != BAD &&
         state_of(p, "algorithm.gamma_max") != BAD)
         report(p, "algorithm.gamma_max: must be >= algorithm.gamma (%g)", cfg->algorithm.gamma);
@@ -483,6 +614,20 @@ void job_config_defaults(job_config *cfg)
     cfg->algorithm.growth = 0.5;
     cfg->algorithm.alpha = 0.75;
     strcpy(cfg->algorithm.init, "same");
+    strcpy(cfg->algorithm.graph, "ring");
+    cfg->algorithm.peers = 1;
+    cfg->algorithm.tau = 10;
+    cfg->algorithm.tau_global = 256;
+    cfg->algorithm.avg_size = 10;
+    cfg->algorithm.c1 = 0.5;
+    cfg->algorithm.c2 = 0.5;
+    cfg->algorithm.beta = 0.43;
+    strcpy(cfg->algorithm.variant, "sync");
+    cfg->algorithm.fetch_probability = 1;
+    strcpy(cfg->algorithm.interpolation, "constant");
+    cfg->algorithm.value = 0.5;
+    cfg->algorithm.timeout_ms = 2500;
+    cfg->algorithm.p = 0.01;
     cfg->optim.lr = 0.1;
     cfg->optim.momentum = 0.9;
     cfg->optim.nesterov = true;

@@ -30,6 +30,19 @@ typedef struct job_config {
         double gamma, rho, gamma_max, rho_max, growth, alpha;
         double inner_lr;            /* <= 0: the schedule's first lr */
         char init[16];              /* same, independent */
+        /* The synchronous graph and leader rules (docs/algorithms.md). */
+        char graph[24];             /* dpsgd: ring, bipartite-exponential */
+        bool mix_after_step;        /* dpsgd */
+        int peers, synch_freq;      /* sgp, osgp */
+        int group_size, tau, tau_global, avg_size; /* lsgd (tau: easgd too) */
+        double c1, c2, p1, p2;      /* lsgd */
+        /* The asynchronous rules (docs/algorithms.md). */
+        double beta;                /* easgd: the centre's rate (given, or n lr rho) */
+        char variant[8];            /* easgd: sync, async */
+        double fetch_probability, value, divergence_threshold; /* gossip */
+        char interpolation[16];     /* gossip: constant, clock, loss */
+        int timeout_ms;             /* gossip */
+        double p;                   /* gosgd: push probability */
     } algorithm;
     struct {
         double lr;

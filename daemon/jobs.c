@@ -22,6 +22,7 @@
 #include "runner.h"
 #include "safetensors.h"
 #include "server.h"
+#include "topology.h"
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
@@ -208,6 +209,17 @@ static void add_num_or_null(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
+/* The coupling rule's own quantities (GoSGD's a_i, gossip's scores...), as
+ * the runner gave them: "rule", an object, when there are any. */
+static void add_rule_json(cJSON *o, const run_event *ev)
+{
+    cJSON *rule = ev->rule[0] ? cJSON_Parse(ev->rule) : NULL;
+    if (cJSON_IsObject(rule))
+        cJSON_AddItemToObject(o, "rule", rule);
+    else
+        cJSON_Delete(rule);
+}
+
 static double job_elapsed(const job *j)
 {
     double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? now_s() - j->run_started_at : 0;
@@ -260,6 +272,7 @@ cJSON *job_status_json(const job *j)
     add_num_or_null(o, "test_loss", j->test_loss);
     add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
     add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
+    add_rule_json(o, &j->last);
     cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
     add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
@@ -628,6 +641,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     add_num_or_null(e, "eta_s", ev->eta_s);
     add_num_or_null(e, "compute_s", ev->compute_s);
     add_num_or_null(e, "sync_s", ev->sync_s);
+    add_rule_json(e, ev);
     if (ev->kind == RUN_EV_EVAL) {
         add_num_or_null(e, "test_error", ev->test_error);
         add_num_or_null(e, "test_loss", ev->test_loss);
@@ -1087,6 +1101,12 @@ cJSON *jobs_devices_json(const jobs *js)
                 cJSON_AddStringToObject(d, "name", name);
                 cJSON_AddNumberToObject(d, "memory_bytes", (double)bytes);
             }
+            /* The daemon's GPUs this one reads and writes directly (P2P). */
+            cJSON *peers = cJSON_AddArrayToObject(d, "peer_access");
+            for (int p = 0; p < 64; p++)
+                if ((js->devices & (1ull << p)) && (1ull << p) != DEV_CPU &&
+                    topology_peer_access(i, p))
+                    cJSON_AddItemToArray(peers, cJSON_CreateNumber(p));
         }
         const job *j = job_on(js, bit);
         if (j)

@@ -17,6 +17,8 @@ typedef struct replica {
     void *rule_state;
     /* The schedules at the current outer iteration k (from 1). */
     long k;
+    long step;             /* gradient steps taken, counting the one `step` applies */
+    float last_loss;       /* that step's mini-batch loss */
     float lr, inner_lr, gamma, rho;
     double sync_s;         /* time spent in the rule's sync, seconds */
 } replica;

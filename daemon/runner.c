@@ -19,6 +19,7 @@
 #include "fault.h"
 #include "replica.h"
 #include "sampler.h"
+#include "topology.h"
 
 typedef struct job_run {
     const job_config *cfg;
@@ -29,6 +30,8 @@ typedef struct job_run {
     int n;
     run_devices where;
     long outer_per_epoch;     /* nb: batches per pass over a replica's data */
+    long batches_per_pass;    /* the same, but 1 outer iteration an epoch for
+                                 RULE_STEPS_PER_PASS rules, whose S is nb */
     long total_outer;
     double t_start;
     model eval_model;         /* the master, evaluated on rank 0's thread, in its memory */
@@ -146,15 +149,25 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
  * cores and do not divide them evenly, round-robin pinning would leave some
  * cores with more replicas than others, and synchronous rules run at the pace
  * of the busiest core: there each replica may run on any core, one thread
- * each, and the kernel balances them. */
+ * each, and the kernel balances them. A replica on a GPU mostly launches
+ * work and copies batches to it: it runs on the job's cores nearest its GPU
+ * (its NUMA node's, from sysfs), shared with the GPU's other replicas. */
 static int pin_replica(const job_run *run, int rank)
 {
     int share = run->where.ncores / run->n > 1 ? run->where.ncores / run->n : 1;
     int floating = run->n > run->where.ncores && run->n % run->where.ncores != 0;
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int i = 0; i < (floating ? run->where.ncores : share); i++)
-        CPU_SET(run->where.cores[floating ? i : (rank * share + i) % run->where.ncores], &set);
+    int gpu = topology_device(rank, run->where.gpus, run->where.ngpus);
+    if (gpu >= 0) {
+        int near[run->where.ncores];
+        int nnear = topology_gpu_cpus(gpu, "/sys", run->where.cores, run->where.ncores, near);
+        for (int i = 0; i < nnear; i++)
+            CPU_SET(near[i], &set);
+    } else {
+        for (int i = 0; i < (floating ? run->where.ncores : share); i++)
+            CPU_SET(run->where.cores[floating ? i : (rank * share + i) % run->where.ncores], &set);
+    }
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     return share;
 }
@@ -166,7 +179,9 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
     const job_config *cfg = run->cfg;
     model *em = &run->eval_model;
     size_t np = r->model.nparams;
-    const float *master = comm_allreduce_mean(r->comm, r->rank, &r->ctx, run->rule->weights(r), np);
+    /* The mean of the replicas, unless the rule names its own master. */
+    const float *master = run->rule->master ? run->rule->master(r)
+                          : comm_allreduce_mean(r->comm, r->rank, &r->ctx, run->rule->weights(r), np);
     if (!master)
         return -1;
     double dist = vec_dist2(&r->ctx, np, run->rule->weights(r), master);
@@ -197,10 +212,12 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
     else if (strcmp(cfg->eval.bn, "replica0") == 0)
         backend_copy(&r->ctx, em->stats, r->model.stats, em->nstats * sizeof(float));
     run_event ev = {.kind = RUN_EV_EVAL, .epoch = epochs_done, .epochs = cfg->epochs,
-                    .step = step, .data_passes = (double)step / (double)run->outer_per_epoch,
+                    .step = step, .data_passes = (double)step / (double)run->batches_per_pass,
                     .lr = r->lr, .gamma = cfg->algorithm.L > 0 ? r->gamma : 0,
                     .rho = run->n > 1 ? r->rho : 0,
                     .train_loss = train_loss, .dist_to_master = mean_dist};
+    if (run->rule->describe)
+        run->rule->describe(r, ev.rule, sizeof ev.rule);
     model_evaluate(em, &r->ctx, run->test->images, run->test->labels, run->test->n,
                    &ev.test_loss, &ev.test_error);
     if (backend_failed(&r->ctx)) {
@@ -275,6 +292,22 @@ static void host_mirror_free(replica *r, float **host, int n)
         backend_host_free(&r->ctx, host[i]);
 }
 
+/* The rule's host scalars as "rule.<name>" metadata, printed exactly; the
+ * strings are the calling thread's until its next call. Returns how many. */
+static int rule_scalars_meta(job_run *run, replica *r, st_meta *meta)
+{
+    static _Thread_local char keys[RULE_MAX_SCALARS][64], vals[RULE_MAX_SCALARS][32];
+    const char *names[RULE_MAX_SCALARS];
+    double *v[RULE_MAX_SCALARS];
+    int n = run->rule->scalars ? run->rule->scalars(r, names, v) : 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "rule.%s", names[i]);
+        snprintf(vals[i], sizeof vals[i], "%.17g", *v[i]);
+        meta[i] = (st_meta){keys[i], vals[i]};
+    }
+    return n;
+}
+
 /* Every rank writes its file; if all did, rank 0 completes the checkpoint.
  * A failed write keeps the previous checkpoint and the job goes on; -1 only
  * when the comm was aborted or this replica failed. */
@@ -304,10 +337,11 @@ static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader,
     snprintf(pos, sizeof pos, "%d", at_pos);
     snprintf(draws, sizeof draws, "%llu", (unsigned long long)at_draws);
     snprintf(sync_s, sizeof sync_s, "%.17g", r->sync_s);
-    st_meta meta[] = {{"sampler_pass", pass}, {"sampler_pos", pos}, {"sampler_draws", draws},
-                      {"sync_s", sync_s}};
+    st_meta meta[4 + RULE_MAX_SCALARS] = {{"sampler_pass", pass}, {"sampler_pos", pos},
+                                          {"sampler_draws", draws}, {"sync_s", sync_s}};
+    int nmeta = 4 + rule_scalars_meta(run, r, meta + 4);
     int bad = checkpoint_write_replica(run->hooks->checkpoint_dir, r->k, r->rank, ts,
-                                       (const float *const *)host, n, meta, 4, err,
+                                       (const float *const *)host, n, meta, nmeta, err,
                                        sizeof err) != 0;
     host_mirror_free(r, host, n);
     if (bad)
@@ -330,6 +364,18 @@ static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader,
     else
         emit_log(run, "checkpoint at outer iteration %ld (step %ld) written", r->k, step);
     return 0;
+}
+
+static int meta_double(const char *json, const char *key, double *out)
+{
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *at = json ? strstr(json, pat) : NULL;
+    if (!at)
+        return -1;
+    char *end;
+    *out = strtod(at + strlen(pat), &end);
+    return *end == '"' ? 0 : -1;
 }
 
 static int meta_long(const char *json, const char *key, long long *out)
@@ -368,6 +414,15 @@ static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, si
              meta_long(meta, "sampler_draws", &draws);
     const char *sync_at = meta ? strstr(meta, "\"sync_s\":\"") : NULL;
     r->sync_s = sync_at ? strtod(sync_at + 10, NULL) : 0.0;
+    const char *names[RULE_MAX_SCALARS];
+    double *vals[RULE_MAX_SCALARS];
+    int nscalars = run->rule->scalars ? run->rule->scalars(r, names, vals) : 0;
+    for (int i = 0; i < nscalars; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "rule.%s", names[i]);
+        if (meta_double(meta, key, vals[i]) != 0)
+            rc = -1;
+    }
     free(meta);
     if (rc != 0 || pos < 0 || pos > smp->count || pass < 0) {
         snprintf(err, errlen, "checkpoint at outer iteration %ld: replica %d: bad sampler "
@@ -461,7 +516,8 @@ static void *replica_main(void *p)
     if (comm_barrier(&run->comm, r.rank, "start") != 0)
         goto out;
 
-    const int S = run->rule->steps_per_sync(cfg);
+    const int S = run->rule->steps_per_sync(cfg) == RULE_STEPS_PER_PASS
+                      ? (int)run->batches_per_pass : run->rule->steps_per_sync(cfg);
     const long nb = run->outer_per_epoch;
     const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)r.rank, RNG_STREAM_DROPOUT);
     double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
@@ -504,6 +560,8 @@ static void *replica_main(void *p)
             /* A failure anywhere ends every replica here or at its next collective. */
             if (comm_aborted(&run->comm))
                 goto out;
+            r.step = step;
+            r.last_loss = loss;
             run->rule->step(&r);
             window_loss += loss;
             window_steps++;
@@ -523,7 +581,7 @@ static void *replica_main(void *p)
             double done = (double)k / (double)run->total_outer;
             run_event ev = {
                 .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
-                .data_passes = (double)step / (double)nb,
+                .data_passes = (double)step / (double)run->batches_per_pass,
                 .train_loss = window_steps ? window_loss / (double)window_steps : 0.0,
                 .images_per_sec = (double)window_steps * cfg->optim.batch * run->n / (t - window_t0),
                 .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0,
@@ -531,6 +589,8 @@ static void *replica_main(void *p)
                 .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
                 .compute_s = elapsed - r.sync_s, .sync_s = r.sync_s,
             };
+            if (run->rule->describe)
+                run->rule->describe(&r, ev.rule, sizeof ev.rule);
             emit(run, &ev);
             window_steps = 0;
             window_loss = 0.0;
@@ -622,6 +682,11 @@ static void supervise(job_run *run)
             pthread_cond_timedwait(&run->ended, &run->lock, &until);
     }
     pthread_mutex_unlock(&run->lock);
+    /* The comm may have aborted itself (a GPU or NCCL failure in a
+     * collective, which no replica reports): its reason fails the job. A
+     * no-op when the job already failed or was stopped. */
+    if (comm_aborted(&run->comm))
+        run_fail(run, "%s", comm_abort_reason(&run->comm));
 }
 
 int run_job(const job_config *cfg, const dataset *train, const dataset *test,
@@ -648,7 +713,9 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (fault_parse(getenv("PARLE_FAULT_REPLICA"), &run.fault, err, errlen) != 0)
         return -1;
     long shard = cfg->data.split ? train->n / run.n : train->n;
-    run.outer_per_epoch = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
+    run.outer_per_epoch = run.batches_per_pass = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
+    if (run.rule->steps_per_sync(cfg) == RULE_STEPS_PER_PASS)
+        run.outer_per_epoch = 1;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
     /* comm_attach sizes the all-reduce buffer once the models are built. */
     if (comm_init(&run.comm, run.n, 0, err, errlen) != 0)
@@ -671,7 +738,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
             run_event ev = {.kind = RUN_EV_RESUME, .epochs = cfg->epochs,
                             .epoch = (int)(run.resume.k / run.outer_per_epoch),
                             .step = run.resume.step,
-                            .data_passes = (double)run.resume.step / (double)run.outer_per_epoch,
+                            .data_passes = (double)run.resume.step / (double)run.batches_per_pass,
                             .test_error = run.resume.test_error,
                             .test_loss = run.resume.test_loss,
                             .elapsed_s = run.resume.elapsed_s};

@@ -25,6 +25,7 @@ typedef struct run_event {
     double compute_s, sync_s;   /* replica 0's time in compute and in sync so far */
     double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
     char message[256];          /* RUN_EV_LOG */
+    char rule[1024];            /* the coupling rule's own quantities, a JSON object or "" */
 } run_event;
 
 /* Stop requests (hooks->stop). RUN_STOP (a cancel) and RUN_STOP_NOW (a

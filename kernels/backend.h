@@ -26,8 +26,9 @@ extern "C" {
 
 /* fp32: IEEE float everywhere (no TF32), comparable with the CPU backend.
  * tf32: convolutions and GEMMs may use TF32 tensor cores (the GPU default).
- * bf16: bf16 activations, convolutions and GEMMs; fp32 weights, optimizer,
- *       coupling state and BN statistics. The CPU backend runs all three as fp32. */
+ * bf16: convolutions and GEMMs compute on bf16 inputs with fp32 accumulation;
+ *       everything stored (activations included) stays fp32 (docs/gpu.md).
+ * The CPU backend runs all three as fp32. */
 enum backend_precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16 };
 
 typedef struct backend_ops backend_ops;

@@ -73,6 +73,7 @@ enum philox_stream {
     RNG_STREAM_DROPOUT = 3,  /* dropout masks */
     RNG_STREAM_COUPLING = 4, /* random choices of coupling rules */
     RNG_STREAM_SYNTH = 5,    /* synthetic dataset */
+    RNG_STREAM_PEER = 6,     /* peer choices and coin flips of the asynchronous rules */
 };
 
 #endif

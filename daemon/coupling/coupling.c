@@ -3,6 +3,9 @@
 #include <string.h>
 
 extern const coupling_rule coupling_parle;
+extern const coupling_rule coupling_allreduce, coupling_dpsgd, coupling_sgp, coupling_osgp,
+    coupling_lsgd;
+extern const coupling_rule coupling_easgd, coupling_adpsgd, coupling_gossip, coupling_gosgd;
 
 /* sgd, elastic-sgd and entropy-sgd are exact special cases of Parle
  * (design.md §8); the validator fixes their n, L and rho. */
@@ -11,6 +14,15 @@ static const struct { const char *name; const coupling_rule *rule; } rules[] = {
     {"elastic-sgd", &coupling_parle},
     {"entropy-sgd", &coupling_parle},
     {"sgd", &coupling_parle},
+    {"allreduce", &coupling_allreduce},
+    {"dpsgd", &coupling_dpsgd},
+    {"sgp", &coupling_sgp},
+    {"osgp", &coupling_osgp},
+    {"lsgd", &coupling_lsgd},
+    {"easgd", &coupling_easgd},
+    {"adpsgd", &coupling_adpsgd},
+    {"gossip", &coupling_gossip},
+    {"gosgd", &coupling_gosgd},
 };
 
 const coupling_rule *coupling_find(const char *name)

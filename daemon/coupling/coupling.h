@@ -13,6 +13,14 @@
 #include "replica.h"
 
 #define RULE_MAX_STATE 4
+/* LSGD's loss window (algorithm.avg_size <= 100) with its leaders. */
+#define RULE_MAX_SCALARS 128
+
+/* steps_per_sync's answer for a rule that needs no meeting point but the
+ * pass boundaries (the asynchronous ones): the runner makes each outer
+ * iteration one pass over the replica's data, so the replicas meet only
+ * where the master is evaluated and checkpoints are taken. */
+#define RULE_STEPS_PER_PASS 0
 
 typedef struct coupling_rule {
     const char *name;
@@ -28,6 +36,21 @@ typedef struct coupling_rule {
      * replica's whole state at an outer-iteration boundary: what a checkpoint
      * saves and a resume restores. Returns how many (at most RULE_MAX_STATE). */
     int (*state)(replica *r, const char **names, float **bufs);
+    /* Optional (NULL: none). Host scalars that are part of that state
+     * (GoSGD's weight a_i, gossip's clock): pointers to the rule's own
+     * doubles, which a checkpoint saves in its metadata and a resume writes
+     * back after init. Returns how many (at most RULE_MAX_SCALARS). */
+    int (*scalars)(replica *r, const char **names, double **vals);
+    /* Optional (NULL: none). The rule's own quantities for status and
+     * metrics, as a JSON object's text (e.g. {"a":[0.25,0.25]}), on rank 0
+     * at a progress or evaluation event. Returns the length written. */
+    int (*describe)(replica *r, char *json, size_t len);
+    /* Optional (NULL: the mean of `weights`). The master when it is not that
+     * mean (LSGD's global leader, SGP's sum z / sum w): every rank calls it at
+     * the same outer-iteration boundary; it returns a vector in the rank's
+     * context memory, unchanged until the rank's next step, or NULL once the
+     * comm was aborted. */
+    const float *(*master)(replica *r);
     void (*free)(replica *r);
 } coupling_rule;
 

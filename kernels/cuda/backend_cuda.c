@@ -101,10 +101,11 @@ cublasHandle_t cuda_cublas(backend_ctx *ctx)
     cuda_impl *im = cuda_impl_of(ctx);
     if (im->cublas_precision != (int)ctx->precision) {
         /* fp32: no TF32 (DEFAULT math uses tensor cores only at full fp32
-         * precision). bf16 is run as tf32 for now: the backend has no bf16
-         * activations yet, so tf32 is the nearest it honours. */
-        cublasMath_t mode = ctx->precision == PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
-                                                             : CUBLAS_TF32_TENSOR_OP_MATH;
+         * precision). bf16: DEFAULT too, a new handle's mode, under which
+         * cuda_gemm's explicit bf16 compute type takes effect; any other
+         * single-precision call stays fp32. */
+        cublasMath_t mode = ctx->precision == PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                             : CUBLAS_DEFAULT_MATH;
         if (!CUBLAS_OK(ctx, cublasSetMathMode(im->cublas, mode)))
             return NULL;
         im->cublas_precision = (int)ctx->precision;
@@ -134,6 +135,29 @@ void *cuda_scratch(backend_ctx *ctx, size_t bytes)
     }
     im->scratch_bytes = want;
     return im->scratch;
+}
+
+enum { SCRATCH_ALIGN = 256 };
+
+static size_t scratch_round(size_t bytes)
+{
+    return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
+int cuda_scratch_parts(backend_ctx *ctx, int count, const size_t *bytes, void **parts)
+{
+    size_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += scratch_round(bytes[i]);
+    char *base = NULL;
+    if (total && !(base = cuda_scratch(ctx, total)))
+        return -1;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        parts[i] = bytes[i] ? base + at : NULL;
+        at += scratch_round(bytes[i]);
+    }
+    return 0;
 }
 
 /* ---- memory ---- */

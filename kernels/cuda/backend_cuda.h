@@ -26,7 +26,8 @@ typedef struct cuda_impl {
     cudnnHandle_t cudnn;     /* bound to stream */
     int cublas_precision;    /* the precision cublas's math mode is set for, -1: none yet */
     conv_cache *convs;       /* cuDNN descriptors and algorithms per shape */
-    void *scratch;           /* device scratch: cuDNN workspace, reduction partials */
+    void *scratch;           /* device scratch: cuDNN workspace, bf16 operand copies,
+                                reduction partials */
     size_t scratch_bytes;
     void *host;              /* pinned CUDA_HOST_BYTES that results come back through */
 } cuda_impl;
@@ -41,7 +42,12 @@ static inline cudaStream_t cuda_stream_of(backend_ctx *ctx) { return cuda_impl_o
  * ops, and one op's scratch is free again once the next op is queued
  * (stream order), so every op may use all of it. */
 void *cuda_scratch(backend_ctx *ctx, size_t bytes);
-/* backend_cuda.c: cuBLAS handle with the math mode of ctx->precision. */
+/* backend_cuda.c: the scratch of one op cut into `count` parts that it uses
+ * at once, parts[i] of bytes[i] (NULL where 0), each 256-byte aligned as
+ * cudaMalloc's memory is. 0, or -1 with the sticky error set. */
+int cuda_scratch_parts(backend_ctx *ctx, int count, const size_t *bytes, void **parts);
+/* backend_cuda.c: cuBLAS handle with the math mode of ctx->precision (bf16
+ * is asked for per call, by cuda_gemm's compute type). */
 cublasHandle_t cuda_cublas(backend_ctx *ctx);
 
 /* conv_cudnn.c */
@@ -61,6 +67,11 @@ void cuda_linear_forward(backend_ctx *ctx, int n, int in, int out, const float *
                          const float *b, float *y);
 void cuda_linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x,
                           const float *w, const float *dy, float *dx, float *dw, float *db);
+
+/* bf16.cu: n values between fp32 and bf16 (as bit patterns: C has no bf16
+ * type), rounding to nearest even one way, exactly the other. */
+void cuda_to_bf16(backend_ctx *ctx, size_t n, const float *x, uint16_t *y);
+void cuda_from_bf16(backend_ctx *ctx, size_t n, const uint16_t *x, float *y);
 
 /* bias.cu: a tensor seen as [n][c][inner] (inner = 1 after a linear layer,
  * out_h out_w after a convolution). */

@@ -7,8 +7,14 @@
  * table that grows and never evicts, since a model has a fixed, small set of
  * shapes (WRN-28-10 about a dozen per batch size). Algorithms come from
  * cuDNN's heuristics (the _v7 queries), not from timing runs, so every
- * replica and every run picks the same ones. The workspace is the context's
- * scratch. The bias is added, and its gradient reduced, by bias.cu. */
+ * replica and every run picks the same ones. The workspace (and at bf16 the
+ * tensors' bf16 copies) is the context's scratch. The bias is added, and its
+ * gradient reduced, by bias.cu.
+ *
+ * At bf16 the tensors stay fp32 outside: each call converts its two
+ * operands into bf16 copies in scratch (bf16.cu), runs cuDNN on bf16 data
+ * with fp32 accumulation, and converts the bf16 result back, so the result
+ * carries bf16's rounding (8 significant bits) once more. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,11 +86,21 @@ static conv_key make_key(const backend_ctx *ctx, const conv2d_desc *d, int n)
 }
 
 /* fp32: plain FMA kernels only; cuDNN's default math would let float
- * convolutions run as TF32 on Ampere and later. tf32 (and bf16, run as tf32
- * until the backend has bf16 activations) allow tensor-op math. */
+ * convolutions run as TF32 on Ampere and later. tf32 and bf16 allow
+ * tensor-op math: TF32 tensor cores on float data, bf16 ones on bf16 data. */
 static cudnnMathType_t math_for(int precision)
 {
     return precision == PRECISION_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/* The data type of the tensors and filter cuDNN sees. bf16 is cuDNN's
+ * PSEUDO_BFLOAT16 configuration: bf16 data with a float compute type (set
+ * on the convolution descriptor for every precision), i.e. fp32
+ * accumulation; the legacy API has no bf16 configuration with bf16 compute,
+ * and none mixing bf16 inputs with a float output. */
+static cudnnDataType_t data_for(int precision)
+{
+    return precision == PRECISION_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
 static int plan_descriptors(backend_ctx *ctx, conv_plan *p)
@@ -92,16 +108,17 @@ static int plan_descriptors(backend_ctx *ctx, conv_plan *p)
     const conv_key *k = &p->key;
     const int out_h = (k->in_h + 2 * k->pad - k->k) / k->stride + 1;
     const int out_w = (k->in_w + 2 * k->pad - k->k) / k->stride + 1;
+    const cudnnDataType_t data = data_for(k->precision);
     int dims[4];
     if (!(CUDNN_OK(ctx, cudnnCreateTensorDescriptor(&p->x)) &&
           CUDNN_OK(ctx, cudnnCreateTensorDescriptor(&p->y)) &&
           CUDNN_OK(ctx, cudnnCreateFilterDescriptor(&p->w)) &&
           CUDNN_OK(ctx, cudnnCreateConvolutionDescriptor(&p->conv)) &&
-          CUDNN_OK(ctx, cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, k->n,
+          CUDNN_OK(ctx, cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, data, k->n,
                                                    k->in_c, k->in_h, k->in_w)) &&
-          CUDNN_OK(ctx, cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, k->n,
+          CUDNN_OK(ctx, cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, data, k->n,
                                                    k->out_c, out_h, out_w)) &&
-          CUDNN_OK(ctx, cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+          CUDNN_OK(ctx, cudnnSetFilter4dDescriptor(p->w, data, CUDNN_TENSOR_NCHW,
                                                    k->out_c, k->in_c, k->k, k->k)) &&
           CUDNN_OK(ctx, cudnnSetConvolution2dDescriptor(p->conv, k->pad, k->pad, k->stride,
                                                         k->stride, 1, 1, CUDNN_CROSS_CORRELATION,
@@ -227,10 +244,10 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
     const int i = pick(&p->key, offers, count);
     if (i < 0) {
         const conv_key *k = &p->key;
-        backend_fail(ctx, "cudnn: no %s%s algorithm for a %dx%dx%dx%d conv to %d channels, "
+        backend_fail(ctx, "cudnn: no %s%s%s algorithm for a %dx%dx%dx%d conv to %d channels, "
                      "k=%d stride=%d pad=%d", k->deterministic ? "deterministic " : "",
-                     dir_name[dir], k->n, k->in_c, k->in_h, k->in_w, k->out_c, k->k, k->stride,
-                     k->pad);
+                     k->precision == PRECISION_BF16 ? "bf16 " : "", dir_name[dir], k->n, k->in_c,
+                     k->in_h, k->in_w, k->out_c, k->k, k->stride, k->pad);
         return -1;
     }
     p->algo[dir] = offers[i].algo;
@@ -259,19 +276,66 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
 }
 
 /* The plan with direction dir's algorithm chosen and its math type set on
- * the descriptor, and *ws the workspace; NULL with the sticky error set. */
-static conv_plan *prepare(backend_ctx *ctx, const conv2d_desc *d, int n, enum conv_dir dir,
-                          void **ws)
+ * the descriptor; NULL with the sticky error set. */
+static conv_plan *prepare(backend_ctx *ctx, const conv2d_desc *d, int n, enum conv_dir dir)
 {
     conv_plan *p = find_plan(ctx, d, n);
     if (!p || choose(ctx, p, dir) != 0 ||
         !CUDNN_OK(ctx, cudnnSetConvolutionMathType(p->conv, p->math[dir])))
         return NULL;
-    *ws = NULL;
-    if (p->workspace[dir] && !(*ws = cuda_scratch(ctx, p->workspace[dir])))
-        return NULL;
     return p;
 }
+
+/* What one call hands cuDNN: its two operands and its result (the caller's
+ * fp32 tensors, or at bf16 their bf16 copies in scratch), and the workspace. */
+typedef struct conv_io {
+    const void *a, *b;
+    void *out;
+    void *ws;
+} conv_io;
+
+/* The scratch of one call of direction dir, with operands a (na values) and
+ * b (nb) and a result of nout values; at bf16, a and b converted into it.
+ * The bf16 copies and cuDNN's workspace are in use at once, so they are
+ * parts of one scratch allocation. 0, or -1 with the sticky error set. */
+static int io_begin(backend_ctx *ctx, const conv_plan *p, enum conv_dir dir, const float *a,
+                    size_t na, const float *b, size_t nb, float *out, size_t nout, conv_io *io)
+{
+    const int bf16 = p->key.precision == PRECISION_BF16;
+    const size_t bytes[4] = {bf16 ? na * sizeof(uint16_t) : 0, bf16 ? nb * sizeof(uint16_t) : 0,
+                             bf16 ? nout * sizeof(uint16_t) : 0, p->workspace[dir]};
+    void *parts[4];
+    if (cuda_scratch_parts(ctx, 4, bytes, parts) != 0)
+        return -1;
+    if (!bf16) {
+        *io = (conv_io){a, b, out, parts[3]};
+        return 0;
+    }
+    cuda_to_bf16(ctx, na, a, parts[0]);
+    cuda_to_bf16(ctx, nb, b, parts[1]);
+    *io = (conv_io){parts[0], parts[1], parts[2], parts[3]};
+    return backend_failed(ctx) ? -1 : 0;
+}
+
+/* At bf16, the result from its copy into the caller's fp32 tensor. */
+static void io_end(backend_ctx *ctx, const conv_plan *p, const conv_io *io, float *out,
+                   size_t nout)
+{
+    if (p->key.precision == PRECISION_BF16)
+        cuda_from_bf16(ctx, nout, io->out, out);
+}
+
+static size_t x_count(const conv2d_desc *d, int n)
+{
+    return (size_t)n * d->in_c * d->in_h * d->in_w;
+}
+
+static size_t y_count(const conv2d_desc *d, int n)
+{
+    return (size_t)n * d->out_c * d->out_h * d->out_w;
+}
+
+static size_t w_count(const conv2d_desc *d) { return (size_t)d->out_c * d->in_c * d->k * d->k; }
 
 /* cuDNN rejects empty tensors; an empty batch or output has nothing to
  * compute, and its gradients are zeros. */
@@ -287,15 +351,18 @@ void cuda_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const fl
 {
     if (empty(d, n))
         return;
-    void *ws;
-    conv_plan *p = prepare(ctx, d, n, CONV_FWD, &ws);
+    conv_plan *p = prepare(ctx, d, n, CONV_FWD);
+    conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (!p || !CUDNN_OK(ctx, cudnnConvolutionForward(
-                                 cuda_impl_of(ctx)->cudnn, &one, p->x, x, p->w, w, p->conv,
-                                 (cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], ws,
-                                 p->workspace[CONV_FWD], &nil, p->y, y)))
+    if (!p || io_begin(ctx, p, CONV_FWD, x, x_count(d, n), w, w_count(d), y, y_count(d, n),
+                       &io) != 0 ||
+        !CUDNN_OK(ctx, cudnnConvolutionForward(
+                           cuda_impl_of(ctx)->cudnn, &one, p->x, io.a, p->w, io.b, p->conv,
+                           (cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], io.ws,
+                           p->workspace[CONV_FWD], &nil, p->y, io.out)))
         return;
-    if (b)
+    io_end(ctx, p, &io, y, y_count(d, n));
+    if (b && !backend_failed(ctx))
         cuda_bias_add(ctx, n, d->out_c, (size_t)d->out_h * d->out_w, b, y);
 }
 
@@ -304,36 +371,46 @@ void cuda_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, co
 {
     if (empty(d, n)) {
         if (n > 0)
-            zero(ctx, dx, (size_t)n * d->in_c * d->in_h * d->in_w * sizeof(float));
+            zero(ctx, dx, x_count(d, n) * sizeof(float));
         return;
     }
-    void *ws;
-    conv_plan *p = prepare(ctx, d, n, CONV_BWD_DATA, &ws);
+    conv_plan *p = prepare(ctx, d, n, CONV_BWD_DATA);
+    conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (p)
-        CUDNN_OK(ctx, cudnnConvolutionBackwardData(
-                          cuda_impl_of(ctx)->cudnn, &one, p->w, w, p->y, dy, p->conv,
-                          (cudnnConvolutionBwdDataAlgo_t)p->algo[CONV_BWD_DATA], ws,
-                          p->workspace[CONV_BWD_DATA], &nil, p->x, dx));
+    if (!p || io_begin(ctx, p, CONV_BWD_DATA, w, w_count(d), dy, y_count(d, n), dx, x_count(d, n),
+                       &io) != 0 ||
+        !CUDNN_OK(ctx, cudnnConvolutionBackwardData(
+                           cuda_impl_of(ctx)->cudnn, &one, p->w, io.a, p->y, io.b, p->conv,
+                           (cudnnConvolutionBwdDataAlgo_t)p->algo[CONV_BWD_DATA], io.ws,
+                           p->workspace[CONV_BWD_DATA], &nil, p->x, io.out)))
+        return;
+    io_end(ctx, p, &io, dx, x_count(d, n));
 }
 
+/* At bf16, cuDNN accumulates dw in fp32 but hands it over in bf16 (its
+ * bf16 configuration has no float output): the gradient keeps 8
+ * significant bits, a relative error up to 2^-9 per weight, far below the
+ * noise of a minibatch gradient. */
 void cuda_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                                  const float *dy, float *dw, float *db)
 {
     if (empty(d, n)) {
-        zero(ctx, dw, (size_t)d->out_c * d->in_c * d->k * d->k * sizeof(float));
+        zero(ctx, dw, w_count(d) * sizeof(float));
         if (db)
             zero(ctx, db, (size_t)d->out_c * sizeof(float));
         return;
     }
-    void *ws;
-    conv_plan *p = prepare(ctx, d, n, CONV_BWD_FILTER, &ws);
+    conv_plan *p = prepare(ctx, d, n, CONV_BWD_FILTER);
+    conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (!p || !CUDNN_OK(ctx, cudnnConvolutionBackwardFilter(
-                                 cuda_impl_of(ctx)->cudnn, &one, p->x, x, p->y, dy, p->conv,
-                                 (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], ws,
-                                 p->workspace[CONV_BWD_FILTER], &nil, p->w, dw)))
+    if (!p || io_begin(ctx, p, CONV_BWD_FILTER, x, x_count(d, n), dy, y_count(d, n), dw,
+                       w_count(d), &io) != 0 ||
+        !CUDNN_OK(ctx, cudnnConvolutionBackwardFilter(
+                           cuda_impl_of(ctx)->cudnn, &one, p->x, io.a, p->y, io.b, p->conv,
+                           (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], io.ws,
+                           p->workspace[CONV_BWD_FILTER], &nil, p->w, io.out)))
         return;
-    if (db)
+    io_end(ctx, p, &io, dw, w_count(d));
+    if (db && !backend_failed(ctx))
         cuda_bias_grad(ctx, n, d->out_c, (size_t)d->out_h * d->out_w, dy, db);
 }

@@ -6,7 +6,14 @@
 /* A row-major matrix is its transpose seen column-major, with the same
  * leading dimension. So row-major C = op(A) op(B) is column-major
  * C^T = op(B)^T op(A)^T: the same call with the operands swapped and M, N
- * exchanged, each keeping its own transpose flag. */
+ * exchanged, each keeping its own transpose flag.
+ *
+ * At bf16, A and B stay fp32 in memory and cuBLAS converts them to bf16 on
+ * their way into the tensor cores (compute type 32F_FAST_16BF), accumulating
+ * and writing C in fp32: no conversion pass and no scratch, unlike the
+ * convolutions, whose cuDNN configuration needs bf16 in memory. The
+ * compute type allows bf16 rather than forcing it, and how cuBLAS rounds is
+ * its own: test_gpu_ops checks that the error has bf16's size. */
 void cuda_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -15,9 +22,14 @@ void cuda_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, 
     cublasHandle_t h = cuda_cublas(ctx);
     if (!h)
         return;
-    CUBLAS_OK(ctx, cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
-                               lda, &beta, C, ldc));
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (ctx->precision == PRECISION_BF16)
+        CUBLAS_OK(ctx, cublasGemmEx(h, op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F, ldb, A,
+                                    CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+                                    CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_OK(ctx, cublasSgemm(h, op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
 /* As the CPU: every row starts at the bias, then x w^T is added to it. */

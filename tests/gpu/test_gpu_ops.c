@@ -2,7 +2,8 @@
  * check against float64), through backend.h on two contexts: fresh random
  * inputs are copied to both sides, the op runs on each, and every output
  * (and every buffer the op may touch) must agree. fp32 mode throughout,
- * except one TF32 convolution checked loosely.
+ * except one TF32 convolution checked loosely and the bf16 GEMMs and
+ * convolutions (see check_bf16).
  *
  * Tolerances, |gpu - cpu| <= atol + rtol |cpu| with inputs in [-1, 1):
  *  - sums of `terms` products (GEMM, convolution, bias gradients) differ in
@@ -183,6 +184,29 @@ static void check_conv(const conv_case *t)
         drop(all[i]);
 }
 
+/* The error of b's device copy against its host copy, relative to the
+ * host copy's size: the largest error over the largest |value| (max), and
+ * the errors' RMS over the values' RMS (rms). NaN when the device has one. */
+typedef struct rel_err {
+    double max, rms;
+} rel_err;
+
+static rel_err relative_error(const buf *b)
+{
+    float *got = malloc((b->n ? b->n : 1) * sizeof(float));
+    backend_download(&gpu, got, b->d, b->n * sizeof(float));
+    double err2 = 0.0, ref2 = 0.0, err_max = 0.0, ref_max = 0.0;
+    for (size_t i = 0; i < b->n; i++) {
+        const double e = fabs((double)got[i] - b->h[i]), r = fabs((double)b->h[i]);
+        err2 += e * e;
+        ref2 += r * r;
+        err_max = e > err_max || isnan(e) ? e : err_max;
+        ref_max = r > ref_max ? r : ref_max;
+    }
+    free(got);
+    return (rel_err){err_max / ref_max, sqrt(err2 / ref2)};
+}
+
 /* TF32 rounds inputs to 10 mantissa bits: only the relative size of the
  * whole error is checked (the fp32 plan of the shape must not be reused). */
 static void check_conv_tf32(void)
@@ -196,20 +220,140 @@ static void check_conv_tf32(void)
     conv2d_forward(&cpu, &d, n, x.h, w.h, NULL, y.h);
     conv2d_forward(&gpu, &d, n, x.d, w.d, NULL, y.d);
     gpu.precision = PRECISION_FP32;
-    float *got = malloc(xs * sizeof(float));
-    backend_download(&gpu, got, y.d, xs * sizeof(float));
-    double err2 = 0.0, ref2 = 0.0;
-    for (size_t i = 0; i < xs; i++) {
-        err2 += ((double)got[i] - y.h[i]) * ((double)got[i] - y.h[i]);
-        ref2 += (double)y.h[i] * y.h[i];
-    }
-    CHECK(!backend_failed(&gpu) && sqrt(err2 / ref2) < 1e-2, "tf32 conv: relative error %.3g: %s",
-          sqrt(err2 / ref2), gpu.err);
-    printf("  %-40s relative error %.3g\n", "conv 64->64 3x3 tf32 forward", sqrt(err2 / ref2));
-    free(got);
+    const rel_err e = relative_error(&y);
+    CHECK(!backend_failed(&gpu) && e.rms < 1e-2, "tf32 conv: relative error %.3g: %s", e.rms,
+          gpu.err);
+    printf("  %-40s relative error %.3g\n", "conv 64->64 3x3 tf32 forward", e.rms);
     drop(&x);
     drop(&w);
     drop(&y);
+}
+
+/* bf16 keeps 8 significant bits of each input, a relative rounding error up
+ * to 2^-9, so a product of two is off by up to ~2^-8 of itself; the fp32
+ * accumulation adds nothing comparable. The K terms' errors are independent,
+ * so a sum is off by ~2^-8 of a sum's typical size whatever K. Simulated
+ * with inputs uniform in [-1, 1) and K from 5 to 2048: RMS relative error
+ * 2.0e-3 for a GEMM, 2.7e-3 for a convolution (whose result is rounded to
+ * bf16 once more), the largest error under 0.7% of the largest |value| even
+ * if inputs were truncated rather than rounded. So, against the CPU's fp32:
+ *  - the largest error within 2e-2 of the largest |value|;
+ *  - the RMS relative error at least BF16_MIN_RMS: TF32 stays under 7e-4
+ *    even truncating, fp32 near 1e-7, so less means bf16 was not used. */
+#define BF16_MIN_RMS 1.2e-3
+
+static void check_bf16(const char *what, const buf *b)
+{
+    const rel_err e = relative_error(b);
+    CHECK(!backend_failed(&gpu) && e.max <= 2e-2 && e.rms >= BF16_MIN_RMS,
+          "%s: largest error %.3g of the largest value, RMS relative error %.3g "
+          "(bf16: about 2e-3): %s", what, e.max, e.rms, gpu.err);
+    printf("  %-40s relative error %.3g, largest %.3g\n", what, e.rms, e.max);
+}
+
+static void check_gemm_bf16(void)
+{
+    /* Multiples of 8, as a model's layers have: shapes tensor cores take. */
+    const int M = 96, N = 64, K = 256;
+    char what[64];
+    gpu.precision = PRECISION_BF16;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+            buf A = make((size_t)M * K, -1, 1), B = make((size_t)K * N, -1, 1);
+            buf C = make((size_t)M * N, -1, 1);
+            gemm(&cpu, ta, tb, M, N, K, 0.7f, A.h, lda, B.h, ldb, -0.4f, C.h, ldc);
+            gemm(&gpu, ta, tb, M, N, K, 0.7f, A.d, lda, B.d, ldb, -0.4f, C.d, ldc);
+            snprintf(what, sizeof what, "gemm %c%c %dx%dx%d bf16", ta ? 'T' : 'N',
+                     tb ? 'T' : 'N', M, N, K);
+            check_bf16(what, &C);
+            drop(&A);
+            drop(&B);
+            drop(&C);
+        }
+    const int n = 32, in = 128, out = 64;
+    buf x = make((size_t)n * in, -1, 1), w = make((size_t)out * in, -1, 1);
+    buf b = make(out, -1, 1), y = make((size_t)n * out, 0, 0), dy = make((size_t)n * out, -1, 1);
+    buf dx = make((size_t)n * in, 0, 0), dw = make((size_t)out * in, 0, 0), db = make(out, 0, 0);
+    linear_forward(&cpu, n, in, out, x.h, w.h, b.h, y.h);
+    linear_forward(&gpu, n, in, out, x.d, w.d, b.d, y.d);
+    check_bf16("linear_forward bf16", &y);
+    linear_backward(&cpu, n, in, out, x.h, w.h, dy.h, dx.h, dw.h, db.h);
+    linear_backward(&gpu, n, in, out, x.d, w.d, dy.d, dx.d, dw.d, db.d);
+    check_bf16("linear_backward bf16 dx", &dx);
+    check_bf16("linear_backward bf16 dw", &dw);
+    compare("linear_backward bf16 db (fp32)", &db, 1e-6 * n, 1e-5);
+    gpu.precision = PRECISION_FP32;
+    buf *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
+}
+
+/* A copy of x rounded to bf16 as bf16.cu rounds: to nearest, ties to even
+ * (x finite). */
+static float *round_bf16(const float *x, size_t n)
+{
+    float *r = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u = (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+        memcpy(&r[i], &u, sizeof u);
+    }
+    return r;
+}
+
+enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER };
+
+/* One direction of a convolution without bias, into out. */
+static void run_conv(backend_ctx *ctx, int dir, const conv2d_desc *d, int n, const float *x,
+                     const float *w, const float *dy, float *out)
+{
+    if (dir == CONV_FORWARD)
+        conv2d_forward(ctx, d, n, x, w, NULL, out);
+    else if (dir == CONV_BACKWARD_DATA)
+        conv2d_backward_data(ctx, d, n, dy, w, out);
+    else
+        conv2d_backward_filter(ctx, d, n, x, dy, out, NULL);
+}
+
+/* Each direction at bf16 against the CPU's fp32 (check_bf16), then element
+ * by element against the CPU run on the inputs rounded to bf16, which is
+ * what cuDNN sees: products of bf16 values are exact in fp32, so only the
+ * summation order (atol 1e-5 per term, 10x the fp32 tests') and the
+ * result's rounding to bf16 (rtol 2^-8, twice its largest error) separate
+ * them, while an input rounded otherwise or a sum not kept in fp32 errs by
+ * ~2^-9 sqrt(terms) / 3 where values cancel. */
+static void check_conv_bf16(const conv_case *t)
+{
+    conv2d_desc d;
+    conv2d_desc_init(&d, t->in_c, t->h, t->w, t->out_c, t->k, t->stride, t->pad);
+    const size_t xs = (size_t)t->n * t->in_c * t->h * t->w;
+    const size_t ys = (size_t)t->n * t->out_c * d.out_h * d.out_w;
+    const size_t ws = (size_t)t->out_c * t->in_c * t->k * t->k;
+    buf x = make(xs, -1, 1), w = make(ws, -1, 1), dy = make(ys, -1, 1);
+    buf out[3] = {make(ys, 0, 0), make(xs, 0, 0), make(ws, 0, 0)};
+    float *xr = round_bf16(x.h, xs), *wr = round_bf16(w.h, ws), *dyr = round_bf16(dy.h, ys);
+    const size_t terms[3] = {(size_t)t->in_c * t->k * t->k, (size_t)t->out_c * t->k * t->k,
+                             (size_t)t->n * d.out_h * d.out_w};
+    static const char *const name[3] = {"forward", "backward data", "backward filter dw"};
+    char what[96];
+    for (int dir = 0; dir < 3; dir++) {
+        gpu.precision = PRECISION_BF16;
+        run_conv(&gpu, dir, &d, t->n, x.d, w.d, dy.d, out[dir].d);
+        gpu.precision = PRECISION_FP32;
+        run_conv(&cpu, dir, &d, t->n, x.h, w.h, dy.h, out[dir].h);
+        snprintf(what, sizeof what, "conv %s bf16 %s", t->name, name[dir]);
+        check_bf16(what, &out[dir]);
+        run_conv(&cpu, dir, &d, t->n, xr, wr, dyr, out[dir].h);
+        compare("  against bf16-rounded inputs", &out[dir], 1e-5 * terms[dir], 1.0 / 256);
+    }
+    free(xr);
+    free(wr);
+    free(dyr);
+    buf *all[] = {&x, &w, &dy, &out[0], &out[1], &out[2]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
 }
 
 /* An int32 tensor on both sides. */
@@ -445,6 +589,14 @@ int main(void)
     for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
         check_conv(&convs[i]);
     check_conv_tf32();
+    check_gemm_bf16();
+    static const conv_case bf16_convs[] = {
+        {"3x13x11->5 k3 s2 p1 n3", 3, 3, 13, 11, 5, 3, 2, 1, 0},
+        {"lenet 1x28x28->6 k5", 4, 1, 28, 28, 6, 5, 1, 0, 0},
+        {"wrn 160x16x16->320 k3 s2 p1", 2, 160, 16, 16, 320, 3, 2, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof bf16_convs / sizeof *bf16_convs; i++)
+        check_conv_bf16(&bf16_convs[i]);
     check_pool(2, 3, 7, 9, 3, 2, 1);  /* overlapping windows, padded */
     check_pool(2, 3, 8, 8, 2, 2, 0);  /* tiling */
     check_pool(1, 2, 9, 9, 3, 3, 0);  /* LeNet's */

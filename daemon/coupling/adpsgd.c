@@ -1,0 +1,122 @@
+/* AD-PSGD (Lian et al. 2018; docs/algorithms.md), asynchronous: each replica
+ * applies its latest gradient to its shared x_i, and the even ("active")
+ * ranks then average with one odd ("passive") peer, x_i, x_j <- (x_i +
+ * x_j) / 2, atomically for the pair (comm_peer_pair_average). The peer is
+ * (i + d) mod n for an odd d drawn uniformly, so pairs lie on the bipartite
+ * graph even-odd (n even, validated). The gradient is taken at a private
+ * copy of x_i made after the replica's previous update, so it may be stale
+ * by the exchanges that landed since: the paper's x_i - g(x_hat_i).
+ * Master: the mean of the x_i. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "async.h"
+#include "coupling.h"
+#include "graph.h"
+
+typedef struct adpsgd_state {
+    comm_peer *peer;  /* holds x_i, which peers average with */
+    float *u;         /* momentum, the replica's own */
+} adpsgd_state;
+
+static int adpsgd_steps_per_sync(const job_config *cfg)
+{
+    (void)cfg;
+    return RULE_STEPS_PER_PASS;
+}
+
+static int adpsgd_init(replica *r, char *err, size_t errlen)
+{
+    adpsgd_state *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "replica %d: out of memory for AD-PSGD's state", r->rank);
+        return -1;
+    }
+    r->rule_state = s;
+    if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_PAIR,
+                         r->model.params, &s->peer, err, errlen) != 0)
+        return -1;
+    if (!(s->u = rule_vector(r))) {
+        snprintf(err, errlen, "replica %d: AD-PSGD's momentum: %s", r->rank, r->ctx.err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The gradient's point: x_i as it is now (after a resume, as restored). */
+static void take_copy(replica *r)
+{
+    adpsgd_state *s = r->rule_state;
+    comm_peer_lock(s->peer, r->rank);
+    backend_copy(&r->ctx, r->model.params, comm_peer_x(s->peer, r->rank),
+                 r->model.nparams * sizeof(float));
+    comm_peer_unlock(s->peer, r->rank, &r->ctx);
+}
+
+static void adpsgd_begin(replica *r) { take_copy(r); }
+
+static void adpsgd_step(replica *r)
+{
+    adpsgd_state *s = r->rule_state;
+    float *x = comm_peer_x(s->peer, r->rank);
+    comm_peer_lock(s->peer, r->rank);
+    rule_local_step(r, x, s->u, 1);
+    comm_peer_unlock(s->peer, r->rank, &r->ctx);
+    if (r->rank % 2 == 0) {
+        int d = 2 * (int)(async_uniform(r, 0) * (float)(r->n / 2)) + 1;
+        if (d > r->n - 1)
+            d = r->n - 1;
+        double t0 = comm_now_s();
+        comm_peer_pair_average(s->peer, r->rank, (r->rank + d) % r->n, &r->ctx, NULL);
+        r->sync_s += comm_now_s() - t0;
+    }
+    take_copy(r);
+}
+
+static int adpsgd_sync(replica *r) { return async_quiesce(r); }
+
+static float *adpsgd_weights(replica *r)
+{
+    return comm_peer_x(((adpsgd_state *)r->rule_state)->peer, r->rank);
+}
+
+static int adpsgd_state_buffers(replica *r, const char **names, float **bufs)
+{
+    adpsgd_state *s = r->rule_state;
+    names[0] = "x", bufs[0] = comm_peer_x(s->peer, r->rank);
+    names[1] = "u", bufs[1] = s->u;
+    return 2;
+}
+
+static int adpsgd_describe(replica *r, char *json, size_t len)
+{
+    adpsgd_state *s = r->rule_state;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->n, exchanges));
+    return async_json_out(o, json, len);
+}
+
+static void adpsgd_free(replica *r)
+{
+    adpsgd_state *s = r->rule_state;
+    if (!s)
+        return;
+    comm_peer_detach(s->peer, r->rank, &r->ctx);
+    rule_vector_free(r, &s->u);
+    free(s);
+    r->rule_state = NULL;
+}
+
+const coupling_rule coupling_adpsgd = {
+    .name = "adpsgd",
+    .init = adpsgd_init,
+    .steps_per_sync = adpsgd_steps_per_sync,
+    .begin = adpsgd_begin,
+    .step = adpsgd_step,
+    .sync = adpsgd_sync,
+    .weights = adpsgd_weights,
+    .state = adpsgd_state_buffers,
+    .describe = adpsgd_describe,
+    .free = adpsgd_free,
+};

@@ -1,0 +1,89 @@
+/* All-reduce SGD, bulk-synchronous (docs/algorithms.md): every step the
+ * replicas average their gradients, then all take the same local step from
+ * the same weights, so they stay identical (one SGD run with batch n b,
+ * but for BN statistics and dropout masks, which stay each replica's). The
+ * validator refuses init "independent": the replicas must start equal. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coupling.h"
+#include "graph.h"
+
+typedef struct allreduce_state {
+    float *u; /* momentum, the same on every replica */
+} allreduce_state;
+
+static int allreduce_steps_per_sync(const job_config *cfg)
+{
+    (void)cfg;
+    return 1;
+}
+
+static int allreduce_init(replica *r, char *err, size_t errlen)
+{
+    allreduce_state *s = calloc(1, sizeof(*s));
+    if (!s || !(r->rule_state = s, s->u = rule_vector(r))) {
+        snprintf(err, errlen, "replica %d: all-reduce's momentum: %s", r->rank,
+                 s ? r->ctx.err : "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void allreduce_begin(replica *r) { (void)r; }
+
+/* The step needs the mean gradient: it is taken in sync. */
+static void allreduce_step(replica *r) { (void)r; }
+
+static int allreduce_sync(replica *r)
+{
+    allreduce_state *s = r->rule_state;
+    double t0 = comm_now_s();
+    const float *g = comm_allreduce_mean(r->comm, r->rank, &r->ctx, r->model.grads,
+                                         r->model.nparams);
+    r->sync_s += comm_now_s() - t0;
+    if (!g)
+        return -1;
+    const job_config *cfg = r->cfg;
+    vec_sgd_momentum(&r->ctx, r->model.nparams, r->lr, (float)cfg->optim.momentum,
+                     (float)cfg->optim.weight_decay, cfg->optim.nesterov, r->model.params, s->u,
+                     g);
+    return 0;
+}
+
+static float *allreduce_weights(replica *r) { return r->model.params; }
+
+/* Replica 0's weights, which every replica holds bit for bit: the mean of
+ * identical vectors could round them. */
+static const float *allreduce_master(replica *r) { return r->model.params; }
+
+static int allreduce_state_buffers(replica *r, const char **names, float **bufs)
+{
+    allreduce_state *s = r->rule_state;
+    names[0] = "x", bufs[0] = r->model.params;
+    names[1] = "u", bufs[1] = s->u;
+    return 2;
+}
+
+static void allreduce_free(replica *r)
+{
+    allreduce_state *s = r->rule_state;
+    if (!s)
+        return;
+    rule_vector_free(r, &s->u);
+    free(s);
+    r->rule_state = NULL;
+}
+
+const coupling_rule coupling_allreduce = {
+    .name = "allreduce",
+    .init = allreduce_init,
+    .steps_per_sync = allreduce_steps_per_sync,
+    .begin = allreduce_begin,
+    .step = allreduce_step,
+    .sync = allreduce_sync,
+    .weights = allreduce_weights,
+    .state = allreduce_state_buffers,
+    .master = allreduce_master,
+    .free = allreduce_free,
+};

@@ -1,0 +1,60 @@
+#include "async.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+float async_uniform(const replica *r, unsigned u)
+{
+    philox_key key = philox_make_key(r->cfg->seed, (uint32_t)r->rank, RNG_STREAM_PEER);
+    return philox_uniform_at(key, (uint64_t)r->step << 16, u);
+}
+
+int async_other(const replica *r, float u)
+{
+    int j = (int)(u * (float)(r->n - 1));
+    if (j > r->n - 2)
+        j = r->n - 2;
+    return j >= r->rank ? j + 1 : j;
+}
+
+int async_quiesce(replica *r)
+{
+    double t0 = comm_now_s();
+    int rc = comm_barrier(r->comm, r->rank, "end of pass");
+    r->sync_s += comm_now_s() - t0;
+    return rc;
+}
+
+int async_json_out(cJSON *o, char *json, size_t len)
+{
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    size_t n = text ? strlen(text) : 0;
+    if (len == 0)
+        n = 0;
+    else if (n >= len)
+        n = 0, json[0] = '\0';
+    else
+        memcpy(json, text, n + 1);
+    cJSON_free(text);
+    return (int)n;
+}
+
+cJSON *async_json_per_replica(comm_peer *p, int n, double (*value)(comm_peer *, int))
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(value(p, i)));
+    return a;
+}
+
+cJSON *async_json_counts(comm_peer *p, int n, size_t field_offset)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        peer_counts c;
+        comm_peer_counts(p, i, &c);
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)*(long *)((char *)&c + field_offset)));
+    }
+    return a;
+}

@@ -1,0 +1,32 @@
+/* What the asynchronous rules (easgd, adpsgd, gossip, gosgd) share: their
+ * random choices, their meeting at the end of a pass, and the JSON of their
+ * status. */
+#ifndef PARLE_COUPLING_ASYNC_H
+#define PARLE_COUPLING_ASYNC_H
+
+#include "comm_peer.h"
+#include "replica.h"
+
+/* The u-th uniform in [0, 1) of this replica's step r->step, from Philox
+ * keyed by (seed, rank, RNG_STREAM_PEER): the same choices on every run of a
+ * seed and after a resume (which steps of other replicas they meet is the
+ * scheduler's). u < 2^16. */
+float async_uniform(const replica *r, unsigned u);
+/* A peer other than r->rank, uniformly, from uniform u. */
+int async_other(const replica *r, float u);
+
+/* The end of a pass: every replica has finished its steps (a barrier), so
+ * nothing moves until the next pass begins. 0, or -1 once aborted. */
+int async_quiesce(replica *r);
+
+/* Status: the object's text in json (len bytes), or "" when it does not
+ * fit; frees o. Returns the length written. */
+struct cJSON;
+int async_json_out(struct cJSON *o, char *json, size_t len);
+/* An array of one number per replica. */
+struct cJSON *async_json_per_replica(comm_peer *p, int n, double (*value)(comm_peer *, int));
+/* An array of one peer_counts field per replica, e.g. ASYNC_COUNTS(p, n, pushes). */
+struct cJSON *async_json_counts(comm_peer *p, int n, size_t field_offset);
+#define ASYNC_COUNTS(p, n, field) async_json_counts(p, n, offsetof(peer_counts, field))
+
+#endif

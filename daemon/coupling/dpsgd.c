@@ -1,0 +1,122 @@
+/* D-PSGD (Lian et al. 2017; docs/algorithms.md): every step
+ *   x_i <- sum_j W_ij x_j - eta step_i(g_i(x_i))
+ * with W doubly stochastic: a ring (1/3 self and each neighbour) or the
+ * bipartite exponential graph (x_i <- (x_i + x_peer) / 2, one peer a round,
+ * rotating). The pre-step iterate is mixed, as in the paper; with
+ * mix_after_step the step comes first, as the SGP code does. Momentum
+ * buffers stay each replica's own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coupling.h"
+#include "graph.h"
+
+typedef struct dpsgd_state {
+    float *u;   /* momentum, never mixed */
+    float *mix; /* the mixed iterate, while the peers still read ours */
+    int ring;
+} dpsgd_state;
+
+static int dpsgd_steps_per_sync(const job_config *cfg)
+{
+    (void)cfg;
+    return 1;
+}
+
+static int dpsgd_init(replica *r, char *err, size_t errlen)
+{
+    dpsgd_state *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "replica %d: out of memory for D-PSGD's state", r->rank);
+        return -1;
+    }
+    r->rule_state = s;
+    s->ring = strcmp(r->cfg->algorithm.graph, "ring") == 0;
+    if (!(s->u = rule_vector(r)) || !(s->mix = rule_vector(r))) {
+        snprintf(err, errlen, "replica %d: D-PSGD's buffers: %s", r->rank, r->ctx.err);
+        return -1;
+    }
+    return 0;
+}
+
+static void dpsgd_begin(replica *r) { (void)r; }
+
+/* Everything happens in sync, where the peers' iterates can be read. */
+static void dpsgd_step(replica *r) { (void)r; }
+
+/* x_i <- sum_j W_ij x_j for this round's graph. 0, or -1 once aborted. */
+static int dpsgd_mix(replica *r)
+{
+    dpsgd_state *s = r->rule_state;
+    const float *const *x = comm_exchange(r->comm, r->rank, &r->ctx, r->model.params);
+    if (!x)
+        return -1;
+    int i = r->rank, n = r->n;
+    const float *xs[3];
+    int k = 0;
+    if (s->ring) {
+        xs[k++] = x[(i + n - 1) % n];
+        xs[k++] = x[i];
+        xs[k++] = x[(i + 1) % n];
+    } else {
+        xs[k++] = x[i];
+        xs[k++] = x[graph_bipartite_peer(i, n, r->k - 1)];
+    }
+    vec_mean(&r->ctx, r->model.nparams, xs, k, s->mix);
+    if (comm_exchange_end(r->comm, r->rank, &r->ctx) != 0)
+        return -1;
+    backend_copy(&r->ctx, r->model.params, s->mix, r->model.nparams * sizeof(float));
+    return 0;
+}
+
+static int dpsgd_sync(replica *r)
+{
+    dpsgd_state *s = r->rule_state;
+    int after = r->cfg->algorithm.mix_after_step;
+    if (after)
+        rule_local_step(r, r->model.params, s->u, 1);
+    else /* weight decay belongs to g_i(x_i), at the iterate before the mix */
+        rule_fold_decay(r, r->model.params);
+    double t0 = comm_now_s();
+    int rc = dpsgd_mix(r);
+    r->sync_s += comm_now_s() - t0;
+    if (rc != 0)
+        return -1;
+    if (!after)
+        rule_local_step(r, r->model.params, s->u, 0);
+    return 0;
+}
+
+static float *dpsgd_weights(replica *r) { return r->model.params; }
+
+static int dpsgd_state_buffers(replica *r, const char **names, float **bufs)
+{
+    dpsgd_state *s = r->rule_state;
+    names[0] = "x", bufs[0] = r->model.params;
+    names[1] = "u", bufs[1] = s->u;
+    return 2;
+}
+
+static void dpsgd_free(replica *r)
+{
+    dpsgd_state *s = r->rule_state;
+    if (!s)
+        return;
+    rule_vector_free(r, &s->u);
+    rule_vector_free(r, &s->mix);
+    free(s);
+    r->rule_state = NULL;
+}
+
+const coupling_rule coupling_dpsgd = {
+    .name = "dpsgd",
+    .init = dpsgd_init,
+    .steps_per_sync = dpsgd_steps_per_sync,
+    .begin = dpsgd_begin,
+    .step = dpsgd_step,
+    .sync = dpsgd_sync,
+    .weights = dpsgd_weights,
+    .state = dpsgd_state_buffers,
+    .free = dpsgd_free,
+};

@@ -1,0 +1,132 @@
+/* Elastic Averaging SGD (Zhang et al. 2015; docs/algorithms.md) with a
+ * centre variable c (comm_peer's, in replica 0's memory; it starts as
+ * replica 0's weights). Every replica takes its own local steps; every tau
+ * of them:
+ *   sync:  all at once, from the x_i before they move:
+ *          x_i <- x_i - alpha (x_i - c),  c <- c + beta (mean_i x_i - c),
+ *          alpha = beta / n (the paper's alpha = lr rho, beta = n alpha);
+ *          at step t that is a multiple of tau the move comes first and the
+ *          local step then applies g(x_t), as the paper's equations do.
+ *   async: one replica at a time, after its local step (Theano-MPI's):
+ *          x_i <- x_i - a (x_i - c),  c <- c + a (x_i - c),  a = 1/2.
+ * Master: c. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "async.h"
+#include "coupling.h"
+#include "graph.h"
+
+typedef struct easgd_state {
+    comm_peer *peer;  /* holds the centre */
+    float *u;         /* momentum, the replica's own */
+    int async;
+} easgd_state;
+
+static int easgd_steps_per_sync(const job_config *cfg)
+{
+    (void)cfg;
+    return RULE_STEPS_PER_PASS;
+}
+
+static int easgd_init(replica *r, char *err, size_t errlen)
+{
+    easgd_state *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "replica %d: out of memory for EASGD's state", r->rank);
+        return -1;
+    }
+    r->rule_state = s;
+    s->async = strcmp(r->cfg->algorithm.variant, "async") == 0;
+    if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_CENTRE,
+                         r->model.params, &s->peer, err, errlen) != 0)
+        return -1;
+    if (!(s->u = rule_vector(r))) {
+        snprintf(err, errlen, "replica %d: EASGD's momentum: %s", r->rank, r->ctx.err);
+        return -1;
+    }
+    return 0;
+}
+
+static void easgd_begin(replica *r) { (void)r; }
+
+static void easgd_step(replica *r)
+{
+    easgd_state *s = r->rule_state;
+    float *x = r->model.params;
+    int exchange = r->step % r->cfg->algorithm.tau == 0;
+    double t0 = comm_now_s();
+    if (exchange && !s->async) {
+        float beta = (float)r->cfg->algorithm.beta;
+        /* -1: the comm was aborted; the runner leaves at its next check. */
+        if (comm_peer_centre_elastic(s->peer, r->rank, &r->ctx, x, beta / (float)r->n, beta) != 0)
+            return;
+        PEER_COUNT(s->peer, r->rank, exchanges, 1);
+    }
+    r->sync_s += comm_now_s() - t0;
+    rule_local_step(r, x, s->u, 1);
+    if (exchange && s->async) {
+        t0 = comm_now_s();
+        comm_peer_centre_average(s->peer, &r->ctx, x);
+        PEER_COUNT(s->peer, r->rank, exchanges, 1);
+        r->sync_s += comm_now_s() - t0;
+    }
+}
+
+static int easgd_sync(replica *r) { return async_quiesce(r); }
+
+static float *easgd_weights(replica *r) { return r->model.params; }
+
+static const float *easgd_master(replica *r)
+{
+    return comm_peer_centre(((easgd_state *)r->rule_state)->peer);
+}
+
+/* Replica 0's file also holds the centre. */
+static int easgd_state_buffers(replica *r, const char **names, float **bufs)
+{
+    easgd_state *s = r->rule_state;
+    names[0] = "x", bufs[0] = r->model.params;
+    names[1] = "u", bufs[1] = s->u;
+    if (r->rank != 0)
+        return 2;
+    names[2] = "centre", bufs[2] = comm_peer_centre(s->peer);
+    return 3;
+}
+
+static int easgd_describe(replica *r, char *json, size_t len)
+{
+    easgd_state *s = r->rule_state;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "beta", r->cfg->algorithm.beta);
+    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->n, exchanges));
+    return async_json_out(o, json, len);
+}
+
+static void easgd_free(replica *r)
+{
+    easgd_state *s = r->rule_state;
+    if (!s)
+        return;
+    comm_peer_detach(s->peer, r->rank, &r->ctx);
+    rule_vector_free(r, &s->u);
+    free(s);
+    r->rule_state = NULL;
+}
+
+const coupling_rule coupling_easgd = {
+    .name = "easgd",
+    .init = easgd_init,
+    .steps_per_sync = easgd_steps_per_sync,
+    .begin = easgd_begin,
+    .step = easgd_step,
+    .sync = easgd_sync,
+    .weights = easgd_weights,
+    .master = easgd_master,
+    .state = easgd_state_buffers,
+    .scalars = NULL,
+    .describe = easgd_describe,
+    .free = easgd_free,
+};

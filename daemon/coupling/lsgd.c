@@ -1,0 +1,262 @@
+/* Leader SGD (Teng et al. 2019; docs/algorithms.md). Replicas in groups of
+ * group_size take local steps; every tau steps each group elects its leader
+ * (the lowest mean of its last avg_size mini-batch losses) and every replica
+ * is pulled toward it, x_i <- x_i - c1 (x_i - x_leader); every tau_global
+ * steps likewise toward the global leader with c2 (both at once when both
+ * fall due, from the weights before either pull). Between communications a
+ * step may also pull toward the last known leaders' weights,
+ *   x_i <- x_i - (p1 / tau) (x_i - x~group) - (p2 / tau_global) (x_i - x~global),
+ * not scaled by the learning rate. A leader is never pulled toward itself.
+ * Elections are synchronous: scores are shared host numbers read behind the
+ * exchange's barrier, so every replica elects the same leaders. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coupling.h"
+#include "graph.h"
+
+typedef struct lsgd_state {
+    float *u;
+    float *tmp;                 /* a leader's pulled weights while others read them; the master */
+    float *seen_group, *seen_global; /* x~: the leaders' weights at the last election (p1, p2 > 0) */
+    double *score;              /* shared: each replica's mean recent loss at an election */
+    /* Checkpointed host numbers (scalars): the loss window, then the leaders. */
+    double losses[100];
+    double nlosses, next;       /* how many are in the window; where the next one goes */
+    double group_leader, global_leader; /* -1 before the first election */
+    char names[100][16];
+    /* Rank 0's view of the last election, for describe. */
+    double seen_score[64];
+    int seen_leaders[64];
+} lsgd_state;
+
+static int lsgd_steps_per_sync(const job_config *cfg)
+{
+    (void)cfg;
+    return 1;
+}
+
+static int lsgd_init(replica *r, char *err, size_t errlen)
+{
+    const job_config *cfg = r->cfg;
+    lsgd_state *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "replica %d: out of memory for LSGD's state", r->rank);
+        return -1;
+    }
+    r->rule_state = s;
+    s->group_leader = s->global_leader = -1;
+    for (int j = 0; j < 64; j++)
+        s->seen_leaders[j] = -1;
+    if (!(s->score = comm_shared(r->comm, r->rank, (size_t)r->n * sizeof(double)))) {
+        snprintf(err, errlen, "replica %d: LSGD's shared scores: the job stopped", r->rank);
+        return -1;
+    }
+    if (!(s->u = rule_vector(r)) || !(s->tmp = rule_vector(r)) ||
+        (cfg->algorithm.p1 > 0 && !(s->seen_group = rule_vector(r))) ||
+        (cfg->algorithm.p2 > 0 && !(s->seen_global = rule_vector(r)))) {
+        snprintf(err, errlen, "replica %d: LSGD's buffers: %s", r->rank, r->ctx.err);
+        return -1;
+    }
+    return 0;
+}
+
+static void lsgd_begin(replica *r) { (void)r; }
+
+static int comm_step(const job_config *cfg, long k, int *group, int *global)
+{
+    *group = k % cfg->algorithm.tau == 0;
+    *global = k % cfg->algorithm.tau_global == 0;
+    return *group || *global;
+}
+
+static void lsgd_step(replica *r)
+{
+    lsgd_state *s = r->rule_state;
+    const job_config *cfg = r->cfg;
+    int A = cfg->algorithm.avg_size, group, global;
+    rule_local_step(r, r->model.params, s->u, 1);
+    s->losses[(int)s->next] = r->last_loss;
+    s->next = (double)(((int)s->next + 1) % A);
+    if (s->nlosses < A)
+        s->nlosses++;
+    if (comm_step(cfg, r->k, &group, &global))
+        return; /* the election's pulls replace these */
+    /* x <- (1 - a - b) x + a x~group + b x~global */
+    float a = s->seen_group && s->group_leader >= 0 && s->group_leader != r->rank
+                  ? (float)(cfg->algorithm.p1 / cfg->algorithm.tau) : 0.0f;
+    float b = s->seen_global && s->global_leader >= 0 && s->global_leader != r->rank
+                  ? (float)(cfg->algorithm.p2 / cfg->algorithm.tau_global) : 0.0f;
+    size_t n = r->model.nparams;
+    if (a > 0.0f)
+        vec_axpby(&r->ctx, n, a, s->seen_group, 1.0f - a - b, r->model.params);
+    if (b > 0.0f)
+        vec_axpby(&r->ctx, n, b, s->seen_global, a > 0.0f ? 1.0f : 1.0f - b, r->model.params);
+}
+
+static double recent_loss(const lsgd_state *s)
+{
+    double sum = 0.0;
+    for (int j = 0; j < (int)s->nlosses; j++)
+        sum += s->losses[j];
+    return s->nlosses > 0 ? sum / s->nlosses : INFINITY;
+}
+
+/* The lowest score among ranks [lo, hi); the lowest rank on ties. */
+static int elect(const double *score, int lo, int hi)
+{
+    int best = lo;
+    for (int j = lo + 1; j < hi; j++)
+        if (score[j] < score[best])
+            best = j;
+    return best;
+}
+
+/* Publish weights and score; elect. Returns the peers' weights (NULL once
+ * aborted); the caller ends the exchange. */
+static const float *const *lsgd_election(replica *r, int *group_leader, int *global_leader)
+{
+    lsgd_state *s = r->rule_state;
+    int G = r->cfg->algorithm.group_size, lo = r->rank / G * G;
+    s->score[r->rank] = recent_loss(s);
+    const float *const *x = comm_exchange(r->comm, r->rank, &r->ctx, r->model.params);
+    if (!x)
+        return NULL;
+    *group_leader = elect(s->score, lo, lo + G);
+    *global_leader = elect(s->score, 0, r->n);
+    if (r->rank == 0)
+        for (int j = 0; j < r->n && j < 64; j++) {
+            s->seen_score[j] = s->score[j];
+            s->seen_leaders[j] = elect(s->score, j / G * G, j / G * G + G);
+        }
+    return x;
+}
+
+static int lsgd_sync(replica *r)
+{
+    lsgd_state *s = r->rule_state;
+    const job_config *cfg = r->cfg;
+    int group, global, gl, GL, i = r->rank;
+    if (!comm_step(cfg, r->k, &group, &global))
+        return 0;
+    double t0 = comm_now_s();
+    const float *const *x = lsgd_election(r, &gl, &GL);
+    if (!x)
+        return -1;
+    size_t n = r->model.nparams, bytes = n * sizeof(float);
+    float c1 = group && gl != i ? (float)cfg->algorithm.c1 : 0.0f;
+    float c2 = global && GL != i ? (float)cfg->algorithm.c2 : 0.0f;
+    /* A leader others read moves only after they are done: via tmp. */
+    int read_by_others = (group && gl == i) || (global && GL == i);
+    float *dst = read_by_others ? s->tmp : r->model.params;
+    if (read_by_others && c1 + c2 > 0.0f)
+        backend_copy(&r->ctx, s->tmp, r->model.params, bytes);
+    if (c1 > 0.0f)
+        vec_axpby(&r->ctx, n, c1, x[gl], 1.0f - c1 - c2, dst);
+    if (c2 > 0.0f)
+        vec_axpby(&r->ctx, n, c2, x[GL], c1 > 0.0f ? 1.0f : 1.0f - c2, dst);
+    if (group) {
+        s->group_leader = gl;
+        if (s->seen_group)
+            backend_copy(&r->ctx, s->seen_group, x[gl], bytes);
+    }
+    if (global) {
+        s->global_leader = GL;
+        if (s->seen_global)
+            backend_copy(&r->ctx, s->seen_global, x[GL], bytes);
+    }
+    int rc = comm_exchange_end(r->comm, i, &r->ctx);
+    if (rc == 0 && read_by_others && c1 + c2 > 0.0f)
+        backend_copy(&r->ctx, r->model.params, s->tmp, bytes);
+    r->sync_s += comm_now_s() - t0;
+    return rc;
+}
+
+static float *lsgd_weights(replica *r) { return r->model.params; }
+
+/* The global leader, elected now from the same scores as at a communication. */
+static const float *lsgd_master(replica *r)
+{
+    lsgd_state *s = r->rule_state;
+    int gl, GL;
+    const float *const *x = lsgd_election(r, &gl, &GL);
+    if (!x)
+        return NULL;
+    backend_copy(&r->ctx, s->tmp, x[GL], r->model.nparams * sizeof(float));
+    return comm_exchange_end(r->comm, r->rank, &r->ctx) == 0 ? s->tmp : NULL;
+}
+
+static int lsgd_state_buffers(replica *r, const char **names, float **bufs)
+{
+    lsgd_state *s = r->rule_state;
+    int n = 0;
+    names[n] = "x", bufs[n++] = r->model.params;
+    names[n] = "u", bufs[n++] = s->u;
+    if (s->seen_group)
+        names[n] = "seen_group", bufs[n++] = s->seen_group;
+    if (s->seen_global)
+        names[n] = "seen_global", bufs[n++] = s->seen_global;
+    return n;
+}
+
+static int lsgd_scalars(replica *r, const char **names, double **vals)
+{
+    lsgd_state *s = r->rule_state;
+    int n = 0;
+    names[n] = "nlosses", vals[n++] = &s->nlosses;
+    names[n] = "next_loss", vals[n++] = &s->next;
+    names[n] = "group_leader", vals[n++] = &s->group_leader;
+    names[n] = "global_leader", vals[n++] = &s->global_leader;
+    for (int j = 0; j < r->cfg->algorithm.avg_size; j++) {
+        snprintf(s->names[j], sizeof s->names[j], "loss%d", j);
+        names[n] = s->names[j], vals[n++] = &s->losses[j];
+    }
+    return n;
+}
+
+/* {"global_leader":g,"group_leaders":[...],"scores":[...]} at the last election. */
+static int lsgd_describe(replica *r, char *json, size_t len)
+{
+    lsgd_state *s = r->rule_state;
+    size_t at = (size_t)snprintf(json, len, "{\"global_leader\":%d,\"group_leaders\":[",
+                                 (int)s->global_leader);
+    int G = r->cfg->algorithm.group_size;
+    for (int j = 0; j < r->n && j < 64; j += G)
+        at += (size_t)snprintf(json + at, at < len ? len - at : 0, "%s%d", j ? "," : "",
+                               s->seen_leaders[j]);
+    at += (size_t)snprintf(json + at, at < len ? len - at : 0, "],\"scores\":[");
+    for (int j = 0; j < r->n && j < 64; j++)
+        at += (size_t)snprintf(json + at, at < len ? len - at : 0, "%s%.5g", j ? "," : "",
+                               isfinite(s->seen_score[j]) ? s->seen_score[j] : -1.0);
+    at += (size_t)snprintf(json + at, at < len ? len - at : 0, "]}");
+    return at < len ? (int)at : (int)len - 1;
+}
+
+static void lsgd_free(replica *r)
+{
+    lsgd_state *s = r->rule_state;
+    if (!s)
+        return;
+    rule_vector_free(r, &s->u);
+    rule_vector_free(r, &s->tmp);
+    rule_vector_free(r, &s->seen_group);
+    rule_vector_free(r, &s->seen_global);
+    free(s);
+    r->rule_state = NULL;
+}
+
+const coupling_rule coupling_lsgd = {
+    .name = "lsgd",
+    .init = lsgd_init,
+    .steps_per_sync = lsgd_steps_per_sync,
+    .begin = lsgd_begin,
+    .step = lsgd_step,
+    .sync = lsgd_sync,
+    .weights = lsgd_weights,
+    .state = lsgd_state_buffers,
+    .scalars = lsgd_scalars,
+    .describe = lsgd_describe,
+    .master = lsgd_master,
+    .free = lsgd_free,
+};
