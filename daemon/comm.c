@@ -236,10 +236,15 @@ const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float
                             size_t len)
 {
     const float *src = c->published[peer];
-    if (!c->ctxs[peer] || c->ctxs[peer]->device == ctx->device)
+    if (comm_same_memory(c, rank, peer))
         return src;
     comm_peer_copy(c, ctx, scratch, rank, src, peer, len);
     return scratch;
+}
+
+int comm_same_memory(const comm *c, int a, int b)
+{
+    return !c->ctxs[a] || !c->ctxs[b] || c->ctxs[a]->device == c->ctxs[b]->device;
 }
 
 void comm_peer_copy(comm *c, backend_ctx *ctx, float *dst, int dst_rank, const float *src,

@@ -104,6 +104,8 @@ int comm_exchange_end(comm *c, int rank, backend_ctx *ctx);
  * on ctx's stream by comm_peer_copy. */
 const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float *scratch,
                             size_t len);
+/* Do ranks a and b share one memory (the host, or one GPU)? After attach. */
+int comm_same_memory(const comm *c, int a, int b);
 /* len floats from src (memory of rank src_rank) to dst (memory of rank
  * dst_rank) on ctx's stream: a copy within one memory, or between GPUs
  * (peer to peer where enabled, staged through the host where not). For the

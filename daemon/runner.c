@@ -26,6 +26,7 @@ typedef struct job_run {
     const dataset *train, *test;
     const run_hooks *hooks;
     const coupling_rule *rule;
+    int parle_family;         /* Parle and its special cases: gamma and rho mean something */
     comm comm;
     int n;
     run_devices where;
@@ -213,8 +214,8 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
         backend_copy(&r->ctx, em->stats, r->model.stats, em->nstats * sizeof(float));
     run_event ev = {.kind = RUN_EV_EVAL, .epoch = epochs_done, .epochs = cfg->epochs,
                     .step = step, .data_passes = (double)step / (double)run->batches_per_pass,
-                    .lr = r->lr, .gamma = cfg->algorithm.L > 0 ? r->gamma : 0,
-                    .rho = run->n > 1 ? r->rho : 0,
+                    .lr = r->lr, .gamma = run->parle_family && cfg->algorithm.L > 0 ? r->gamma : 0,
+                    .rho = run->parle_family && run->n > 1 ? r->rho : 0,
                     .train_loss = train_loss, .dist_to_master = mean_dist};
     if (run->rule->describe)
         run->rule->describe(r, ev.rule, sizeof ev.rule);
@@ -366,27 +367,32 @@ static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader,
     return 0;
 }
 
-static int meta_double(const char *json, const char *key, double *out)
+/* Where the value of "key":"..." starts in a checkpoint's metadata, or NULL. */
+static const char *meta_value(const char *json, const char *key)
 {
     char pat[80];
     snprintf(pat, sizeof pat, "\"%s\":\"", key);
     const char *at = json ? strstr(json, pat) : NULL;
-    if (!at)
-        return -1;
+    return at ? at + strlen(pat) : NULL;
+}
+
+static int meta_double(const char *json, const char *key, double *out)
+{
+    const char *v = meta_value(json, key);
     char *end;
-    *out = strtod(at + strlen(pat), &end);
+    if (!v)
+        return -1;
+    *out = strtod(v, &end);
     return *end == '"' ? 0 : -1;
 }
 
 static int meta_long(const char *json, const char *key, long long *out)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *at = json ? strstr(json, pat) : NULL;
-    if (!at)
-        return -1;
+    const char *v = meta_value(json, key);
     char *end;
-    *out = strtoll(at + strlen(pat), &end, 10);
+    if (!v)
+        return -1;
+    *out = strtoll(v, &end, 10);
     return *end == '"' ? 0 : -1;
 }
 
@@ -412,8 +418,8 @@ static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, si
     long long pass = -1, pos = -1, draws = 0;
     int rc = meta_long(meta, "sampler_pass", &pass) | meta_long(meta, "sampler_pos", &pos) |
              meta_long(meta, "sampler_draws", &draws);
-    const char *sync_at = meta ? strstr(meta, "\"sync_s\":\"") : NULL;
-    r->sync_s = sync_at ? strtod(sync_at + 10, NULL) : 0.0;
+    if (meta_double(meta, "sync_s", &r->sync_s) != 0)
+        r->sync_s = 0.0; /* older checkpoints did not keep it */
     const char *names[RULE_MAX_SCALARS];
     double *vals[RULE_MAX_SCALARS];
     int nscalars = run->rule->scalars ? run->rule->scalars(r, names, vals) : 0;
@@ -584,8 +590,8 @@ static void *replica_main(void *p)
                 .data_passes = (double)step / (double)run->batches_per_pass,
                 .train_loss = window_steps ? window_loss / (double)window_steps : 0.0,
                 .images_per_sec = (double)window_steps * cfg->optim.batch * run->n / (t - window_t0),
-                .lr = r.lr, .gamma = cfg->algorithm.L > 0 ? r.gamma : 0,
-                .rho = run->n > 1 ? r.rho : 0,
+                .lr = r.lr, .gamma = run->parle_family && cfg->algorithm.L > 0 ? r.gamma : 0,
+                .rho = run->parle_family && run->n > 1 ? r.rho : 0,
                 .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
                 .compute_s = elapsed - r.sync_s, .sync_s = r.sync_s,
             };
@@ -697,6 +703,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
                    .n = cfg->algorithm.replicas};
     memset(result, 0, sizeof(*result));
     run.rule = coupling_find(cfg->algorithm.name);
+    run.parle_family = run.rule && run.rule == coupling_find("parle");
     if (!run.rule) {
         snprintf(err, errlen, "algorithm.name: no coupling rule \"%s\"", cfg->algorithm.name);
         return -1;

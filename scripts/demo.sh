@@ -16,7 +16,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/parle-demo.XXXXXX")
 export PARLE_SOCKET="$tmp/parled.sock"
 "$BUILD/daemon/parled" --socket "$PARLE_SOCKET" --state-dir "$tmp/state" >"$tmp/parled.log" 2>&1 &
 daemon=$!
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+# Under set -e a failing command in the trap would become the exit status:
+# the daemon is normally gone by then, so each step may fail harmlessly.
+cleanup() {
+    kill "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 i=0
 until grep -q "ready" "$tmp/parled.log"; do
     i=$((i + 1))

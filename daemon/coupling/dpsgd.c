@@ -15,6 +15,7 @@
 typedef struct dpsgd_state {
     float *u;   /* momentum, never mixed */
     float *mix; /* the mixed iterate, while the peers still read ours */
+    rule_peers peers;
     int ring;
 } dpsgd_state;
 
@@ -56,12 +57,16 @@ static int dpsgd_mix(replica *r)
     const float *xs[3];
     int k = 0;
     if (s->ring) {
-        xs[k++] = x[(i + n - 1) % n];
+        xs[k++] = rule_peer(r, &s->peers, 0, (i + n - 1) % n);
         xs[k++] = x[i];
-        xs[k++] = x[(i + 1) % n];
+        xs[k++] = rule_peer(r, &s->peers, 1, (i + 1) % n);
     } else {
         xs[k++] = x[i];
-        xs[k++] = x[graph_bipartite_peer(i, n, r->k - 1)];
+        xs[k++] = rule_peer(r, &s->peers, 0, graph_bipartite_peer(i, n, r->k - 1));
+    }
+    if (!xs[0] || !xs[k - 1] || !xs[1]) {
+        comm_abort(r->comm, "replica %d: D-PSGD's peer copies: %s", i, r->ctx.err);
+        return -1;
     }
     vec_mean(&r->ctx, r->model.nparams, xs, k, s->mix);
     if (comm_exchange_end(r->comm, r->rank, &r->ctx) != 0)
@@ -105,6 +110,7 @@ static void dpsgd_free(replica *r)
         return;
     rule_vector_free(r, &s->u);
     rule_vector_free(r, &s->mix);
+    rule_peers_free(r, &s->peers);
     free(s);
     r->rule_state = NULL;
 }

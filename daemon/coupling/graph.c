@@ -54,6 +54,20 @@ void rule_vector_free(replica *r, float **v)
     *v = NULL;
 }
 
+const float *rule_peer(replica *r, rule_peers *p, int slot, int peer)
+{
+    if (!comm_same_memory(r->comm, r->rank, peer) && !p->copy[slot] &&
+        !(p->copy[slot] = rule_vector(r)))
+        return NULL;
+    return comm_read_peer(r->comm, r->rank, &r->ctx, peer, p->copy[slot], r->model.nparams);
+}
+
+void rule_peers_free(replica *r, rule_peers *p)
+{
+    for (int i = 0; i < RULE_PEER_SLOTS; i++)
+        rule_vector_free(r, &p->copy[i]);
+}
+
 void rule_fold_decay(replica *r, const float *at)
 {
     float wd = (float)r->cfg->optim.weight_decay;

@@ -26,6 +26,16 @@ int graph_bipartite_peer(int i, int n, long t);
 float *rule_vector(replica *r);
 void rule_vector_free(replica *r, float **v);
 
+/* Copies of peers' vectors for replicas on another GPU, allocated on first
+ * need (none when all replicas share one memory). */
+#define RULE_PEER_SLOTS 6
+typedef struct rule_peers { float *copy[RULE_PEER_SLOTS]; } rule_peers;
+/* Rank `peer`'s vector of the current comm_exchange, readable by r's ops:
+ * its own pointer when it shares r's memory, else a copy in `slot`. NULL
+ * with the context's error set when out of memory. */
+const float *rule_peer(replica *r, rule_peers *p, int slot, int peer);
+void rule_peers_free(replica *r, rule_peers *p);
+
 /* The local optimizer step x <- step(x, g) (momentum or Nesterov) on the
  * replica's own momentum buffer u, with the gradient in model.grads and
  * weight decay taken at x when `decay`. The rules that step one vector while

@@ -20,6 +20,7 @@ typedef struct lsgd_state {
     float *u;
     float *tmp;                 /* a leader's pulled weights while others read them; the master */
     float *seen_group, *seen_global; /* x~: the leaders' weights at the last election (p1, p2 > 0) */
+    rule_peers peers;           /* the leaders' weights when on another GPU */
     double *score;              /* shared: each replica's mean recent loss at an election */
     /* Checkpointed host numbers (scalars): the loss window, then the leaders. */
     double losses[100];
@@ -144,6 +145,11 @@ static int lsgd_sync(replica *r)
     const float *const *x = lsgd_election(r, &gl, &GL);
     if (!x)
         return -1;
+    const float *xg = rule_peer(r, &s->peers, 0, gl), *xG = rule_peer(r, &s->peers, 1, GL);
+    if (!xg || !xG) {
+        comm_abort(r->comm, "replica %d: LSGD's leader copies: %s", i, r->ctx.err);
+        return -1;
+    }
     size_t n = r->model.nparams, bytes = n * sizeof(float);
     float c1 = group && gl != i ? (float)cfg->algorithm.c1 : 0.0f;
     float c2 = global && GL != i ? (float)cfg->algorithm.c2 : 0.0f;
@@ -153,18 +159,18 @@ static int lsgd_sync(replica *r)
     if (read_by_others && c1 + c2 > 0.0f)
         backend_copy(&r->ctx, s->tmp, r->model.params, bytes);
     if (c1 > 0.0f)
-        vec_axpby(&r->ctx, n, c1, x[gl], 1.0f - c1 - c2, dst);
+        vec_axpby(&r->ctx, n, c1, xg, 1.0f - c1 - c2, dst);
     if (c2 > 0.0f)
-        vec_axpby(&r->ctx, n, c2, x[GL], c1 > 0.0f ? 1.0f : 1.0f - c2, dst);
+        vec_axpby(&r->ctx, n, c2, xG, c1 > 0.0f ? 1.0f : 1.0f - c2, dst);
     if (group) {
         s->group_leader = gl;
         if (s->seen_group)
-            backend_copy(&r->ctx, s->seen_group, x[gl], bytes);
+            backend_copy(&r->ctx, s->seen_group, xg, bytes);
     }
     if (global) {
         s->global_leader = GL;
         if (s->seen_global)
-            backend_copy(&r->ctx, s->seen_global, x[GL], bytes);
+            backend_copy(&r->ctx, s->seen_global, xG, bytes);
     }
     int rc = comm_exchange_end(r->comm, i, &r->ctx);
     if (rc == 0 && read_by_others && c1 + c2 > 0.0f)
@@ -183,7 +189,12 @@ static const float *lsgd_master(replica *r)
     const float *const *x = lsgd_election(r, &gl, &GL);
     if (!x)
         return NULL;
-    backend_copy(&r->ctx, s->tmp, x[GL], r->model.nparams * sizeof(float));
+    const float *xG = rule_peer(r, &s->peers, 1, GL);
+    if (!xG) {
+        comm_abort(r->comm, "replica %d: LSGD's leader copy: %s", r->rank, r->ctx.err);
+        return NULL;
+    }
+    backend_copy(&r->ctx, s->tmp, xG, r->model.nparams * sizeof(float));
     return comm_exchange_end(r->comm, r->rank, &r->ctx) == 0 ? s->tmp : NULL;
 }
 
@@ -242,6 +253,7 @@ static void lsgd_free(replica *r)
     rule_vector_free(r, &s->tmp);
     rule_vector_free(r, &s->seen_group);
     rule_vector_free(r, &s->seen_global);
+    rule_peers_free(r, &s->peers);
     free(s);
     r->rule_state = NULL;
 }

@@ -32,6 +32,7 @@ typedef struct sgp_state {
     float *z, *u;
     float *tmp;   /* sgp: the mixed numerator while peers read ours; the master */
     float *inbox; /* osgp: the numerator parts in flight to this replica */
+    rule_peers peers;
     sgp_shared sh;
     int overlap, fresh;
     double seen_w[64], seen_flight[64]; /* rank 0: everyone's, as the last push found them */
@@ -110,10 +111,13 @@ static int sgp_push(replica *r, sgp_state *s, long round)
     xs[0] = s->z;
     for (int j = 0; j < p; j++) {
         int from = graph_exp_in(i, r->n, round, j, p);
-        xs[1 + j] = z[from];
+        if (!(xs[1 + j] = rule_peer(r, &s->peers, j, from))) {
+            comm_abort(r->comm, "replica %d: SGP's peer copies: %s", i, r->ctx.err);
+            return -1;
+        }
         w_in += s->sh.pub_w[from];
         if (s->overlap) /* inbox = sum of the in-peers' parts z_j / (p + 1) */
-            vec_axpby(&r->ctx, np, 1.0f / (float)(p + 1), z[from], j == 0 ? 0.0f : 1.0f,
+            vec_axpby(&r->ctx, np, 1.0f / (float)(p + 1), xs[1 + j], j == 0 ? 0.0f : 1.0f,
                       s->inbox);
     }
     if (!s->overlap) /* (z_i + sum_j z_j) / (p + 1): the kept part and the received ones */
@@ -226,6 +230,7 @@ static void sgp_free(replica *r)
     rule_vector_free(r, &s->u);
     rule_vector_free(r, &s->tmp);
     rule_vector_free(r, &s->inbox);
+    rule_peers_free(r, &s->peers);
     free(s);
     r->rule_state = NULL;
 }
