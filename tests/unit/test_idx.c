@@ -60,11 +60,9 @@ typedef struct idx_pair {
     unsigned char *pixels, *labels;
 } idx_pair;
 
-static void make_pair(idx_pair *p)
+/* Random pixels and labels for p's n, rows and cols. */
+static void fill_pair(idx_pair *p)
 {
-    p->n = 20 + (int)test_uniform(0, 40);
-    p->rows = 3 + (int)test_uniform(0, 6);
-    p->cols = 3 + (int)test_uniform(0, 6);
     size_t np = (size_t)p->n * p->rows * p->cols;
     p->pixels = malloc(np);
     p->labels = malloc((size_t)p->n);
@@ -72,6 +70,14 @@ static void make_pair(idx_pair *p)
         p->pixels[i] = (unsigned char)test_uniform(0, 256);
     for (int i = 0; i < p->n; i++)
         p->labels[i] = (unsigned char)test_uniform(0, 10);
+}
+
+static void make_pair(idx_pair *p)
+{
+    p->n = 20 + (int)test_uniform(0, 40);
+    p->rows = 3 + (int)test_uniform(0, 6);
+    p->cols = 3 + (int)test_uniform(0, 6);
+    fill_pair(p);
 }
 
 static idx_spec images_spec(const idx_pair *p)
@@ -267,10 +273,9 @@ static void test_split(void)
     mkdir(root, 0700);
     idx_pair train, test;
     make_pair(&train);
-    make_pair(&test);
-    test.rows = train.rows;
-    test.cols = train.cols;
-    test.n = 10;
+    /* The test set must have the training set's image shape. */
+    test = (idx_pair){.n = 10, .rows = train.rows, .cols = train.cols};
+    fill_pair(&test);
     idx_spec s;
     /* train as gzip, test as raw; a stale raw train-labels file must lose to the .gz. */
     s = images_spec(&train);
