@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Parle (design.md section 8) in plain PyTorch, beside our parle-train on the
+"""Parle (docs/algorithms.md) in plain PyTorch, beside our parle-train on the
 same job file, for wall time.
 
   parle_job.py [JOB.json] [--budget N] [--reps R]

@@ -13,11 +13,9 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 
+#include "ctl.h"
 #include "parle_config.h"
 
-/* Exit statuses: 0 success, 1 failure (an error reply, a job that did not
- * end done), 2 a usage error. */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: parlectl [--socket PATH] COMMAND [ARG]...\n"
@@ -32,7 +30,8 @@ static const char usage[] =
     "  logs ID [-f]            a job's log (-f: follow until the job ends)\n"
     "  cancel ID               cancel a queued or running job\n"
     "  wait ID                 block until the job ends: exit 0 if done, 1 otherwise\n"
-    "  export ID FILE          write the job's master weights and BN statistics (safetensors)\n"
+    "  export ID -o FILE      write the job's master weights and BN statistics (safetensors)\n"
+    "  plot ID [ID...] [-o F]  train loss, test error, lr against passes, as an SVG\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
     "  shutdown                stop parled (running jobs checkpoint and resume at its next start)\n"
@@ -40,18 +39,9 @@ static const char usage[] =
     "'parlectl COMMAND --help' describes a command. Exit status: 0 success, 1 failure,\n"
     "2 usage error.\n";
 
-typedef struct command command;
-typedef int (*command_fn)(const command *cmd, int argc, char **argv);
-struct command {
-    const char *name;
-    command_fn run;
-    const char *help;
-};
+char socket_path[4096];
 
-static char socket_path[4096];
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -62,7 +52,7 @@ static int fail(const char *fmt, ...)
     return EXIT_FAIL;
 }
 
-static int usage_error(const command *cmd, const char *what, const char *arg)
+int usage_error(const command *cmd, const char *what, const char *arg)
 {
     fprintf(stderr, "parlectl %s: %s%s; try 'parlectl %s --help'\n", cmd->name, what, arg,
             cmd->name);
@@ -71,13 +61,8 @@ static int usage_error(const command *cmd, const char *what, const char *arg)
 
 /* ---- the connection ---- */
 
-typedef struct conn {
-    int fd;
-    char *buf;
-    size_t start, len, cap;
-} conn;
 
-static int conn_open(conn *c)
+int conn_open(conn *c)
 {
     memset(c, 0, sizeof(*c));
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -99,7 +84,7 @@ static int conn_open(conn *c)
     return 0;
 }
 
-static void conn_close(conn *c)
+void conn_close(conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
@@ -108,7 +93,7 @@ static void conn_close(conn *c)
     c->buf = NULL;
 }
 
-static int conn_send(conn *c, cJSON *req)
+int conn_send(conn *c, cJSON *req)
 {
     char *text = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
@@ -132,7 +117,7 @@ static int conn_send(conn *c, cJSON *req)
 }
 
 /* The next line from parled, parsed; NULL (with a message) on EOF or junk. */
-static cJSON *conn_read(conn *c)
+cJSON *conn_read(conn *c)
 {
     for (;;) {
         char *nl = c->len > c->start ? memchr(c->buf + c->start, '\n', c->len - c->start) : NULL;
@@ -171,7 +156,7 @@ static cJSON *conn_read(conn *c)
 }
 
 /* An error reply as one line; returns EXIT_FAIL. */
-static int reply_error(const cJSON *reply)
+int reply_error(const cJSON *reply)
 {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
     const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "code"));
@@ -183,7 +168,7 @@ static int reply_error(const cJSON *reply)
 
 /* Send `req` and read its reply: the reply if ok, else NULL after printing
  * the error. */
-static cJSON *request(conn *c, cJSON *req)
+cJSON *request(conn *c, cJSON *req)
 {
     if (conn_send(c, req) != 0)
         return NULL;
@@ -196,7 +181,7 @@ static cJSON *request(conn *c, cJSON *req)
     return reply;
 }
 
-static cJSON *op_request(const char *op, const char *id)
+cJSON *op_request(const char *op, const char *id)
 {
     cJSON *req = cJSON_CreateObject();
     cJSON_AddStringToObject(req, "op", op);
@@ -206,7 +191,7 @@ static cJSON *op_request(const char *op, const char *id)
 }
 
 /* One connection, one request, one reply. */
-static cJSON *call(cJSON *req)
+cJSON *call(cJSON *req)
 {
     conn c;
     if (conn_open(&c) != 0) {
@@ -220,7 +205,7 @@ static cJSON *call(cJSON *req)
 
 /* ---- output helpers ---- */
 
-static void print_json(const cJSON *v)
+void print_json(const cJSON *v)
 {
     char *text = cJSON_Print(v);
     if (text)
@@ -228,19 +213,19 @@ static void print_json(const cJSON *v)
     free(text);
 }
 
-static double num(const cJSON *o, const char *k)
+double num(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static const char *str(const cJSON *o, const char *k)
+const char *str(const cJSON *o, const char *k)
 {
     const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
     return s ? s : "";
 }
 
-static const char *fmt_duration(double s, char *buf, size_t len)
+const char *fmt_duration(double s, char *buf, size_t len)
 {
     if (!isfinite(s) || s < 0) {
         snprintf(buf, len, "-");
@@ -254,7 +239,7 @@ static const char *fmt_duration(double s, char *buf, size_t len)
     return buf;
 }
 
-static const char *fmt_percent(double v, char *buf, size_t len)
+const char *fmt_percent(double v, char *buf, size_t len)
 {
     if (isfinite(v))
         snprintf(buf, len, "%.2f%%", 100 * v);
@@ -263,7 +248,7 @@ static const char *fmt_percent(double v, char *buf, size_t len)
     return buf;
 }
 
-static const char *fmt_num(double v, const char *fmt, char *buf, size_t len)
+const char *fmt_num(double v, const char *fmt, char *buf, size_t len)
 {
     if (isfinite(v))
         snprintf(buf, len, fmt, v);
@@ -287,6 +272,13 @@ static void print_job(const cJSON *j)
     printf("  images/s %s  elapsed %s  ETA %s\n",
            fmt_num(num(j, "images_per_sec"), "%.0f", a, sizeof(a)),
            fmt_duration(num(j, "elapsed_s"), b, sizeof(b)), fmt_duration(num(j, "eta_s"), d, sizeof(d)));
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory_bytes"), *dev;
+    if (cJSON_IsObject(mem)) {
+        fputs("  memory (model + rule state, peak)", stdout);
+        cJSON_ArrayForEach(dev, mem)
+            printf("  %s %.1f MiB", dev->string, cJSON_GetNumberValue(dev) / (1024.0 * 1024));
+        fputc('\n', stdout);
+    }
     if (*str(j, "error"))
         printf("  error: %s\n", str(j, "error"));
 }
@@ -507,18 +499,10 @@ static char *read_file(const char *path, size_t *len)
 
 /* ---- commands ---- */
 
-/* Flags common to the commands: --json, -q, -f. */
-typedef struct args {
-    int json, quiet, follow, watch;
-    char *pos[3];
-    int npos;
-    char *sets[64];
-    int nsets;
-} args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
  * ("jqfws"). Prints the usage error and returns -1, or 1 for --help. */
-static int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
+int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                       args *a)
 {
     memset(a, 0, sizeof(*a));
@@ -542,6 +526,15 @@ static int parse_args(const command *cmd, int argc, char **argv, const char *all
             if (a->nsets == (int)(sizeof(a->sets) / sizeof(a->sets[0])))
                 return usage_error(cmd, "too many --set options", ""), -1;
             a->sets[a->nsets++] = s[5] == '=' ? (char *)s + 6 : argv[++i];
+        } else if (strcmp(s, "-o") == 0 && strchr(allowed, 'o')) {
+            if (i + 1 >= argc)
+                return usage_error(cmd, "-o needs a file name", ""), -1;
+            a->out = argv[++i];
+        } else if ((strcmp(s, "--state") == 0 || strncmp(s, "--state=", 8) == 0) &&
+                   strchr(allowed, 'S')) {
+            if (s[7] == '\0' && i + 1 >= argc)
+                return usage_error(cmd, "--state needs a state", ""), -1;
+            a->state = s[7] == '=' ? s + 8 : argv[++i];
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error(cmd, "unknown option ", s), -1;
         } else if (a->npos < maxpos) {
@@ -553,13 +546,6 @@ static int parse_args(const command *cmd, int argc, char **argv, const char *all
     return 0;
 }
 
-#define PARSE(allowed, minpos, maxpos)                                               \
-    args a;                                                                          \
-    int parsed_ = parse_args(cmd, argc, argv, allowed, maxpos, &a);                  \
-    if (parsed_ != 0)                                                                \
-        return parsed_ > 0 ? EXIT_OK : EXIT_USAGE;                                   \
-    if (a.npos < (minpos))                                                           \
-        return usage_error(cmd, "missing argument", "");
 
 static int cmd_submit(const command *cmd, int argc, char **argv)
 {
@@ -713,80 +699,6 @@ static int cmd_cancel(const command *cmd, int argc, char **argv)
     return EXIT_OK;
 }
 
-/* Copy `src` to `dst` atomically: a temporary beside dst, fsync, rename,
- * fsync of the directory, so dst is never half written. */
-static int copy_file_atomic(const char *src, const char *dst)
-{
-    char tmp[8192], dir[8192];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dst, (int)getpid()) >= (int)sizeof(tmp))
-        return fail("%s: path too long", dst);
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return fail("cannot read the daemon's copy %s: %s", src, strerror(errno));
-    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        return fail("cannot create %s: %s", tmp, strerror(e));
-    }
-    char buf[1 << 16];
-    ssize_t n;
-    int e = 0;
-    while ((n = read(in, buf, sizeof(buf))) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            e = errno;
-            break;
-        }
-        for (ssize_t off = 0, w; off < n && !e; off += w > 0 ? w : 0)
-            if ((w = write(out, buf + off, (size_t)(n - off))) < 0 && errno != EINTR)
-                e = errno;
-        if (e)
-            break;
-    }
-    close(in);
-    if (!e && fsync(out) != 0)
-        e = errno;
-    if (close(out) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, dst) != 0)
-        e = errno;
-    if (e) {
-        unlink(tmp);
-        return fail("cannot write %s: %s", dst, strerror(e));
-    }
-    snprintf(dir, sizeof(dir), "%s", dst);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0)
-        e = errno;
-    if (dfd >= 0)
-        close(dfd);
-    return e ? fail("cannot write %s: fsync of its directory: %s", dst, strerror(e)) : EXIT_OK;
-}
-
-static int cmd_export(const command *cmd, int argc, char **argv)
-{
-    PARSE("", 2, 2);
-    cJSON *reply = call(op_request("export", a.pos[0]));
-    if (!reply)
-        return EXIT_FAIL;
-    int rc = copy_file_atomic(str(reply, "path"), a.pos[1]);
-    if (rc == EXIT_OK) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(reply, "metadata");
-        char terr[32];
-        const char *e = str(m, "test_error");
-        printf("exported %s (epoch %s of %s, test error %s) to %s\n", a.pos[0], str(m, "epoch"),
-               str(m, "epochs"), fmt_percent(*e ? strtod(e, NULL) : NAN, terr, sizeof(terr)),
-               a.pos[1]);
-    }
-    cJSON_Delete(reply);
-    return rc;
-}
-
 static int cmd_devices(const command *cmd, int argc, char **argv)
 {
     PARSE("j", 0, 0);
@@ -858,9 +770,13 @@ static const command commands[] = {
     {"cancel", cmd_cancel, "cancel ID\nCancel a queued job, or stop a running one at its next step."},
     {"wait", cmd_wait, "wait ID\nBlock until the job ends; exit 0 if it ended done, 1 otherwise."},
     {"export", cmd_export,
-     "export ID FILE\nWrite the master of the job's last evaluation (weights and BN statistics,\n"
-     "safetensors) to FILE. parlectl copies the daemon's file, so it must be able to read\n"
-     "the state dir."},
+     "export ID -o FILE (or: export ID FILE)\nWrite the master of the job's last evaluation "
+     "(weights and BN statistics,\nsafetensors) to FILE. parled sends the bytes over the socket "
+     "and parlectl writes\nFILE itself, with your permissions, atomically (a temporary beside "
+     "it, fsync,\nrename), after checking the daemon's CRC-32; FILE is never left half written."},
+    {"plot", cmd_plot,
+     "plot ID [ID...] [-o FILE]\nDraw train loss, test error and learning rate against passes "
+     "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout)."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,

@@ -1,4 +1,4 @@
-/* Checkpoints of a running job (design.md §4): at an outer-iteration boundary
+/* Checkpoints of a running job (docs/architecture.md, "Checkpoints"): at an outer-iteration boundary
  * every replica writes its own file, then rank 0 writes the manifest, the
  * completion marker, last. Layout under the job's checkpoint directory:
  *   k<outer iteration, 10 digits>/replica<r>.safetensors   weights, optimizer and

@@ -175,9 +175,45 @@ int comm_barrier(comm *c, int rank, const char *what)
 static const float *gpu_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const float *vec,
                                        size_t len);
 
+/* With replicas in other processes: rank 0 turns this process's part into
+ * a sum, adds up the processes' sums (net->sum_*) and divides by every
+ * replica there is, while the others wait at the barrier that follows. The
+ * watchdog leaves that wait to the net's own deadline (net_busy). */
+static void net_enter(comm *c, int busy)
+{
+    pthread_mutex_lock(&c->lock);
+    c->net_busy = busy;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static int net_sum_doubles(comm *c, double *v, int len)
+{
+    net_enter(c, 1);
+    int rc = c->net->sum_doubles(c->net, c, v, len);
+    net_enter(c, 0);
+    return rc;
+}
+
+static int net_mean(comm *c, int rank, float *result, size_t len)
+{
+    if (rank == 0) {
+        for (size_t i = 0; i < len; i++)
+            result[i] *= (float)c->n;
+        net_enter(c, 1);
+        int rc = c->net->sum_floats(c->net, c, result, len);
+        net_enter(c, 0);
+        if (rc != 0)
+            return -1;
+        const float scale = 1.0f / (float)c->net->total;
+        for (size_t i = 0; i < len; i++)
+            result[i] *= scale;
+    }
+    return comm_barrier(c, rank, "all-reduce");
+}
+
 const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const float *vec, size_t len)
 {
-    if (c->n == 1)
+    if (c->n == 1 && !c->net)
         return comm_aborted(c) ? NULL : vec;
     if (c->stage[rank])
         return gpu_allreduce_mean(c, rank, ctx, vec, len);
@@ -197,12 +233,14 @@ const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const floa
     vec_mean(ctx, hi - lo, slices, c->n, c->result + lo);
     if (backend_sync(ctx) != 0 || comm_barrier(c, rank, "all-reduce") != 0)
         return NULL;
+    if (c->net && net_mean(c, rank, c->result, len) != 0)
+        return NULL;
     return c->result;
 }
 
 int comm_any(comm *c, int rank, int flag)
 {
-    if (c->n == 1)
+    if (c->n == 1 && !c->net)
         return comm_aborted(c) ? -1 : flag;
     c->flags[rank] = flag;
     if (comm_barrier(c, rank, "agreement") != 0)
@@ -210,6 +248,21 @@ int comm_any(comm *c, int rank, int flag)
     int any = 0;
     for (int j = 0; j < c->n; j++)
         any |= c->flags[j];
+    if (c->net) {
+        /* The OR of small flags (the runner's are below 8): each bit summed. */
+        double bits[8];
+        for (int b = 0; b < 8; b++)
+            bits[b] = (any >> b) & 1;
+        if (rank == 0 && net_sum_doubles(c, bits, 8) == 0) {
+            int all = 0;
+            for (int b = 0; b < 8; b++)
+                all |= (bits[b] > 0) << b;
+            c->net_value[0] = all;
+        }
+        if (comm_barrier(c, rank, "agreement") != 0)
+            return -1;
+        any = (int)c->net_value[0];
+    }
     /* Nobody may overwrite a flag before everyone has read them all. */
     if (comm_barrier(c, rank, "agreement") != 0)
         return -1;
@@ -280,6 +333,13 @@ int comm_mean_double(comm *c, int rank, double v, double *mean)
     for (int j = 0; j < c->n; j++)
         sum += c->values[j];
     *mean = sum / c->n;
+    if (c->net) {
+        if (rank == 0 && net_sum_doubles(c, &sum, 1) == 0)
+            c->net_value[1] = sum / c->net->total;
+        if (comm_barrier(c, rank, "agreement") != 0)
+            return -1;
+        *mean = c->net_value[1];
+    }
     return comm_barrier(c, rank, "agreement");
 }
 
@@ -287,7 +347,7 @@ int comm_overdue(comm *c, double now_s, double timeout_s, int *missing, const ch
 {
     int count = 0;
     pthread_mutex_lock(&c->lock);
-    if (!c->aborted && c->arrived > 0 && now_s - c->first_arrival > timeout_s) {
+    if (!c->aborted && !c->net_busy && c->arrived > 0 && now_s - c->first_arrival > timeout_s) {
         *missing = -1;
         for (int r = 0; r < c->n; r++)
             if (!c->waiting[r] && count++ == 0)

@@ -17,6 +17,23 @@
 
 struct topology;
 struct comm_device;
+struct comm;
+
+/* Replicas in other processes (MPI, docs/mpi.md). This process's rank 0
+ * (its leader) adds up the processes' partial results while its other ranks
+ * wait; the ops poll the comm so that an abort or a peer's failure ends the
+ * wait, and give up after timeout_s (aborting the comm with the reason). */
+typedef struct comm_net {
+    int total;          /* replicas in all processes: the divisor of the means */
+    double timeout_s;   /* comm.timeout_s: a cross-process sum never waits longer */
+    /* In place, the sum over processes of len values. 0, or -1 once the comm
+     * is aborted (the op aborts it itself with the reason when it fails). */
+    int (*sum_floats)(const struct comm_net *net, struct comm *c, float *buf, size_t len);
+    int (*sum_doubles)(const struct comm_net *net, struct comm *c, double *buf, int len);
+    /* The job failed or stopped here: tell the other processes (once). */
+    void (*fail)(const struct comm_net *net, const char *reason);
+    void *user;
+} comm_net;
 
 typedef struct comm {
     int n;
@@ -47,6 +64,9 @@ typedef struct comm {
     double *busy_since;         /* per rank: when it began waiting on NCCL (0: not) */
     const char **busy_what;     /* ... and on what, for the watchdog's message */
     unsigned char nccl_id[128]; /* the job's NCCL communicator, for its leaders */
+    const comm_net *net;        /* other processes' replicas; NULL: none (set before attach) */
+    int net_busy;               /* rank 0 is in a cross-process sum (its own deadline) */
+    double net_value[2];        /* the cross-process result of comm_any / comm_mean_double */
 } comm;
 
 int comm_init(comm *c, int n, size_t capacity, char *err, size_t errlen);
@@ -76,7 +96,7 @@ const char *comm_abort_reason(comm *c);
 int comm_barrier(comm *c, int rank, const char *what);
 
 /* The element-wise mean of every rank's `vec` (len <= capacity), in the
- * rank's memory. On the CPU each rank reduces its own slice (a
+ * rank's memory; with a net, of every replica's in every process (CPU only). On the CPU each rank reduces its own slice (a
  * reduce-scatter), then all read the whole result (the all-gather is the
  * shared buffer itself). On GPUs each group's leader sums its group's
  * vectors in rank order on its GPU and, with two or more GPUs, the leaders

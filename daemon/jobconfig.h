@@ -1,5 +1,5 @@
 /* A job file, parsed and validated completely before it is queued
- * (design.md §4, §7, §8; docs/config.md lists every field). */
+ * (docs/config.md lists every field). */
 #ifndef PARLE_JOBCONFIG_H
 #define PARLE_JOBCONFIG_H
 

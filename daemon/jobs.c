@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
+#include "mpi_node.h"
 #include "protocol.h"
 #include "runner.h"
 #include "safetensors.h"
@@ -51,6 +52,7 @@ struct job {
     double run_started_at;  /* when the current run began; 0 when not running */
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
+    char memory[512];       /* peak bytes per device, a JSON object's text or "" */
     volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
     int cancel_requested;
     int interrupted;        /* it was running when parled stopped: it goes first */
@@ -151,6 +153,11 @@ static void devices_text(uint64_t mask, char *buf, size_t len)
 static void job_path(const job *j, const char *file, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/%s", j->dir, file);
+}
+
+void job_file_path(const job *j, const char *file, char *out, size_t outlen)
+{
+    job_path(j, file, out, outlen);
 }
 
 static void emit_line(jobs *js, job *j, cJSON *ev)
@@ -267,7 +274,21 @@ cJSON *job_status_json(const job *j)
     cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
     cJSON_AddNumberToObject(o, "step", (double)j->last.step);
     cJSON_AddNumberToObject(o, "data_passes", j->last.data_passes);
-    cJSON_AddNumberToObject(o, "images_per_sec", j->state == JOB_RUNNING ? j->last.images_per_sec : 0);
+    /* Running: the speed of the last log interval. Otherwise the mean over
+     * the training time so far (0 before the first step): every replica
+     * takes `step` batches (the minimum for asynchronous rules). */
+    double images = (double)j->last.step * j->cfg.optim.batch * j->cfg.algorithm.replicas;
+    double elapsed = started ? job_elapsed(j) : 0;
+    cJSON_AddNumberToObject(o, "images_per_sec", j->state == JOB_RUNNING ? j->last.images_per_sec
+                                                 : elapsed > 0 ? images / elapsed : 0);
+    cJSON_AddNumberToObject(o, "mean_images_per_sec", elapsed > 0 ? images / elapsed : 0);
+    cJSON *mem = j->memory[0] ? cJSON_Parse(j->memory) : NULL;
+    if (cJSON_IsObject(mem))
+        cJSON_AddItemToObject(o, "memory_bytes", mem);
+    else {
+        cJSON_Delete(mem);
+        cJSON_AddNullToObject(o, "memory_bytes");
+    }
     add_num_or_null(o, "test_error", j->test_error);
     add_num_or_null(o, "test_loss", j->test_loss);
     add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
@@ -448,18 +469,38 @@ static void *job_thread(void *arg)
     job_path(j, "ckpt", ckpt, sizeof(ckpt));
     run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop,
                        .checkpoint_dir = ckpt, .on_master = on_master};
-    int rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
+    /* Under --mpi every job spans every rank (docs/mpi.md), on their CPUs. */
+    mpi_job *mj = NULL;
+    int rc = 0;
+    if (mpi_node_size() > 1) {
+        char path[1200];
+        job_path(j, "job.json", path, sizeof(path));
+        if (j->devices != DEV_CPU) {
+            snprintf(err, sizeof(err), "devices: across MPI ranks a job runs on CPUs (\"cpu\"); "
+                     "GPUs over MPI are not supported yet (docs/mpi.md)");
+            rc = -1;
+        } else {
+            rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
+        }
+    }
+    if (rc == 0)
+        rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
+    int gpus[DEV_MAX_GPUS], ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
+    if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
+        rc = -1;
     if (rc == 0) {
         post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
                  train.h, train.w);
-        int gpus[DEV_MAX_GPUS], ngpus = 0;
-        for (int i = 0; i < DEV_MAX_GPUS; i++)
-            if (j->devices & (1ull << i))
-                gpus[ngpus++] = i;
-        run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus,
-                             .ngpus = ngpus};
+        if (mj)
+            post_log(j, "MPI: %d ranks; replicas %d..%d on rank 0", mpi_node_size(), where.first,
+                     where.first + where.count - 1);
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
     }
+    mpi_job_end(mj);
     dataset_free(&train);
     dataset_free(&test);
     pending *p = calloc(1, sizeof(*p));
@@ -626,6 +667,8 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         j->test_loss = ev->test_loss;
     }
     j->last = merged;
+    if (ev->kind == RUN_EV_PROGRESS && ev->memory[0])
+        snprintf(j->memory, sizeof j->memory, "%s", ev->memory);
     ev = &merged;
     cJSON *e = event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
     cJSON_AddNumberToObject(e, "epoch", ev->epoch);
@@ -773,6 +816,11 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     j->last.data_passes = status_num(st, "data_passes", 0);
     j->last.train_loss = status_num(st, "train_loss", NAN);
     j->last.lr = status_num(st, "lr", NAN);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(st, "memory_bytes");
+    char *mem_text = cJSON_IsObject(mem) ? cJSON_PrintUnformatted(mem) : NULL;
+    if (mem_text && strlen(mem_text) < sizeof j->memory)
+        strcpy(j->memory, mem_text);
+    free(mem_text);
     cJSON_Delete(st);
     return 0;
 }

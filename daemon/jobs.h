@@ -45,7 +45,7 @@ enum job_state job_state_of(const job *j);
 int job_state_final(enum job_state s);
 const char *job_state_name(enum job_state s);
 
-/* Status objects, answered from memory (the fields of design.md §7). */
+/* Status objects, answered from memory (the fields of docs/protocol.md). */
 cJSON *job_status_json(const job *j);
 cJSON *jobs_list_json(const jobs *js);
 cJSON *jobs_devices_json(const jobs *js);
@@ -55,6 +55,9 @@ cJSON *jobs_summary_json(const jobs *js);
  * master of the job's last evaluation), "metadata"}. NULL with *code
  * ERR_BAD_STATE if the job has no evaluated master yet, else ERR_INTERNAL. */
 cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen);
+
+/* <job dir>/<file> (master.safetensors, metrics.jsonl) in out. */
+void job_file_path(const job *j, const char *file, char *out, size_t outlen);
 
 /* Cancel a queued job, or stop a running one's replicas at once (no
  * checkpoint). -1 if it has already ended. */

@@ -1,4 +1,4 @@
-/* parled: the parle training daemon (design.md §7). Runs in the foreground,
+/* parled: the parle training daemon (docs/protocol.md, docs/architecture.md). Runs in the foreground,
  * prints one line when it accepts connections, checkpoints its running jobs
  * and stops on SIGTERM or SIGINT (a second SIGINT exits at once). */
 #include <getopt.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "mpi_node.h"
 #include "parle_config.h"
 #include "runner.h"
 #include "server.h"
@@ -27,6 +28,9 @@ static const char usage[] =
     "                     jobs to checkpoint; then stop them at once (they resume\n"
     "                     from their last checkpoint)\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
+    "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
+    "                     serves the socket, the others run their share of each\n"
+    "                     job's replicas (docs/mpi.md)\n"
     "  --help             show this help\n"
     "  --version          show the version\n"
     "\n"
@@ -75,7 +79,8 @@ int main(int argc, char **argv)
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
         {"stop-timeout", required_argument, 0, 't'},
-        {"log-level", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
+        {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
+        {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
     };
     char default_socket[4096], default_state[4096];
@@ -91,7 +96,7 @@ int main(int argc, char **argv)
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
                          .devices = "auto", .stop_timeout_s = 300};
-    int c;
+    int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 's': cfg.socket_path = optarg; break;
@@ -118,6 +123,7 @@ int main(int argc, char **argv)
             server_log_level = (enum log_level)level;
             break;
         }
+        case 'M': mpi = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         case 'V': printf("parled %s\n", PARLE_VERSION); return 0;
         default: fputs("Try 'parled --help'.\n", stderr); return 2;
@@ -129,6 +135,15 @@ int main(int argc, char **argv)
     }
     /* A client that goes away mid-write must not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
+    if (mpi) {
+        char why[512];
+        if (mpi_node_init(&argc, &argv, why, sizeof(why)) != 0) {
+            fprintf(stderr, "parled: %s\n", why);
+            return 1;
+        }
+        if (mpi_node_rank() > 0)
+            return mpi_node_serve();
+    }
 
     uv_loop_t *loop = uv_default_loop();
     daemon_state d = {0};
@@ -136,6 +151,8 @@ int main(int argc, char **argv)
     if (server_open(&d.srv, loop, &cfg, on_stopped, &d, err, sizeof(err)) != 0) {
         fprintf(stderr, "parled: %s\n", err);
         uv_loop_close(loop);
+        if (mpi) /* the other ranks wait for rank 0's word */
+            mpi_node_finalize();
         return 1;
     }
     uv_signal_init(loop, &d.sigterm);
@@ -149,5 +166,7 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     server_free(d.srv);
     uv_loop_close(loop);
+    if (mpi)
+        mpi_node_finalize();
     return 0;
 }

@@ -8,7 +8,7 @@ static const char *const op_names[] = {
     [OP_SUBMIT] = "submit", [OP_STATUS] = "status",   [OP_LIST] = "list",
     [OP_WATCH] = "watch",   [OP_LOGS] = "logs",       [OP_CANCEL] = "cancel",
     [OP_EXPORT] = "export", [OP_DEVICES] = "devices", [OP_VERSION] = "version",
-    [OP_SHUTDOWN] = "shutdown",
+    [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -16,11 +16,12 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
-enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8 };
+enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
-    [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID, [OP_EXPORT] = F_ID,
-    [OP_DEVICES] = 0, [OP_VERSION] = 0, [OP_SHUTDOWN] = 0,
+    [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
+    [OP_EXPORT] = F_ID | F_OFFSET | F_VERSION, [OP_DEVICES] = 0, [OP_VERSION] = 0,
+    [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,
@@ -70,6 +71,18 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
             if (!cJSON_IsBool(it))
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be true or false", k);
             req->follow = cJSON_IsTrue(it);
+        } else if (strcmp(k, "offset") == 0 && (allowed & F_OFFSET)) {
+            /* Whole numbers only, below 2^53 so the double is exact. */
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740992.0 ||
+                it->valuedouble != (double)(long long)it->valuedouble)
+                return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be a whole number >= 0", k);
+            req->offset = (long long)it->valuedouble;
+            req->has_offset = 1;
+        } else if (strcmp(k, "version") == 0 && (allowed & F_VERSION)) {
+            if (!cJSON_IsString(it) || strlen(it->valuestring) >= PROTO_VERSION_TAG_MAX)
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be a string (as an export reply gave it)", k);
+            strcpy(req->version, it->valuestring);
         } else {
             *code = ERR_BAD_REQUEST;
             snprintf(msg, msglen, "%.64s: unknown field for op \"%s\"", k, op_names[req->op]);
@@ -127,7 +140,7 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         *code = ERR_UNKNOWN_OP;
         snprintf(msg, msglen,
                  "unknown op \"%.64s\" (ops: submit, status, list, watch, logs, cancel, export, "
-                 "devices, version, shutdown)",
+                 "devices, version, shutdown, metrics)",
                  op->valuestring);
         goto out;
     }

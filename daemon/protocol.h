@@ -14,9 +14,13 @@
 
 enum proto_op {
     OP_SUBMIT, OP_STATUS, OP_LIST, OP_WATCH, OP_LOGS, OP_CANCEL, OP_EXPORT, OP_DEVICES,
-    OP_VERSION, OP_SHUTDOWN,
+    OP_VERSION, OP_SHUTDOWN, OP_METRICS,
 };
-#define OP_COUNT (OP_SHUTDOWN + 1)
+#define OP_COUNT (OP_METRICS + 1)
+/* export with an offset and metrics: the most file bytes one reply carries
+ * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
+#define PROTO_CHUNK_MAX (512u << 10)
+#define PROTO_VERSION_TAG_MAX 64
 
 /* Error codes (the "code" of an error reply). */
 #define ERR_BAD_JSON "bad_json"
@@ -34,6 +38,9 @@ typedef struct proto_request {
     enum proto_op op;
     char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, export */
     int follow;            /* logs: stream new lines until the job ends */
+    int has_offset;        /* export: a chunk of the file is asked for */
+    long long offset;      /* export, metrics: the byte to start at (>= 0) */
+    char version[PROTO_VERSION_TAG_MAX]; /* export: the file version the chunks must come from ("" = any) */
     cJSON *job;            /* submit: the job object; owned by the request */
 } proto_request;
 

@@ -28,7 +28,8 @@ typedef struct job_run {
     const coupling_rule *rule;
     int parle_family;         /* Parle and its special cases: gamma and rho mean something */
     comm comm;
-    int n;
+    int n;                    /* the job's replicas, in all processes */
+    int first, nlocal;        /* this process's: first .. first + nlocal - 1 (comm ranks 0..) */
     run_devices where;
     long outer_per_epoch;     /* nb: batches per pass over a replica's data */
     long batches_per_pass;    /* the same, but 1 outer iteration an epoch for
@@ -40,6 +41,7 @@ typedef struct job_run {
     checkpoint_info resume;   /* resume.k > 0: continue from this checkpoint */
     fault_point fault;        /* PARLE_FAULT_REPLICA (tests) */
     long *at_step;            /* each replica's last step, for the watchdog's message */
+    size_t *mem_bytes;        /* each replica's peak memory as note_memory counts it */
     pthread_mutex_t lock;     /* guards failed, stopped_now, err, live */
     pthread_cond_t ended;     /* a replica thread finished */
     int live;                 /* replica threads not yet finished */
@@ -112,6 +114,12 @@ model_spec run_model_spec(const job_config *cfg, const dataset *train)
 
 #define now_s comm_now_s
 
+/* A replica's number in the job (seeds, data shard, checkpoint files); r->rank
+ * is its rank in this process's comm. Replica 0, in the first process, holds
+ * the master and reports. */
+static int replica_id(const job_run *run, const replica *r) { return run->first + r->rank; }
+static int is_master(const job_run *run, const replica *r) { return replica_id(run, r) == 0; }
+
 /* The master is evaluated in batches of this many test images. */
 enum { EVAL_BATCH = 256 };
 
@@ -139,6 +147,49 @@ static void emit(job_run *run, const run_event *ev)
         run->hooks->on_event(run->hooks->user, ev);
 }
 
+/* What a replica holds in its context's memory, as far as the runner can
+ * count it without asking the allocator: the model (params, grads, BN
+ * statistics, activation arena), the rule's state vectors that are not the
+ * model's own, the backend workspace and, on rank 0, the evaluated master.
+ * Comm buffers and the loader's batches are not counted. Kept as a maximum,
+ * since the workspace grows on demand. */
+static void note_memory(job_run *run, replica *r)
+{
+    const char *names[RULE_MAX_STATE];
+    float *bufs[RULE_MAX_STATE];
+    int n = run->rule->state(r, names, bufs);
+    size_t bytes = r->model.bytes + r->ctx.workspace_floats * sizeof(float);
+    for (int i = 0; i < n; i++)
+        if (bufs[i] != r->model.params && bufs[i] != r->model.grads)
+            bytes += r->model.nparams * sizeof(float);
+    if (r->rank == 0)
+        bytes += run->eval_model.bytes;
+    if (bytes > __atomic_load_n(&run->mem_bytes[r->rank], __ATOMIC_RELAXED))
+        __atomic_store_n(&run->mem_bytes[r->rank], bytes, __ATOMIC_RELAXED);
+}
+
+/* The replicas' memory summed per device, as a JSON object's text:
+ * {"cpu":N} or {"cuda:0":N,"cuda:1":M}. */
+static void memory_json(job_run *run, char *out, size_t len)
+{
+    int ndev = run->where.ngpus > 0 ? run->where.ngpus : 1;
+    size_t at = 0;
+    out[0] = '\0';
+    for (int d = 0; d < ndev && at < len; d++) {
+        size_t sum = 0;
+        for (int r = d; r < run->n; r += ndev)
+            sum += __atomic_load_n(&run->mem_bytes[r], __ATOMIC_RELAXED);
+        char dev[16] = "cpu";
+        if (run->where.ngpus > 0)
+            snprintf(dev, sizeof dev, "cuda:%d", run->where.gpus[d]);
+        at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%zu", d ? "," : "{", dev, sum);
+    }
+    if (at + 2 > len)
+        out[0] = '\0'; /* too many devices for the field: say nothing rather than half */
+    else
+        memcpy(out + at, "}", 2);
+}
+
 /* gamma_k and rho_k grow by (1 + growth/nb) per outer iteration, capped. */
 static float schedule_growth(double start, double cap, double growth, long nb, long k)
 {
@@ -155,8 +206,8 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
  * (its NUMA node's, from sysfs), shared with the GPU's other replicas. */
 static int pin_replica(const job_run *run, int rank)
 {
-    int share = run->where.ncores / run->n > 1 ? run->where.ncores / run->n : 1;
-    int floating = run->n > run->where.ncores && run->n % run->where.ncores != 0;
+    int share = run->where.ncores / run->nlocal > 1 ? run->where.ncores / run->nlocal : 1;
+    int floating = run->nlocal > run->where.ncores && run->nlocal % run->where.ncores != 0;
     cpu_set_t set;
     CPU_ZERO(&set);
     int gpu = topology_device(rank, run->where.gpus, run->where.ngpus);
@@ -186,14 +237,14 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
     if (!master)
         return -1;
     double dist = vec_dist2(&r->ctx, np, run->rule->weights(r), master);
-    if (r->rank == 0)
+    if (is_master(run, r))
         backend_copy(&r->ctx, em->params, master, np * sizeof(float));
     if (strcmp(cfg->eval.bn, "average") == 0) {
         const float *stats = comm_allreduce_mean(r->comm, r->rank, &r->ctx, r->model.stats,
                                                  r->model.nstats);
         if (!stats)
             return -1;
-        if (r->rank == 0)
+        if (is_master(run, r))
             backend_copy(&r->ctx, em->stats, stats, em->nstats * sizeof(float));
     }
     /* Each rank's distance to the master, averaged over ranks. */
@@ -205,7 +256,7 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
                  "(step %ld)", r->rank, r->k, step);
         return -1;
     }
-    if (r->rank != 0)
+    if (!is_master(run, r))
         return 0;
     double t0 = now_s();
     if (strcmp(cfg->eval.bn, "recompute") == 0)
@@ -341,7 +392,7 @@ static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader,
     st_meta meta[4 + RULE_MAX_SCALARS] = {{"sampler_pass", pass}, {"sampler_pos", pos},
                                           {"sampler_draws", draws}, {"sync_s", sync_s}};
     int nmeta = 4 + rule_scalars_meta(run, r, meta + 4);
-    int bad = checkpoint_write_replica(run->hooks->checkpoint_dir, r->k, r->rank, ts,
+    int bad = checkpoint_write_replica(run->hooks->checkpoint_dir, r->k, replica_id(run, r), ts,
                                        (const float *const *)host, n, meta, nmeta, err,
                                        sizeof err) != 0;
     host_mirror_free(r, host, n);
@@ -351,7 +402,7 @@ static int take_checkpoint(job_run *run, replica *r, const batch_loader *loader,
     int anyone_bad = comm_any(r->comm, r->rank, bad);
     if (anyone_bad < 0)
         return -1;
-    if (anyone_bad || r->rank != 0)
+    if (anyone_bad || !is_master(run, r))
         return 0;
     checkpoint_info info = {.k = r->k, .step = step, .replicas = run->n,
                             .epochs_done = run->result.epochs_done,
@@ -407,7 +458,7 @@ static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, si
         snprintf(err, errlen, "replica %d: resume: %s", r->rank, r->ctx.err);
         return -1;
     }
-    int read = checkpoint_read_replica(&run->resume, r->rank, ts, host, n, &meta, err, errlen);
+    int read = checkpoint_read_replica(&run->resume, replica_id(run, r), ts, host, n, &meta, err, errlen);
     for (int i = 0; i < n && read == 0; i++)
         backend_upload(&r->ctx, data[i], host[i], ts[i].count * sizeof(float));
     /* The upload must finish before the pinned buffers go. */
@@ -464,8 +515,8 @@ static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size
     if (model_build(&r->model, &r->ctx, &spec, cfg->optim.batch, 1, err, errlen) != 0)
         return -1;
     int independent = strcmp(cfg->algorithm.init, "independent") == 0;
-    model_init_params(&r->model, &r->ctx, cfg->seed, independent ? (uint32_t)r->rank : 0);
-    if (r->rank == 0) {
+    model_init_params(&r->model, &r->ctx, cfg->seed, independent ? (uint32_t)replica_id(run, r) : 0);
+    if (is_master(run, r)) {
         if (model_build(&run->eval_model, &r->ctx, &spec, EVAL_BATCH, 0, err, errlen) != 0)
             return -1;
         run->master_params = malloc(r->model.nparams * sizeof(float));
@@ -475,7 +526,7 @@ static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size
             return -1;
         }
     }
-    if (sampler_init(smp, cfg, run->train->n, r->rank, run->n) != 0) {
+    if (sampler_init(smp, cfg, run->train->n, replica_id(run, r), run->n) != 0) {
         snprintf(err, errlen, "replica %d: out of memory for the sampler", r->rank);
         return -1;
     }
@@ -525,7 +576,7 @@ static void *replica_main(void *p)
     const int S = run->rule->steps_per_sync(cfg) == RULE_STEPS_PER_PASS
                       ? (int)run->batches_per_pass : run->rule->steps_per_sync(cfg);
     const long nb = run->outer_per_epoch;
-    const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)r.rank, RNG_STREAM_DROPOUT);
+    const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)replica_id(run, &r), RNG_STREAM_DROPOUT);
     double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
                                                   : job_lr_at_epoch(cfg, 0);
     r.inner_lr = (float)inner_lr;
@@ -580,9 +631,10 @@ static void *replica_main(void *p)
         if (run->rule->sync(&r) == 0 && backend_failed(&r.ctx))
             run_fail(run, "replica %d: the sync of outer iteration %ld (step %ld): %s", r.rank, k,
                      step, r.ctx.err);
+        note_memory(run, &r);
         if (comm_aborted(&run->comm))
             goto out;
-        if (r.rank == 0 && (window_steps >= cfg->log_every || k % nb == 0)) {
+        if (is_master(run, &r) && (window_steps >= cfg->log_every || k % nb == 0)) {
             double t = now_s(), elapsed = t - run->t_start;
             double done = (double)k / (double)run->total_outer;
             run_event ev = {
@@ -597,6 +649,7 @@ static void *replica_main(void *p)
             };
             if (run->rule->describe)
                 run->rule->describe(&r, ev.rule, sizeof ev.rule);
+            memory_json(run, ev.memory, sizeof ev.memory);
             emit(run, &ev);
             window_steps = 0;
             window_loss = 0.0;
@@ -628,7 +681,7 @@ static void *replica_main(void *p)
             if (checkpoints && !checkpointed &&
                 k < run->total_outer && take_checkpoint(run, &r, &loader, step) != 0)
                 goto out;
-            if (r.rank == 0)
+            if (is_master(run, &r))
                 run->result.stopped = k < run->total_outer;
             break;
         }
@@ -639,7 +692,7 @@ out:
         run->rule->free(&r);
     batch_loader_stop(&loader);
     sampler_free(&smp);
-    if (r.rank == 0) {
+    if (is_master(run, &r)) {
         model_free(&run->eval_model, &r.ctx);
         free(run->master_params);
         free(run->master_stats);
@@ -673,7 +726,7 @@ static void supervise(job_run *run)
             comm_abort(&run->comm, "stopped");
         } else if (comm_overdue(&run->comm, now_s(), timeout, &missing, &what) > 0) {
             run_fail(run, "replica %d did not reach the %s within comm.timeout_s = %g s "
-                     "(it was last seen at step %ld): the job is stopped", missing, what,
+                     "(it was last seen at step %ld): the job is stopped", run->first + missing, what,
                      timeout, __atomic_load_n(&run->at_step[missing], __ATOMIC_RELAXED));
         }
         struct timespec until;
@@ -712,6 +765,16 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
         snprintf(err, errlen, "run: no cores (%d) or replicas (%d)", where->ncores, run.n);
         return -1;
     }
+    run.nlocal = where->net ? where->count : run.n;
+    run.first = where->net ? where->first : 0;
+    if (where->net && (where->ngpus > 0 || run.nlocal < 1 || run.first < 0 ||
+                       run.first + run.nlocal > run.n ||
+                       (run.rule != coupling_find("parle") &&
+                        run.rule != coupling_find("allreduce")))) {
+        snprintf(err, errlen, "run: across MPI ranks a job runs on CPUs, with the parle or "
+                 "allreduce rule and at least one replica per rank (docs/mpi.md)");
+        return -1;
+    }
     if (train->n < cfg->optim.batch || test->n < 1) {
         snprintf(err, errlen, "data: %d training examples are fewer than one batch of %d",
                  train->n, cfg->optim.batch);
@@ -725,8 +788,9 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
         run.outer_per_epoch = 1;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
     /* comm_attach sizes the all-reduce buffer once the models are built. */
-    if (comm_init(&run.comm, run.n, 0, err, errlen) != 0)
+    if (comm_init(&run.comm, run.nlocal, 0, err, errlen) != 0)
         return -1;
+    run.comm.net = where->net;
     pthread_mutex_init(&run.lock, NULL);
     pthread_cond_init(&run.ended, NULL);
     run.t_start = now_s();
@@ -760,9 +824,10 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     pthread_t *tids = calloc((size_t)run.n, sizeof(pthread_t));
     replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
     run.at_step = calloc((size_t)run.n, sizeof(long));
+    run.mem_bytes = calloc((size_t)run.n, sizeof(size_t));
     int started = 0;
-    if (tids && args && run.at_step) {
-        for (; started < run.n; started++) {
+    if (tids && args && run.at_step && run.mem_bytes) {
+        for (; started < run.nlocal; started++) {
             args[started] = (replica_arg){.run = &run, .rank = started};
             if (fault_strikes(&run.fault, started, FAULT_START, 0, 0))
                 break;
@@ -779,14 +844,20 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     }
     /* The started replicas meet the missing one at their first collective:
      * the abort sends them home. */
-    if (started < run.n)
-        run_fail(&run, "run: could not start replica thread %d of %d", started, run.n);
+    if (started < run.nlocal)
+        run_fail(&run, "run: could not start replica thread %d of %d", run.first + started,
+                 run.n);
     supervise(&run);
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
     free(tids);
     free(args);
     free(run.at_step);
+    free(run.mem_bytes);
+    /* Ended here early (a failure, a cancel): the other processes' replicas
+     * would wait for ours until their deadline; tell them now. */
+    if (where->net && comm_aborted(&run.comm))
+        where->net->fail(where->net, run.failed ? run.err : "the job was stopped");
     comm_free(&run.comm);
     pthread_cond_destroy(&run.ended);
     pthread_mutex_destroy(&run.lock);

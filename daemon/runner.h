@@ -26,6 +26,8 @@ typedef struct run_event {
     double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
     char message[256];          /* RUN_EV_LOG */
     char rule[1024];            /* the coupling rule's own quantities, a JSON object or "" */
+    char memory[512];           /* RUN_EV_PROGRESS: peak bytes per device, a JSON object
+                                   ({"cpu":N}, {"cuda:0":N,...}; runner.c note_memory) or "" */
 } run_event;
 
 /* Stop requests (hooks->stop). RUN_STOP (a cancel) and RUN_STOP_NOW (a
@@ -67,6 +69,12 @@ typedef struct run_devices {
     int ncores;
     const int *gpus;
     int ngpus;
+    /* Several processes (MPI, docs/mpi.md): this one runs replicas first ..
+     * first + count - 1 of the job's and net reaches the others' (CPU only,
+     * rules whose only collectives are all-reduces and agreements). Zeroes:
+     * all replicas here. */
+    int first, count;
+    const struct comm_net *net;
 } run_devices;
 
 /* The GPUs a job's `devices` names on this machine, in gpus[64]: how many

@@ -17,6 +17,7 @@
 #include "jobs.h"
 #include "parle_config.h"
 #include "protocol.h"
+#include "transfer.h"
 
 /* A client that does not read its watch stream is dropped once this much
  * output waits for it. */
@@ -316,7 +317,8 @@ static void op_cancel(conn *c, proto_request *req)
 }
 
 /* The daemon never writes where a client says (it may run as root): it
- * names its own copy of the master and the client copies it. */
+ * names its own copy of the master, with its size, CRC-32 and version, and
+ * hands it out in chunks (with "offset") that the client writes itself. */
 static void op_export(conn *c, proto_request *req)
 {
     job *j = find_job(c, req->id);
@@ -325,10 +327,41 @@ static void op_export(conn *c, proto_request *req)
     char err[1400];
     const char *code;
     cJSON *o = job_export_json(j, &code, err, sizeof(err));
+    if (o && req->has_offset) {
+        char path[1200];
+        job_file_path(j, "master.safetensors", path, sizeof path);
+        cJSON_Delete(o);
+        o = transfer_chunk(path, req->offset, req->version, &code, err, sizeof err);
+        if (o)
+            cJSON_AddStringToObject(o, "id", job_id(j));
+    } else if (o && transfer_describe(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "path")),
+                                      o, err, sizeof err) != 0) {
+        cJSON_Delete(o);
+        o = NULL;
+        code = ERR_INTERNAL;
+    }
     if (!o) {
         send_error(c, code, err);
         return;
     }
+    conn_send(c, proto_reply_ok(o));
+}
+
+/* The job's metrics.jsonl from a byte offset, whole lines, bounded. */
+static void op_metrics(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char path[1200], err[1400];
+    const char *code;
+    job_file_path(j, "metrics.jsonl", path, sizeof path);
+    cJSON *o = transfer_lines(path, req->offset, &code, err, sizeof err);
+    if (!o) {
+        send_error(c, code, err);
+        return;
+    }
+    cJSON_AddStringToObject(o, "id", job_id(j));
     conn_send(c, proto_reply_ok(o));
 }
 
@@ -368,6 +401,9 @@ static void handle_request(conn *c, char *line, size_t len)
         break;
     case OP_EXPORT:
         op_export(c, &req);
+        break;
+    case OP_METRICS:
+        op_metrics(c, &req);
         break;
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();

@@ -1,5 +1,5 @@
 /* parled's server: the listening Unix socket, its connections and the
- * protocol ops, all on the libuv loop thread (design.md §1, §4). */
+ * protocol ops, all on the libuv loop thread (docs/architecture.md). */
 #ifndef PARLE_SERVER_H
 #define PARLE_SERVER_H
 

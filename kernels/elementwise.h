@@ -34,7 +34,7 @@ PARLE_HD static inline void sgd_momentum_elem(float *w, float *v, float g, float
     *w -= lr * (nesterov ? gd + mu * vn : vn);
 }
 
-/* Parle inner step (design.md §8) on the iterate y, anchored at xhat:
+/* Parle inner step (docs/algorithms.md) on the iterate y, anchored at xhat:
  *   g' = g + lambda y + gamma (y - xhat) ; v = mu v + g' ;
  *   y -= eta (g' + mu v) ; z = alpha z + (1 - alpha) y */
 PARLE_HD static inline void parle_inner_elem(float *y, float *z, float *v, float g, float xhat,

@@ -8,7 +8,7 @@ extern const coupling_rule coupling_allreduce, coupling_dpsgd, coupling_sgp, cou
 extern const coupling_rule coupling_easgd, coupling_adpsgd, coupling_gossip, coupling_gosgd;
 
 /* sgd, elastic-sgd and entropy-sgd are exact special cases of Parle
- * (design.md §8); the validator fixes their n, L and rho. */
+ * (docs/algorithms.md); the validator fixes their n, L and rho. */
 static const struct { const char *name; const coupling_rule *rule; } rules[] = {
     {"parle", &coupling_parle},
     {"elastic-sgd", &coupling_parle},

@@ -1,5 +1,5 @@
 /* A coupling rule: how replicas turn gradients into updates and talk to each
- * other (design.md §3). One file per algorithm; the runner drives them all
+ * other (docs/architecture.md). One file per algorithm; the runner drives them all
  * through this table:
  *
  *   init  ; repeat { begin ; (gradient ; step) x steps_per_sync ; sync }

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const char *code;
             char msg[512];
             if (proto_parse_request(line, len, &req, &code, msg, sizeof(msg)) == 0) {
-                if ((int)req.op < 0 || (int)req.op > OP_SHUTDOWN || !proto_op_name(req.op))
+                if ((int)req.op < 0 || (int)req.op >= OP_COUNT || !proto_op_name(req.op))
                     abort();
                 proto_request_free(&req);
             } else {

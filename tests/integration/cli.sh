@@ -52,9 +52,9 @@ ctl status nope 2>&1 | grep -q "no job nope" || fail "status of an unknown job"
 ctl export "$id" "$TMP/out.safetensors" | grep -q "^exported $id (epoch 1 of 1, test error .*) to $TMP/out.safetensors$" ||
     fail "export output"
 [ -s "$TMP/out.safetensors" ] || fail "export wrote nothing"
-ls "$TMP" | grep -q "out.safetensors.tmp" && fail "export left its temporary file"
+ls -A "$TMP" | grep -Eq "out.safetensors.(tmp|part)" && fail "export left its temporary file"
 ctl export nope "$TMP/x" 2>&1 | grep -q "no job nope" || fail "export of an unknown job"
-ctl export "$id" /nonexistent/dir/x 2>&1 | grep -q "cannot create /nonexistent/dir/x.tmp" ||
+ctl export "$id" /nonexistent/dir/x 2>&1 | grep -q "cannot create a temporary in /nonexistent/dir" ||
     fail "export into a missing directory"
 ctl cancel "$id" 2>&1 | grep -q "already ended" || fail "cancelling a done job"
 ctl shutdown | grep -q "shutting down" || fail "shutdown"

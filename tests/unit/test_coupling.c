@@ -1,4 +1,4 @@
-/* Parle's equations (design.md §8) and its reductions, checked on a small
+/* Parle's equations (docs/algorithms.md) and its reductions, checked on a small
  * quadratic against float64 references written here from the plain
  * algorithms, with the replicas on real threads coupled through comm.
  * f_a(w) = 1/2 sum_i h_i (w_i - c_ai)^2 + noise per step, so every replica

@@ -1,0 +1,84 @@
+/* What parlectl's commands share: the connection to parled (one JSON line
+ * each way, docs/protocol.md), argument parsing and output helpers. The
+ * commands live in parlectl.c and, the larger ones, in their own files. */
+#ifndef PARLECTL_CTL_H
+#define PARLECTL_CTL_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+/* Exit statuses: 0 success, 1 failure (an error reply, a job that did not
+ * end done), 2 a usage error; `wait` adds its own (ctl_wait_status). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct command command;
+typedef int (*command_fn)(const command *cmd, int argc, char **argv);
+struct command {
+    const char *name;
+    command_fn run;
+    const char *help;
+};
+
+extern char socket_path[4096];
+
+/* "parlectl: ..." on stderr; returns EXIT_FAIL. */
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int usage_error(const command *cmd, const char *what, const char *arg);
+
+typedef struct conn {
+    int fd;
+    char *buf;
+    size_t start, len, cap;
+} conn;
+
+int conn_open(conn *c);
+void conn_close(conn *c);
+/* Send one request line; frees `req`. */
+int conn_send(conn *c, cJSON *req);
+/* The next line, parsed; NULL (with a message) on EOF or junk. */
+cJSON *conn_read(conn *c);
+int reply_error(const cJSON *reply);
+/* Send `req`, read its reply: the reply if ok, else NULL after the message. */
+cJSON *request(conn *c, cJSON *req);
+cJSON *op_request(const char *op, const char *id);
+/* One connection, one request, one reply. */
+cJSON *call(cJSON *req);
+
+void print_json(const cJSON *v);
+double num(const cJSON *o, const char *k);
+const char *str(const cJSON *o, const char *k);
+const char *fmt_duration(double s, char *buf, size_t len);
+const char *fmt_percent(double v, char *buf, size_t len);
+const char *fmt_num(double v, const char *fmt, char *buf, size_t len);
+
+/* Flags common to the commands: --json, -q, -f, --watch, --set, -o FILE,
+ * --state S. */
+typedef struct args {
+    int json, quiet, follow, watch;
+    char *pos[16];
+    int npos;
+    char *sets[64];
+    int nsets;
+    const char *out;   /* -o FILE */
+    const char *state; /* --state S */
+} args;
+
+/* Parse argv after the command's name; `allowed` lists the flags it takes
+ * ("jqfwsoS": --json -q -f --watch --set -o --state). Prints the usage
+ * error and returns -1, or 1 for --help. */
+int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
+               args *a);
+
+#define PARSE(allowed, minpos, maxpos)                                               \
+    args a;                                                                          \
+    int parsed_ = parse_args(cmd, argc, argv, allowed, maxpos, &a);                  \
+    if (parsed_ != 0)                                                                \
+        return parsed_ > 0 ? EXIT_OK : EXIT_USAGE;                                   \
+    if (a.npos < (minpos))                                                           \
+        return usage_error(cmd, "missing argument", "");
+
+/* client/export.c, client/plot.c */
+int cmd_export(const command *cmd, int argc, char **argv);
+int cmd_plot(const command *cmd, int argc, char **argv);
+
+#endif

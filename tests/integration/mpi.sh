@@ -1,0 +1,106 @@
+#!/bin/bash
+# mpi.sh K: `mpirun -n K parled --mpi` on this machine (loopback TCP,
+# oversubscribed, as root where CI runs so) runs a Parle job with its
+# replicas spread over the K ranks to done, and its exported master matches
+# the same job's in one parled within float tolerance. Then a rank killed
+# mid-job: the MPI job ends (Open MPI's runtime ends every rank) with a
+# message naming the rank, nothing hangs, and the restarted daemon resumes
+# the job from its checkpoint to done. Skipped without mpirun or an MPI build.
+. "$(dirname "$0")/lib.sh"
+K=${1:-2}
+if [ "${PARLE_HAVE_MPI:-0}" != 1 ]; then
+    echo "SKIP: parled was built without MPI (-Dmpi=auto found none)"
+    exit 77
+fi
+MPIRUN=$(command -v mpirun) || { echo "SKIP: mpirun not found"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Under -Db_sanitize=address: Open MPI's own allocations at init are never
+# freed; only those are suppressed (docs/mpi.md).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(dirname "$0")/lsan-mpi.supp:print_suppressions=0}
+# Loopback only; rank 0's daemon needs no special network.
+MPI_WRAP="$MPIRUN --allow-run-as-root --oversubscribe --mca btl self,tcp
+          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -n $K"
+
+parle_job() { # FILE EPOCHS TRAIN_LIMIT
+    cat >"$1" <<JOB
+{"name": "mpi-parle", "model": {"arch": "mlp"},
+ "data": {"dataset": "synthetic", "train_limit": $3, "test_limit": 256},
+ "algorithm": {"name": "parle", "replicas": 3, "L": 3}, "optim": {"lr": 0.05, "batch": 32},
+ "epochs": $2, "seed": 3, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
+JOB
+}
+
+# The largest difference between two exported masters, relative to the largest weight.
+compare() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n; out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        lo, hi = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((hi - lo) // 4), b[base + lo:base + hi])
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+scale = max(max(abs(x) for x in v) for v in a.values()) or 1.0
+diff = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
+print("%.3g" % (diff / scale))
+sys.exit(0 if diff / scale < 1e-4 else 1)
+PY
+}
+
+# 1. The reference: the same job in one process.
+parle_job "$TMP/job.json" 2 1024
+start_daemon
+id=$(ctl submit "$TMP/job.json" -q) || fail "submit (one process)"
+ctl wait "$id" || fail "the one-process job did not end done"
+ctl export "$id" "$TMP/one.safetensors" >/dev/null || fail "export (one process)"
+stop_daemon
+
+# 2. The same job over K ranks: replicas 0..2 spread over them.
+rm -rf "$STATE"
+PARLED_WRAP=$MPI_WRAP start_daemon --mpi
+id=$(ctl submit "$TMP/job.json" -q) || fail "submit (MPI)"
+timeout 120 "$PARLECTL" --socket "$SOCK" wait "$id" || fail "the MPI job did not end done"
+grep -q "MPI: $K ranks; replicas 0\.\.[0-9] on rank 0" "$STATE/jobs/$id/log.txt" ||
+    fail "the job log does not say how the replicas were spread"
+for r in $(seq 1 $((K - 1))); do
+    grep -q "parled\[rank $r\]: job: replicas" "$TMP/parled.err" || fail "rank $r ran no replica"
+done
+ctl export "$id" "$TMP/mpi.safetensors" >/dev/null || fail "export (MPI)"
+d=$(compare "$TMP/one.safetensors" "$TMP/mpi.safetensors") ||
+    fail "the masters differ by $d (relative) between one process and $K ranks"
+echo "masters agree within $d (relative)"
+
+# 3. A rank killed mid-job: everything ends, with the rank named; no hang.
+parle_job "$TMP/long.json" 4 1024
+id=$(ctl submit "$TMP/long.json" -q) || fail "submit (long)"
+wait_log "$id" "checkpoint at outer iteration [0-9]+ \(step [0-9]+\) written" 60
+victim=$((K - 1))
+pid=$(sed -n "s/^parled\[rank $victim\]: serving rank 0 (rank $victim of $K, pid \([0-9]*\),.*/\1/p" \
+      "$TMP/parled.err")
+[ -n "$pid" ] || fail "no pid logged for rank $victim"
+kill -KILL "$pid"
+wait_exit 60 || fail "mpirun did not end within 60 s of rank $victim's death"
+# Open MPI's runtime: "mpirun noticed that process rank N with PID ... exited on signal 9".
+grep "process rank $victim .*signal 9" "$TMP/parled.err" || fail "nothing names rank $victim after its death"
+grep -q '"state":[[:space:]]*"running"' "$STATE/jobs/$id/status.json" ||
+    fail "status.json of the interrupted job does not say running"
+sleep 1
+pgrep -f "parled --mpi --socket $SOCK" >/dev/null && fail "a rank outlived the MPI job"
+
+# 4. Started again: the job resumes from its checkpoint and finishes.
+: >"$TMP/parled.err"
+PARLED_WRAP=$MPI_WRAP start_daemon --mpi
+timeout 300 "$PARLECTL" --socket "$SOCK" wait "$id" || fail "the resumed job did not end done"
+grep -q "resuming from checkpoint" "$STATE/jobs/$id/log.txt" ||
+    grep -q "parled restarted while the job ran" "$STATE/jobs/$id/log.txt" ||
+    fail "the job did not resume"
+step=$(resume_step "$id")
+[ -n "$step" ] && [ "$step" -gt 0 ] || fail "the job did not resume from a checkpoint (step '$step')"
+kill -TERM "$DAEMON_PID"
+wait_exit 60 || fail "the MPI daemon did not exit within 60 s of SIGTERM"
+echo PASS
