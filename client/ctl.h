@@ -8,8 +8,10 @@
 #include <cjson/cJSON.h>
 
 /* Exit statuses: 0 success, 1 failure (an error reply, a job that did not
- * end done), 2 a usage error; `wait` adds its own (ctl_wait_status). */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+ * end done), 2 a usage error; `wait`, `watch` and `submit --wait/--watch`
+ * add 3 (the job was cancelled) and 4 (parled went away or the connection
+ * was lost before the job ended). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3, EXIT_GONE = 4 };
 
 typedef struct command command;
 typedef int (*command_fn)(const command *cmd, int argc, char **argv);
@@ -51,10 +53,10 @@ const char *fmt_duration(double s, char *buf, size_t len);
 const char *fmt_percent(double v, char *buf, size_t len);
 const char *fmt_num(double v, const char *fmt, char *buf, size_t len);
 
-/* Flags common to the commands: --json, -q, -f, --watch, --set, -o FILE,
- * --state S. */
+/* Flags common to the commands: --json, -q, -f, --watch, --wait, --set,
+ * -o FILE, --state S. */
 typedef struct args {
-    int json, quiet, follow, watch;
+    int json, quiet, follow, watch, wait;
     char *pos[16];
     int npos;
     char *sets[64];
@@ -64,7 +66,7 @@ typedef struct args {
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwsoS": --json -q -f --watch --set -o --state). Prints the usage
+ * ("jqfwWsoS": --json -q -f --watch --wait --set -o --state). Prints the usage
  * error and returns -1, or 1 for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);

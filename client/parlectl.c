@@ -23,21 +23,28 @@ static const char usage[] =
     "$XDG_RUNTIME_DIR/parled.sock, else /run/parled.sock).\n"
     "\n"
     "commands:\n"
-    "  submit FILE [-q] [--set key.path=value]... [--watch] [--json]   queue a job\n"
+    "  submit FILE [-q] [--set key.path=value]... [--watch|--wait] [--json]   queue a job\n"
     "  status [ID] [--json]    one job, or the daemon and all jobs\n"
-    "  list [--json]           all jobs\n"
+    "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
     "  logs ID [-f]            a job's log (-f: follow until the job ends)\n"
     "  cancel ID               cancel a queued or running job\n"
-    "  wait ID                 block until the job ends: exit 0 if done, 1 otherwise\n"
+    "  wait ID                 block until the job ends; exit status below\n"
     "  export ID -o FILE      write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F]  train loss, test error, lr against passes, as an SVG\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
     "  shutdown                stop parled (running jobs checkpoint and resume at its next start)\n"
     "\n"
-    "'parlectl COMMAND --help' describes a command. Exit status: 0 success, 1 failure,\n"
-    "2 usage error.\n";
+    "'parlectl COMMAND --help' describes a command.\n"
+    "\n"
+    "Exit statuses:\n"
+    "  0  success (wait, watch, submit --wait/--watch: the job ended done)\n"
+    "  1  failure: an error reply, or the job ended failed\n"
+    "  2  usage error\n"
+    "  3  the job was cancelled (wait, watch, submit --wait/--watch)\n"
+    "  4  parled is not running, or the connection was lost before the job ended\n"
+    "     (wait, watch, submit --wait/--watch)\n";
 
 char socket_path[4096];
 
@@ -382,14 +389,27 @@ static int show_event(progress *p, const cJSON *ev, const char **state)
     return 0;
 }
 
-/* Watch job `id` until it ends: 0 if it ended done, 1 otherwise. */
+/* Watch job `id` until it ends: EXIT_OK if it ended done, EXIT_FAIL if it
+ * failed (or the daemon refused the watch), EXIT_CANCELLED if it was
+ * cancelled, EXIT_GONE if parled is not running or the connection ended
+ * before the job did. */
 static int watch_job(const char *id, int quiet, int json)
 {
     conn c;
     if (conn_open(&c) != 0)
-        return EXIT_FAIL;
-    cJSON *reply = request(&c, op_request("watch", id));
+        return EXIT_GONE;
+    if (conn_send(&c, op_request("watch", id)) != 0) {
+        conn_close(&c);
+        return EXIT_GONE;
+    }
+    cJSON *reply = conn_read(&c);
     if (!reply) {
+        conn_close(&c);
+        return EXIT_GONE;
+    }
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"))) {
+        reply_error(reply);
+        cJSON_Delete(reply);
         conn_close(&c);
         return EXIT_FAIL;
     }
@@ -400,13 +420,15 @@ static int watch_job(const char *id, int quiet, int json)
         print_json(j);
     cJSON_Delete(reply);
     const char *state = NULL;
-    int rc = EXIT_FAIL;
+    int rc = EXIT_GONE;
     cJSON *ev;
     while ((ev = conn_read(&c))) {
         int end = show_event(&p, ev, &state);
         if (end) {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "job");
-            rc = strcmp(state, "done") == 0 ? EXIT_OK : EXIT_FAIL;
+            rc = strcmp(state, "done") == 0        ? EXIT_OK
+                 : strcmp(state, "cancelled") == 0 ? EXIT_CANCELLED
+                                                   : EXIT_FAIL;
             if (rc != EXIT_OK && *str(st, "error"))
                 fail("job %s %s: %s", id, state, str(st, "error"));
             else if (rc != EXIT_OK)
@@ -418,6 +440,8 @@ static int watch_job(const char *id, int quiet, int json)
     }
     bar_clear(&p);
     conn_close(&c);
+    if (rc == EXIT_GONE)
+        fail("lost the connection to parled before job %s ended", id);
     return rc;
 }
 
@@ -519,6 +543,8 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             a->follow = 1;
         } else if (strcmp(s, "--watch") == 0 && strchr(allowed, 'w')) {
             a->watch = 1;
+        } else if (strcmp(s, "--wait") == 0 && strchr(allowed, 'W')) {
+            a->wait = 1;
         } else if ((strcmp(s, "--set") == 0 || strncmp(s, "--set=", 6) == 0) &&
                    strchr(allowed, 's')) {
             if (s[5] == '\0' && i + 1 >= argc)
@@ -549,7 +575,9 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
 
 static int cmd_submit(const command *cmd, int argc, char **argv)
 {
-    PARSE("qjsw", 1, 1);
+    PARSE("qjswW", 1, 1);
+    if (a.watch && a.wait)
+        return usage_error(cmd, "--watch and --wait exclude each other", "");
     size_t len = 0;
     char *text = read_file(a.pos[0], &len);
     if (!text)
@@ -580,12 +608,16 @@ static int cmd_submit(const command *cmd, int argc, char **argv)
     snprintf(id, sizeof(id), "%s", str(reply, "id"));
     if (a.json && !a.watch)
         print_json(reply);
+    else if (a.wait && a.json)
+        ;
     else if (a.quiet)
         puts(id);
     else
         printf("submitted %s (%s)\n", id, str(reply, "state"));
     fflush(stdout);
     cJSON_Delete(reply);
+    if (a.wait)
+        return watch_job(id, 1, 0);
     return a.watch ? watch_job(id, 0, a.json) : EXIT_OK;
 }
 
@@ -623,11 +655,22 @@ static int cmd_status(const command *cmd, int argc, char **argv)
 
 static int cmd_list(const command *cmd, int argc, char **argv)
 {
-    PARSE("j", 0, 0);
+    PARSE("jS", 0, 0);
+    static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+    int known = !a.state;
+    for (size_t k = 0; !known && k < sizeof(states) / sizeof(states[0]); k++)
+        known = strcmp(a.state, states[k]) == 0;
+    if (!known)
+        return usage_error(cmd, "unknown state ", a.state);
     cJSON *reply = call(op_request("list", NULL));
     if (!reply)
         return EXIT_FAIL;
-    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(reply, "jobs");
+    cJSON *jobs = cJSON_GetObjectItemCaseSensitive(reply, "jobs");
+    for (cJSON *j = jobs ? jobs->child : NULL, *next; a.state && j; j = next) {
+        next = j->next;
+        if (strcmp(str(j, "state"), a.state) != 0)
+            cJSON_Delete(cJSON_DetachItemViaPointer(jobs, j));
+    }
     if (a.json)
         print_json(jobs);
     else
@@ -756,19 +799,29 @@ static int cmd_shutdown(const command *cmd, int argc, char **argv)
 
 static const command commands[] = {
     {"submit", cmd_submit,
-     "submit FILE [-q] [--set key.path=value]... [--watch] [--json]\n"
+     "submit FILE [-q] [--set key.path=value]... [--watch|--wait] [--json]\n"
      "Queue the job in FILE ('-' for stdin) and print its id (-q: only the id).\n"
      "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
-     "else a string. --watch then follows the job like 'watch' and exits like 'wait'."},
+     "else a string. --watch then follows the job like 'watch', --wait blocks\n"
+     "silently like 'wait'; either exits like 'wait' (0 done, 1 failed,\n"
+     "3 cancelled, 4 parled gone)."},
     {"status", cmd_status,
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
-    {"list", cmd_list, "list [--json]\nEvery job, oldest first."},
+    {"list", cmd_list,
+     "list [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
+     "(queued, running, done, failed, cancelled). 'ls' is the same command."},
+    {"ls", cmd_list,
+     "ls [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
+     "(queued, running, done, failed, cancelled). 'list' is the same command."},
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
-     "Exits 0 if it ended done, 1 otherwise."},
+     "Exits like 'wait': 0 done, 1 failed, 3 cancelled, 4 parled gone."},
     {"logs", cmd_logs, "logs ID [-f]\nPrint the job's log; -f keeps printing until the job ends."},
     {"cancel", cmd_cancel, "cancel ID\nCancel a queued job, or stop a running one at its next step."},
-    {"wait", cmd_wait, "wait ID\nBlock until the job ends; exit 0 if it ended done, 1 otherwise."},
+    {"wait", cmd_wait,
+     "wait ID\nBlock until the job ends. Exit status: 0 it ended done, 1 it failed (or\n"
+     "parled refused, e.g. no such job), 2 usage error, 3 it was cancelled, 4 parled\n"
+     "is not running or the connection was lost before the job ended."},
     {"export", cmd_export,
      "export ID -o FILE (or: export ID FILE)\nWrite the master of the job's last evaluation "
      "(weights and BN statistics,\nsafetensors) to FILE. parled sends the bytes over the socket "

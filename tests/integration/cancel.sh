@@ -13,10 +13,10 @@ wait_steps "$a" 60
 
 ctl cancel "$b" | grep -q "$b cancelled" || fail "cancel of queued $b"
 wait_state "$b" cancelled 5
-ctl wait "$b" 2>/dev/null; [ $? = 1 ] || fail "wait on a cancelled job must exit 1"
+ctl wait "$b" 2>/dev/null; [ $? = 3 ] || fail "wait on a cancelled job must exit 3"
 
 ctl cancel "$a" | grep -q "cancelling" || fail "cancel of running $a"
-ctl wait "$a" 2>"$TMP/wait.err"; [ $? = 1 ] || fail "wait on a cancelled job must exit 1"
+ctl wait "$a" 2>"$TMP/wait.err"; [ $? = 3 ] || fail "wait on a cancelled job must exit 3"
 grep -q "cancelled" "$TMP/wait.err" || fail "wait did not say cancelled: $(cat "$TMP/wait.err")"
 wait_state "$a" cancelled 5
 ctl logs "$a" | grep -q "cancelled at epoch" || fail "the log does not record the cancel"
