@@ -27,14 +27,14 @@ static const char usage[] =
     "  status [ID] [--json]    one job, or the daemon and all jobs\n"
     "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
-    "  logs ID [-f]            a job's log (-f: follow until the job ends)\n"
-    "  cancel ID               cancel a queued or running job\n"
-    "  wait ID                 block until the job ends; exit status below\n"
-    "  export ID -o FILE      write the job's master weights and BN statistics (safetensors)\n"
-    "  plot ID [ID...] [-o F]  train loss, test error, lr against passes, as an SVG\n"
+    "  logs ID [-f] [--json]   a job's log (-f: follow until the job ends)\n"
+    "  cancel ID [--json]      cancel a queued or running job\n"
+    "  wait ID [--json]        block until the job ends; exit status below\n"
+    "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
+    "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
-    "  shutdown                stop parled (running jobs checkpoint and resume at its next start)\n"
+    "  shutdown [--json]       stop parled (running jobs checkpoint and resume at its next start)\n"
     "\n"
     "'parlectl COMMAND --help' describes a command.\n"
     "\n"
@@ -416,8 +416,10 @@ static int watch_job(const char *id, int quiet, int json)
     progress p = {.tty = isatty(STDOUT_FILENO), .quiet = quiet, .json = json};
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(reply, "job");
     p.test_error = num(j, "test_error");
-    if (json)
+    if (json == 1)
         print_json(j);
+    if (json == 2) /* --wait --json: only the job as it ended, one object */
+        p.json = 0, p.quiet = 1;
     cJSON_Delete(reply);
     const char *state = NULL;
     int rc = EXIT_GONE;
@@ -429,6 +431,8 @@ static int watch_job(const char *id, int quiet, int json)
             rc = strcmp(state, "done") == 0        ? EXIT_OK
                  : strcmp(state, "cancelled") == 0 ? EXIT_CANCELLED
                                                    : EXIT_FAIL;
+            if (json == 2)
+                print_json(st);
             if (rc != EXIT_OK && *str(st, "error"))
                 fail("job %s %s: %s", id, state, str(st, "error"));
             else if (rc != EXIT_OK)
@@ -606,7 +610,7 @@ static int cmd_submit(const command *cmd, int argc, char **argv)
         return EXIT_FAIL;
     char id[64];
     snprintf(id, sizeof(id), "%s", str(reply, "id"));
-    if (a.json && !a.watch)
+    if (a.json && !a.watch && !a.wait)
         print_json(reply);
     else if (a.wait && a.json)
         ;
@@ -617,7 +621,7 @@ static int cmd_submit(const command *cmd, int argc, char **argv)
     fflush(stdout);
     cJSON_Delete(reply);
     if (a.wait)
-        return watch_job(id, 1, 0);
+        return watch_job(id, 1, a.json ? 2 : 0);
     return a.watch ? watch_job(id, 0, a.json) : EXIT_OK;
 }
 
@@ -687,13 +691,13 @@ static int cmd_watch(const command *cmd, int argc, char **argv)
 
 static int cmd_wait(const command *cmd, int argc, char **argv)
 {
-    PARSE("", 1, 1);
-    return watch_job(a.pos[0], 1, 0);
+    PARSE("j", 1, 1);
+    return watch_job(a.pos[0], 1, a.json ? 2 : 0);
 }
 
 static int cmd_logs(const command *cmd, int argc, char **argv)
 {
-    PARSE("f", 1, 1);
+    PARSE("fj", 1, 1);
     conn c;
     if (conn_open(&c) != 0)
         return EXIT_FAIL;
@@ -705,7 +709,18 @@ static int cmd_logs(const command *cmd, int argc, char **argv)
         conn_close(&c);
         return EXIT_FAIL;
     }
-    fputs(str(reply, "text"), stdout);
+    if (a.json && a.follow) { /* JSON lines: the log so far, then each line's event */
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        char *t = cJSON_PrintUnformatted(reply);
+        if (t)
+            puts(t);
+        free(t);
+    } else if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        print_json(reply);
+    } else {
+        fputs(str(reply, "text"), stdout);
+    }
     fflush(stdout);
     cJSON_Delete(reply);
     int rc = EXIT_OK;
@@ -716,7 +731,13 @@ static int cmd_logs(const command *cmd, int argc, char **argv)
             break;
         }
         int end = strcmp(str(ev, "event"), "end") == 0;
-        if (!end) {
+        if (!end && a.json) {
+            char *t = cJSON_PrintUnformatted(ev);
+            if (t)
+                puts(t);
+            free(t);
+            fflush(stdout);
+        } else if (!end) {
             puts(str(ev, "text"));
             fflush(stdout);
         }
@@ -730,11 +751,16 @@ static int cmd_logs(const command *cmd, int argc, char **argv)
 
 static int cmd_cancel(const command *cmd, int argc, char **argv)
 {
-    PARSE("", 1, 1);
+    PARSE("j", 1, 1);
     cJSON *reply = call(op_request("cancel", a.pos[0]));
     if (!reply)
         return EXIT_FAIL;
-    if (strcmp(str(reply, "state"), "cancelled") == 0)
+    if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        if (!cJSON_GetObjectItemCaseSensitive(reply, "id"))
+            cJSON_AddStringToObject(reply, "id", a.pos[0]);
+        print_json(reply);
+    } else if (strcmp(str(reply, "state"), "cancelled") == 0)
         printf("%s cancelled\n", a.pos[0]);
     else
         printf("%s: cancelling (its replicas stop now)\n", a.pos[0]);
@@ -787,11 +813,15 @@ static int cmd_version(const command *cmd, int argc, char **argv)
 
 static int cmd_shutdown(const command *cmd, int argc, char **argv)
 {
-    PARSE("", 0, 0);
+    PARSE("j", 0, 0);
     cJSON *reply = call(op_request("shutdown", NULL));
     if (!reply)
         return EXIT_FAIL;
-    printf("parled is shutting down (%.0f running job(s) checkpoint and stop)\n",
+    if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        print_json(reply);
+    } else
+        printf("parled is shutting down (%.0f running job(s) checkpoint and stop)\n",
            num(reply, "stopping_jobs"));
     cJSON_Delete(reply);
     return EXIT_OK;
@@ -804,7 +834,7 @@ static const command commands[] = {
      "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
      "else a string. --watch then follows the job like 'watch', --wait blocks\n"
      "silently like 'wait'; either exits like 'wait' (0 done, 1 failed,\n"
-     "3 cancelled, 4 parled gone)."},
+     "3 cancelled, 4 parled gone); --wait --json prints the job as it ended."},
     {"status", cmd_status,
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
     {"list", cmd_list,
@@ -816,24 +846,27 @@ static const command commands[] = {
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
      "Exits like 'wait': 0 done, 1 failed, 3 cancelled, 4 parled gone."},
-    {"logs", cmd_logs, "logs ID [-f]\nPrint the job's log; -f keeps printing until the job ends."},
-    {"cancel", cmd_cancel, "cancel ID\nCancel a queued job, or stop a running one at its next step."},
+    {"logs", cmd_logs, "logs ID [-f] [--json]\nPrint the job's log; -f keeps printing until the job ends.\n"
+     "--json: one object with the text (with -f: JSON lines, the log so far, then one\n"
+     "object per line)."},
+    {"cancel", cmd_cancel, "cancel ID [--json]\nCancel a queued job, or stop a running one at its next step."},
     {"wait", cmd_wait,
-     "wait ID\nBlock until the job ends. Exit status: 0 it ended done, 1 it failed (or\n"
+     "wait ID [--json]\nBlock until the job ends (--json: then print the job as it ended).\n"
+     "Exit status: 0 it ended done, 1 it failed (or\n"
      "parled refused, e.g. no such job), 2 usage error, 3 it was cancelled, 4 parled\n"
      "is not running or the connection was lost before the job ended."},
     {"export", cmd_export,
-     "export ID -o FILE (or: export ID FILE)\nWrite the master of the job's last evaluation "
+     "export ID -o FILE [--json] (or: export ID FILE)\nWrite the master of the job's last evaluation "
      "(weights and BN statistics,\nsafetensors) to FILE. parled sends the bytes over the socket "
      "and parlectl writes\nFILE itself, with your permissions, atomically (a temporary beside "
      "it, fsync,\nrename), after checking the daemon's CRC-32; FILE is never left half written."},
     {"plot", cmd_plot,
-     "plot ID [ID...] [-o FILE]\nDraw train loss, test error and learning rate against passes "
+     "plot ID [ID...] [-o FILE] [--json]\nDraw train loss, test error and learning rate against passes "
      "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout)."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,
-     "shutdown\nStop parled; running jobs checkpoint at a step boundary first and resume when\n"
+     "shutdown [--json]\nStop parled; running jobs checkpoint at a step boundary first and resume when\n"
      "parled starts again."},
 };
 

@@ -1,6 +1,7 @@
 /* parled: the parle training daemon (docs/protocol.md, docs/architecture.md). Runs in the foreground,
  * prints one line when it accepts connections, checkpoints its running jobs
  * and stops on SIGTERM or SIGINT (a second SIGINT exits at once). */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "mpi_node.h"
 #include "parle_config.h"
 #include "runner.h"
+#include "sdnotify.h"
 #include "server.h"
 
 static const char usage[] =
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
             return mpi_node_serve();
     }
 
+    cfg.listen_fd = sd_listen_fd();
     uv_loop_t *loop = uv_default_loop();
     daemon_state d = {0};
     char err[1024];
@@ -163,6 +166,9 @@ int main(int argc, char **argv)
 
     printf("parled ready on %s (state dir %s)\n", cfg.socket_path, cfg.state_dir);
     fflush(stdout);
+    if (sd_notify_state("READY=1") != 0)
+        server_log(LOG_WARN, "cannot notify systemd on %s: %s", getenv("NOTIFY_SOCKET"),
+                   strerror(errno));
     uv_run(loop, UV_RUN_DEFAULT);
     server_free(d.srv);
     uv_loop_close(loop);

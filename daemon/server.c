@@ -61,6 +61,7 @@ struct server {
     uv_loop_t *loop;
     uv_pipe_t listener;
     char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int activated; /* the listener came from systemd (sdnotify.h): not ours to unlink */
     char state_dir[1024];
     int have_group;
     gid_t group;
@@ -638,8 +639,22 @@ static int resolve_group(const char *name, gid_t *gid, char *err, size_t errlen)
     return -1;
 }
 
-static int listen_socket(server *s, char *err, size_t errlen)
+static int listen_socket(server *s, int fd, char *err, size_t errlen)
 {
+    if (fd > 0) { /* socket activation: systemd bound it, owns it, removes it */
+        uv_pipe_init(s->loop, &s->listener, 0);
+        s->listener.data = s;
+        int r = uv_pipe_open(&s->listener, fd);
+        if (r == 0)
+            r = uv_listen((uv_stream_t *)&s->listener, 256, on_connection);
+        if (r != 0) {
+            snprintf(err, errlen, "the socket passed by systemd (fd %d): %s", fd, uv_strerror(r));
+            uv_close((uv_handle_t *)&s->listener, NULL);
+            return -1;
+        }
+        s->activated = 1;
+        return 0;
+    }
     if (clear_stale_socket(s->socket_path, err, errlen) != 0)
         return -1;
     uv_pipe_init(s->loop, &s->listener, 0);
@@ -700,7 +715,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
                        .user = s};
     if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, err, errlen) != 0)
         goto fail;
-    if (listen_socket(s, err, errlen) != 0) {
+    if (listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
         jobs_close(s->jobs);
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */
         goto fail;
@@ -716,7 +731,11 @@ fail:
     return -1;
 }
 
-void server_remove_socket(const server *s) { unlink(s->socket_path); }
+void server_remove_socket(const server *s)
+{
+    if (!s->activated)
+        unlink(s->socket_path);
+}
 
 static void on_stop_timeout(uv_timer_t *t)
 {

@@ -17,6 +17,8 @@ typedef struct server_config {
     const char *devices;   /* the daemon's --devices */
     const char *group;     /* NULL, a group name or a numeric gid */
     double stop_timeout_s; /* a shutdown's grace for checkpointing before jobs stop at once */
+    int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
+                              binding socket_path (and never unlinked) */
 } server_config;
 
 typedef struct server server;

@@ -20,6 +20,12 @@ for f in "$PARLE_SOURCE_ROOT"/configs/*.json; do
 done
 comp=$ROOT/share/bash-completion/completions/parlectl
 [ -f "$comp" ] || fail "no bash completion"
+# The systemd units, ExecStart pointing at the installed parled.
+for u in parled.service parled.socket; do
+    [ -f "$ROOT/lib/systemd/system/$u" ] || fail "$u was not installed in lib/systemd/system"
+done
+grep -q "^ExecStart=$prefix/bin/parled " "$ROOT/lib/systemd/system/parled.service" ||
+    fail "parled.service: $(grep ExecStart "$ROOT/lib/systemd/system/parled.service")"
 PAGES="$ROOT/share/man/man8/parled.8 $ROOT/share/man/man1/parlectl.1 $ROOT/share/man/man5/parle-job.5"
 for p in $PAGES; do
     [ -s "$p" ] || fail "$p was not installed"
