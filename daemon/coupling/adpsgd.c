@@ -100,12 +100,8 @@ static int adpsgd_describe(replica *r, char *json, size_t len)
 static void adpsgd_free(replica *r)
 {
     adpsgd_state *s = r->rule_state;
-    if (!s)
-        return;
-    comm_peer_detach(s->peer, r->rank, &r->ctx);
-    rule_vector_free(r, &s->u);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        async_release(r, s->peer, &s->u, NULL);
 }
 
 const coupling_rule coupling_adpsgd = {

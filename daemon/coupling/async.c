@@ -1,7 +1,10 @@
 #include "async.h"
 
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "graph.h"
 
 float async_uniform(const replica *r, unsigned u)
 {
@@ -23,6 +26,16 @@ int async_quiesce(replica *r)
     int rc = comm_barrier(r->comm, r->rank, "end of pass");
     r->sync_s += comm_now_s() - t0;
     return rc;
+}
+
+void async_release(replica *r, comm_peer *peer, float **u, float **extra)
+{
+    comm_peer_detach(peer, r->rank, &r->ctx);
+    rule_vector_free(r, u);
+    if (extra)
+        rule_vector_free(r, extra);
+    free(r->rule_state);
+    r->rule_state = NULL;
 }
 
 int async_json_out(cJSON *o, char *json, size_t len)

@@ -19,6 +19,10 @@ int async_other(const replica *r, float u);
  * nothing moves until the next pass begins. 0, or -1 once aborted. */
 int async_quiesce(replica *r);
 
+/* The end of a rule: leave the peers (comm_peer_detach), free the momentum u
+ * and one more vector of the rule's (extra may be NULL), then the state. */
+void async_release(replica *r, comm_peer *peer, float **u, float **extra);
+
 /* Status: the object's text in json (len bytes), or "" when it does not
  * fit; frees o. Returns the length written. */
 struct cJSON;

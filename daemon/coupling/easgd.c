@@ -108,12 +108,8 @@ static int easgd_describe(replica *r, char *json, size_t len)
 static void easgd_free(replica *r)
 {
     easgd_state *s = r->rule_state;
-    if (!s)
-        return;
-    comm_peer_detach(s->peer, r->rank, &r->ctx);
-    rule_vector_free(r, &s->u);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        async_release(r, s->peer, &s->u, NULL);
 }
 
 const coupling_rule coupling_easgd = {

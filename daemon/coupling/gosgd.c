@@ -129,13 +129,8 @@ static int gosgd_describe(replica *r, char *json, size_t len)
 static void gosgd_free(replica *r)
 {
     gosgd_state *s = r->rule_state;
-    if (!s)
-        return;
-    comm_peer_detach(s->peer, r->rank, &r->ctx);
-    rule_vector_free(r, &s->u);
-    rule_vector_free(r, &s->scaled);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        async_release(r, s->peer, &s->u, &s->scaled);
 }
 
 const coupling_rule coupling_gosgd = {

@@ -201,13 +201,8 @@ static int gossip_describe(replica *r, char *json, size_t len)
 static void gossip_free(replica *r)
 {
     gossip_state *s = r->rule_state;
-    if (!s)
-        return;
-    comm_peer_detach(s->peer, r->rank, &r->ctx);
-    rule_vector_free(r, &s->u);
-    rule_vector_free(r, &s->fetched);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        async_release(r, s->peer, &s->u, &s->fetched);
 }
 
 const coupling_rule coupling_gossip = {

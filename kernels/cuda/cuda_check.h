@@ -41,6 +41,14 @@ static inline int cuda_fail(char *err, size_t errlen, const char *file, int line
             return cuda_fail(err, errlen, __FILE__, __LINE__, __func__, #call, cuda_check_rc_); \
     } while (0)
 
+/* The one message shape of every library's failure. Returns 0. */
+static inline int library_fail_(backend_ctx *ctx, const char *file, int line, const char *call,
+                                const char *status, const char *why)
+{
+    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call, status, why);
+    return 0;
+}
+
 static inline int cuda_ok_(backend_ctx *ctx, cudaError_t rc, const char *file, int line,
                            const char *call)
 {
@@ -50,9 +58,7 @@ static inline int cuda_ok_(backend_ctx *ctx, cudaError_t rc, const char *file, i
      * after a kernel launch (of this or another context) would report this
      * failure again. A device fault stays sticky in the driver regardless. */
     (void)cudaGetLastError();
-    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
-                 cudaGetErrorName(rc), cudaGetErrorString(rc));
-    return 0;
+    return library_fail_(ctx, file, line, call, cudaGetErrorName(rc), cudaGetErrorString(rc));
 }
 
 static inline int cublas_ok_(backend_ctx *ctx, cublasStatus_t rc, const char *file, int line,
@@ -60,9 +66,8 @@ static inline int cublas_ok_(backend_ctx *ctx, cublasStatus_t rc, const char *fi
 {
     if (rc == CUBLAS_STATUS_SUCCESS)
         return 1;
-    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
-                 cublasGetStatusName(rc), cublasGetStatusString(rc));
-    return 0;
+    return library_fail_(ctx, file, line, call, cublasGetStatusName(rc),
+                         cublasGetStatusString(rc));
 }
 
 static inline int cudnn_ok_(backend_ctx *ctx, cudnnStatus_t rc, const char *file, int line,
@@ -74,9 +79,8 @@ static inline int cudnn_ok_(backend_ctx *ctx, cudnnStatus_t rc, const char *file
      * when cuDNN kept one, says what was wrong with the arguments. */
     char why[200] = "";
     cudnnGetLastErrorString(why, sizeof why);
-    backend_fail(ctx, "%s:%d: %.*s: %s (%s)", file, line, CALL_NAME_LEN(call), call,
-                 cudnnGetErrorString(rc), why[0] ? why : "no details");
-    return 0;
+    return library_fail_(ctx, file, line, call, cudnnGetErrorString(rc),
+                         why[0] ? why : "no details");
 }
 
 #define CUDA_OK(ctx, call) cuda_ok_((ctx), (call), __FILE__, __LINE__, #call)
