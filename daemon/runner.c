@@ -548,6 +548,9 @@ static void *replica_main(void *p)
     char err[512] = "";
     sampler smp = {0};
     batch_loader loader = {0};
+    /* The batch staged for the next step, and its slot (model_stage_batch). */
+    loader_batch next = {0};
+    int slot = 0;
     if (replica_setup(run, &r, &smp, err, sizeof err) != 0)
         run_fail(run, "%s", err);
     /* Nobody starts unless everyone could. */
@@ -566,10 +569,15 @@ static void *replica_main(void *p)
         k0 = run->resume.k;
         step = run->resume.step;
     }
-    /* Batches are gathered (and augmented) by a loader thread one step ahead. */
+    /* Batches are gathered (and augmented) by a loader thread two steps
+     * ahead and staged one step ahead: step k+1's batch uploads on the copy
+     * stream while step k computes, and while an outer iteration's sync
+     * averages (docs/gpu.md "Batches"). */
     if (batch_loader_start(&loader, &r.ctx, &smp, train, cfg->data.augment ? &augment_cifar : NULL,
                            smp.key, (uint64_t)step, err, sizeof err) != 0)
         run_fail(run, "%s", err);
+    else if (batch_loader_take(&loader, &next) == 0)
+        model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
     if (comm_barrier(&run->comm, r.rank, "start") != 0)
         goto out;
 
@@ -595,12 +603,16 @@ static void *replica_main(void *p)
                                 cfg->algorithm.growth, nb, k);
         run->rule->begin(&r);
         for (int l = 1; l <= S; l++) {
-            float *xb;
-            int32_t *yb;
-            int n;
-            batch_loader_next(&loader, &xb, &yb, &n);
+            const loader_batch cur = next;
+            const int cur_slot = slot;
+            slot = (slot + 1) % BACKEND_STAGE_SLOTS;
+            /* At most two held (cur and next): take cannot fail here. */
+            (void)batch_loader_take(&loader, &next);
+            model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
             model_set_dropout_step(&r.model, dkey, (uint64_t)step);
-            float loss = model_train_grads(&r.model, &r.ctx, xb, yb, n, NULL);
+            float loss = model_train_slot(&r.model, &r.ctx, cur_slot, cur.n, NULL);
+            /* model_train_slot saw cur's copy finish (backend_stage_done). */
+            (void)batch_loader_release(&loader, &cur);
             step++;
             __atomic_store_n(&run->at_step[r.rank], step, __ATOMIC_RELAXED);
             if (fault_strikes(&run->fault, r.rank, FAULT_HANG, k, l))

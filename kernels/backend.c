@@ -28,6 +28,7 @@ int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision p
     if (backend_cuda_ctx_init(ctx, device, err, errlen) != 0)
         return -1;
     ctx->precision = precision;
+    ctx->act = backend_act_dtype(device, precision);
     ctx->deterministic = deterministic;
     return 0;
 #else
@@ -35,6 +36,14 @@ int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision p
     snprintf(err, errlen, "this parle was built without CUDA");
     return -1;
 #endif
+}
+
+void backend_ctx_plan(backend_ctx *ctx, int device, enum backend_precision precision)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = device;
+    ctx->precision = precision;
+    ctx->act = backend_act_dtype(device, precision);
 }
 
 int backend_cuda_devices(void)
@@ -144,6 +153,27 @@ int backend_sync(backend_ctx *ctx)
     if (!ctx->failed)
         ctx->ops->sync(ctx);
     return ctx->failed ? -1 : 0;
+}
+
+const void *backend_stage_async(backend_ctx *ctx, int slot, void *staging, const void *host,
+                                size_t bytes)
+{
+    if (ctx->failed)
+        return NULL;
+    return ctx->ops->stage_async ? ctx->ops->stage_async(ctx, slot, staging, host, bytes)
+                                 : ctx->ops->stage(ctx, staging, host, bytes);
+}
+
+void backend_stage_wait(backend_ctx *ctx, int slot)
+{
+    if (!ctx->failed && ctx->ops->stage_wait)
+        ctx->ops->stage_wait(ctx, slot);
+}
+
+void backend_stage_done(backend_ctx *ctx, int slot)
+{
+    if (!ctx->failed && ctx->ops->stage_done)
+        ctx->ops->stage_done(ctx, slot);
 }
 
 /* ---- compute ---- */
@@ -279,6 +309,41 @@ float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
         return NAN;
     }
     return ctx->ops->softmax_xent(ctx, n, classes, logits, labels, dlogits, correct);
+}
+
+/* ---- activations ---- */
+
+/* A backend without bf16 activations never gets a context that has them;
+ * if it did (a plan context's type set on a real one), that is an error. */
+static void no_bf16(backend_ctx *ctx)
+{
+    backend_fail(ctx, "backend %s: no bf16 activations", ctx->ops->name);
+}
+
+void act_add(backend_ctx *ctx, size_t n, const float *x, float *y)
+{
+    if (ctx->failed)
+        return;
+    if (ctx->act == DTYPE_F32)
+        ctx->ops->vec_axpby(ctx, n, 1.0f, x, 1.0f, y);
+    else if (ctx->ops->act_add)
+        ctx->ops->act_add(ctx, n, x, y);
+    else
+        no_bf16(ctx);
+}
+
+const float *act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out)
+{
+    if (ctx->failed)
+        return NULL;
+    if (ctx->act == DTYPE_F32)
+        return x;
+    if (!ctx->ops->act_from_f32) {
+        no_bf16(ctx);
+        return NULL;
+    }
+    ctx->ops->act_from_f32(ctx, n, x, out);
+    return out;
 }
 
 /* ---- vector ops ---- */

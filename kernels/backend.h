@@ -6,8 +6,13 @@
  * backend they run on; the pointers an op takes live in the context's memory
  * (host memory for the CPU, device memory for CUDA) unless said otherwise.
  * Nothing here keeps process-global state, so one thread per replica is safe.
- * Tensors are float32, NCHW, contiguous. Backward functions overwrite (=)
- * their outputs; they never accumulate.
+ * Tensors are NCHW, contiguous. Parameters, their gradients, statistics and
+ * vectors are float32; activations (the x, y, dx, dy of the layer ops, the
+ * logits and dlogits of softmax_xent) have the context's activation type
+ * ctx->act: float32, or bf16 on a CUDA context at bf16 precision, where a
+ * `float *` argument then points at bf16 elements (device memory the host
+ * never reads). Backward functions overwrite (=) their outputs; they never
+ * accumulate.
  *
  * Errors are sticky values, not prints or aborts: the first failure (a CUDA,
  * cuDNN or cuBLAS status, out of memory, a label out of range) is kept in
@@ -26,10 +31,14 @@ extern "C" {
 
 /* fp32: IEEE float everywhere (no TF32), comparable with the CPU backend.
  * tf32: convolutions and GEMMs may use TF32 tensor cores (the GPU default).
- * bf16: convolutions and GEMMs compute on bf16 inputs with fp32 accumulation;
- *       everything stored (activations included) stays fp32 (docs/gpu.md).
+ * bf16: on a GPU, activations are stored in bf16 and convolutions and GEMMs
+ *       compute on bf16 with fp32 accumulation; weights, gradients, optimizer
+ *       and coupling state and BN statistics stay fp32 (docs/gpu.md).
  * The CPU backend runs all three as fp32. */
 enum backend_precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16 };
+
+/* The element type of a context's activations. */
+enum backend_dtype { DTYPE_F32, DTYPE_BF16 };
 
 typedef struct backend_ops backend_ops;
 
@@ -38,6 +47,7 @@ typedef struct backend_ctx {
     int device;          /* -1: CPU; >= 0: CUDA device id */
     int threads;         /* CPU math threads this replica may use */
     enum backend_precision precision;
+    enum backend_dtype act; /* activations' type: backend_act_dtype(device, precision) */
     int deterministic;   /* CUDA: deterministic algorithms only */
     void *impl;          /* the backend's own state (oneDNN primitives; CUDA stream, handles) */
     float *workspace;    /* in the context's memory, grown by backend_workspace() */
@@ -49,6 +59,11 @@ typedef struct backend_ctx {
 /* A CPU context; `threads` >= 1. Sets the calling thread's OpenMP thread
  * count, so call it from the replica thread that will use it. */
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads);
+/* A CPU context's precision: fp32 and tf32 run as fp32; bf16 (convolutions
+ * and GEMMs on bf16 inputs, fp32 results, everything stored fp32) needs a CPU
+ * with AVX512-BF16 and oneDNN. Returns 0, or -1 with a message. */
+int backend_ctx_set_precision_cpu(backend_ctx *ctx, enum backend_precision precision, char *err,
+                                  size_t errlen);
 /* A CUDA context on `device`: makes it the calling thread's device, then
  * creates the stream, cuBLAS and cuDNN handles. Call it on the replica thread
  * that will use it, and use the context on that thread only: its ops run on
@@ -57,6 +72,20 @@ void backend_ctx_init_cpu(backend_ctx *ctx, int threads);
 int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision precision,
                           int deterministic, char *err, size_t errlen);
 void backend_ctx_free(backend_ctx *ctx);
+/* The activation type of a context on `device` (-1: the CPU) at `precision`:
+ * bf16 only on a GPU at PRECISION_BF16. */
+static inline enum backend_dtype backend_act_dtype(int device, enum backend_precision precision)
+{
+    return device >= 0 && precision == PRECISION_BF16 ? DTYPE_BF16 : DTYPE_F32;
+}
+/* A plan context: no ops and no memory, only the device, precision and
+ * activation type that a real one would have, for sizing a model
+ * (model_build) without the device. Nothing else may be called on it. */
+void backend_ctx_plan(backend_ctx *ctx, int device, enum backend_precision precision);
+static inline size_t backend_act_size(const backend_ctx *ctx)
+{
+    return ctx->act == DTYPE_BF16 ? 2 : sizeof(float);
+}
 /* CUDA devices present (0 without CUDA in the build, a driver or a device). */
 int backend_cuda_devices(void);
 /* Name and total memory of CUDA device `device`: 0, or -1 if there is none. */
@@ -92,9 +121,31 @@ void backend_host_free(backend_ctx *ctx, void *p);
  * CUDA uploads it into `staging` (context memory of >= bytes) and returns that
  * (asynchronously from pinned memory, as backend_upload). */
 const void *backend_stage(backend_ctx *ctx, void *staging, const void *host, size_t bytes);
-/* Wait until every op queued on the context has finished. Returns 0, or -1
- * when the context has failed (now or before). */
+/* Wait until every op queued on the context has finished (batches staged
+ * ahead aside: their steps wait for them). Returns 0, or -1 when the
+ * context has failed (now or before). */
 int backend_sync(backend_ctx *ctx);
+
+/* ---- batches staged ahead (docs/gpu.md "Batches") ----
+ * Step k+1's batch is staged while step k computes, into one of
+ * BACKEND_STAGE_SLOTS slots used in turn. On CUDA the copies run on the
+ * context's copy stream, ordered by events per slot; on the CPU staging
+ * hands the host pointer over and the calls below order nothing. A slot's
+ * round, in this order:
+ *   backend_stage_async: the copy waits until the ops queued before the
+ *     slot's previous backend_stage_done have run (they read the slot's
+ *     previous batch), then runs beside the compute; returns what ops read,
+ *     as backend_stage does. `host` (pinned) must stay unchanged until
+ *     backend_stage_done.
+ *   backend_stage_wait: ops queued from now on run after the slot's copies.
+ *   backend_stage_done: the slot may be overwritten once the ops queued so
+ *     far have run; returns once its copies have finished reading the host,
+ *     so the host buffers may be refilled. */
+enum { BACKEND_STAGE_SLOTS = 2 };
+const void *backend_stage_async(backend_ctx *ctx, int slot, void *staging, const void *host,
+                                size_t bytes);
+void backend_stage_wait(backend_ctx *ctx, int slot);
+void backend_stage_done(backend_ctx *ctx, int slot);
 
 /* Row-major C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N. */
 void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -175,6 +226,13 @@ void linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x, c
  * returned and dlogits is undefined. */
 float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
                    const int32_t *labels, float *dlogits, int *correct);
+
+/* ---- activations as vectors (ctx->act elements) ---- */
+/* y += x (the residual sums and gradients that meet). */
+void act_add(backend_ctx *ctx, size_t n, const float *x, float *y);
+/* n fp32 values (a staged batch) as activations: x itself when they are
+ * fp32, else converted into `out` (n activations of context memory). */
+const float *act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out);
 
 /* ---- vector ops for optimizers and couplings (loops over elementwise.h) ---- */
 void vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y);

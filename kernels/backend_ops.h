@@ -21,6 +21,11 @@ struct backend_ops {
     void (*host_free)(backend_ctx *ctx, void *p);
     const void *(*stage)(backend_ctx *ctx, void *staging, const void *host, size_t bytes);
     void (*sync)(backend_ctx *ctx);
+    /* Optional (NULL: one stream, nothing to order; stage_async is stage). */
+    const void *(*stage_async)(backend_ctx *ctx, int slot, void *staging, const void *host,
+                               size_t bytes);
+    void (*stage_wait)(backend_ctx *ctx, int slot);
+    void (*stage_done)(backend_ctx *ctx, int slot);
 
     void (*gemm)(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
@@ -62,6 +67,10 @@ struct backend_ops {
                             const float *w, const float *dy, float *dx, float *dw, float *db);
     float (*softmax_xent)(backend_ctx *ctx, int n, int classes, const float *logits,
                           const int32_t *labels, float *dlogits, int *correct);
+    /* Needed only by backends with bf16 activations (fp32 ones are vectors:
+     * backend.c uses vec_axpby and the staged batch itself). */
+    void (*act_add)(backend_ctx *ctx, size_t n, const float *x, float *y);
+    void (*act_from_f32)(backend_ctx *ctx, size_t n, const float *x, float *out);
 
     void (*vec_axpby)(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y);
     void (*vec_scale)(backend_ctx *ctx, size_t n, float a, float *x);

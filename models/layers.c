@@ -101,7 +101,7 @@ static void dropout_layer_forward(layer *l, model *m, backend_ctx *ctx, const fl
     if (mode == MODE_TRAIN && l->p > 0.0f)
         dropout_forward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), x, l->y);
     else
-        backend_copy(ctx, l->y, x, count * sizeof(float));
+        backend_copy(ctx, l->y, x, count * backend_act_size(ctx));
 }
 
 static void dropout_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
@@ -114,7 +114,7 @@ static void dropout_layer_backward(layer *l, model *m, backend_ctx *ctx, const f
     if (l->p > 0.0f)
         dropout_backward(ctx, count, l->p, m->dropout_key, dropout_counter(l, m), dy, dx);
     else
-        backend_copy(ctx, dx, dy, count * sizeof(float));
+        backend_copy(ctx, dx, dy, count * backend_act_size(ctx));
 }
 
 static void linear_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,

@@ -202,6 +202,7 @@ int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batc
         return -1;
     }
     m->max_batch = max_batch;
+    m->act = ctx ? ctx->act : DTYPE_F32;
     net_builder b = {.m = m, .c = spec->in_c, .h = spec->in_h, .w = spec->in_w, .cur = -1};
     if (arch_build(&b, &m->spec, err, errlen) != 0) {
         model_free(m, ctx);
@@ -222,7 +223,7 @@ int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batc
     }
     const size_t pbytes = m->nparams * sizeof(float), sbytes = m->nstats * sizeof(float);
     m->bytes = (train ? 2 : 1) * pbytes + sbytes + arena;
-    if (!ctx)
+    if (!ctx || !ctx->ops) /* sizing only */
         return 0;
     m->params = backend_alloc(ctx, pbytes);
     m->grads = train ? backend_alloc(ctx, pbytes) : NULL;
@@ -243,7 +244,7 @@ int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batc
 
 void model_free(model *m, backend_ctx *ctx)
 {
-    if (ctx) {
+    if (ctx && ctx->ops) {
         backend_free(ctx, m->params);
         backend_free(ctx, m->grads);
         backend_free(ctx, m->stats);
@@ -339,6 +340,11 @@ static const float *layer_input(const model *m, int src, const float *x)
     return src < 0 ? x : m->layers[src].y;
 }
 
+static size_t act_bytes(const model *m, size_t count)
+{
+    return count * (m->act == DTYPE_BF16 ? 2 : sizeof(float));
+}
+
 const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
                            enum forward_mode mode)
 {
@@ -347,8 +353,8 @@ const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
         double t0 = profile_clock(m, ctx);
         if (l->kind == LAYER_ADD) {
             size_t count = (size_t)n * l->out_size;
-            backend_copy(ctx, l->y, layer_input(m, l->src, x), count * sizeof(float));
-            vec_axpby(ctx, count, 1.0f, layer_input(m, l->src2, x), 1.0f, l->y);
+            backend_copy(ctx, l->y, layer_input(m, l->src, x), act_bytes(m, count));
+            act_add(ctx, count, layer_input(m, l->src2, x), l->y);
         } else {
             l->forward(l, m, ctx, layer_input(m, l->src, x), n, mode);
         }
@@ -378,22 +384,28 @@ static void grad_deliver(model *m, backend_ctx *ctx, int src, const float *g, in
     size_t count = (size_t)n * s->out_size;
     if (!delivered[src]) {
         if (g != s->dy)
-            backend_copy(ctx, s->dy, g, count * sizeof(float));
+            backend_copy(ctx, s->dy, g, act_bytes(m, count));
         delivered[src] = 1;
     } else {
-        vec_axpby(ctx, count, 1.0f, g, 1.0f, s->dy);
+        act_add(ctx, count, g, s->dy);
     }
 }
 
-/* n host images into context memory (NULL, with the context failed, if
- * they do not fit). */
-static const float *stage_images(model *m, backend_ctx *ctx, const float *images, int n)
+static int fits(const model *m, backend_ctx *ctx, int n)
 {
-    if (n > m->max_batch) {
-        backend_fail(ctx, "model: a batch of %d, built for at most %d", n, m->max_batch);
+    if (n <= m->max_batch)
+        return 1;
+    backend_fail(ctx, "model: a batch of %d, built for at most %d", n, m->max_batch);
+    return 0;
+}
+
+const float *model_stage_input(model *m, backend_ctx *ctx, const float *images, int n)
+{
+    if (!fits(m, ctx, n))
         return NULL;
-    }
-    return backend_stage(ctx, m->input, images, (size_t)n * image_size(m) * sizeof(float));
+    const size_t count = (size_t)n * image_size(m);
+    const float *x = backend_stage(ctx, m->input, images, count * sizeof(float));
+    return act_from_f32(ctx, count, x, m->input_act);
 }
 
 static const int32_t *stage_labels(model *m, backend_ctx *ctx, const int32_t *labels, int n)
@@ -401,15 +413,38 @@ static const int32_t *stage_labels(model *m, backend_ctx *ctx, const int32_t *la
     return backend_stage(ctx, m->labels, labels, (size_t)n * sizeof(int32_t));
 }
 
+void model_stage_batch(model *m, backend_ctx *ctx, int slot, const float *images,
+                       const int32_t *labels, int n)
+{
+    if (!m->train) {
+        backend_fail(ctx, "model: built for evaluation, it has no gradients");
+        return;
+    }
+    if (!fits(m, ctx, n))
+        return;
+    m->staged_x[slot] = backend_stage_async(ctx, slot, m->slot_x[slot], images,
+                                            (size_t)n * image_size(m) * sizeof(float));
+    m->staged_y[slot] = backend_stage_async(ctx, slot, m->slot_y[slot], labels,
+                                            (size_t)n * sizeof(int32_t));
+}
+
 float model_train_grads(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
                         int n, int *correct)
+{
+    model_stage_batch(m, ctx, 0, images, labels, n);
+    return model_train_slot(m, ctx, 0, n, correct);
+}
+
+float model_train_slot(model *m, backend_ctx *ctx, int slot, int n, int *correct)
 {
     if (!m->train) {
         backend_fail(ctx, "model: built for evaluation, it has no gradients");
         return NAN;
     }
-    const float *x = stage_images(m, ctx, images, n);
-    const int32_t *y = stage_labels(m, ctx, labels, n);
+    backend_stage_wait(ctx, slot);
+    const float *x = act_from_f32(ctx, (size_t)n * image_size(m), m->staged_x[slot],
+                                  m->input_act);
+    const int32_t *y = m->staged_y[slot];
     /* From a failure on, every op below is skipped and the loss is NaN. */
     const float *logits = model_forward(m, ctx, x, n, MODE_TRAIN);
     layer *last = &m->layers[m->nlayers - 1];
@@ -431,6 +466,8 @@ float model_train_grads(model *m, backend_ctx *ctx, const float *images, const i
         if (m->profile)
             m->profile[2 * i + 1] += profile_clock(m, ctx) - t0;
     }
+    /* The batch was read last by the first layer's backward, queued above. */
+    backend_stage_done(ctx, slot);
     return loss;
 }
 
@@ -442,7 +479,7 @@ void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32
     for (int i = 0; i < count; i += m->max_batch) {
         int n = count - i < m->max_batch ? count - i : m->max_batch;
         int correct = 0;
-        const float *x = stage_images(m, ctx, images + (size_t)i * image_size(m), n);
+        const float *x = model_stage_input(m, ctx, images + (size_t)i * image_size(m), n);
         const int32_t *y = stage_labels(m, ctx, labels + i, n);
         const float *logits = model_forward(m, ctx, x, n, MODE_INFER);
         loss_sum += (double)softmax_xent(ctx, n, m->spec.classes, logits, y, NULL, &correct) * n;
@@ -459,7 +496,7 @@ void model_recompute_bn(model *m, backend_ctx *ctx, const float *images, int cou
         int n = count - i < m->max_batch ? count - i : m->max_batch;
         if (n < 2)
             break; /* a batch of one has no variance */
-        const float *x = stage_images(m, ctx, images + (size_t)i * image_size(m), n);
+        const float *x = model_stage_input(m, ctx, images + (size_t)i * image_size(m), n);
         model_forward(m, ctx, x, n, MODE_BN_RECOMPUTE);
         m->bn_batches++;
     }

@@ -42,9 +42,10 @@ struct layer {
     int in_c, in_h, in_w;       /* per example */
     int out_c, out_h, out_w;
     size_t out_size;            /* out_c * out_h * out_w */
-    /* Output and its gradient, max_batch * out_size each, valid while the pass
-     * needs them: they share the model's arena with buffers of other
-     * lifetimes (plan.c). dy is NULL in an evaluation model. */
+    /* Output and its gradient, max_batch * out_size activations (m->act)
+     * each, valid while the pass needs them: they share the model's arena
+     * with buffers of other lifetimes (plan.c). dy is NULL in an evaluation
+     * model. */
     float *y;
     float *dy;
     float init_std;             /* > 0: weights ~ N(0, init_std) instead of PyTorch's default */
@@ -80,9 +81,17 @@ struct model {
     int ntensors;
     tensor_info *tensors;
     int max_batch;
+    enum backend_dtype act;     /* the activations' type: the context's */
     float *grad_scratch;        /* a layer's dx when its input has several consumers */
-    float *input;               /* the staged batch: max_batch images */
+    float *input;               /* the staged batch: max_batch images, fp32 */
+    float *input_act;           /* at bf16: the batch converted, else NULL */
     int32_t *labels;            /* and labels */
+    /* Training: batches staged ahead (model_stage_batch), one per slot, and
+     * what the ops read of each (the slot, or on the CPU the host batch). */
+    float *slot_x[BACKEND_STAGE_SLOTS];
+    int32_t *slot_y[BACKEND_STAGE_SLOTS];
+    const float *staged_x[BACKEND_STAGE_SLOTS];
+    const int32_t *staged_y[BACKEND_STAGE_SLOTS];
     void *arena;                /* holds every buffer above that is per batch */
     size_t bytes;               /* context memory held: params, grads, stats, arena */
     /* Dropout draws for the current step: key and a counter base that the
@@ -96,9 +105,10 @@ struct model {
 };
 
 /* Builds the network of `spec` for batches of up to max_batch, its buffers
- * (parameters, gradients and statistics zeroed) in ctx's memory. A model
- * for training (`train` 1) has gradients and backward buffers; one for
- * evaluation only runs forward passes, in far less memory. With ctx NULL
+ * (parameters, gradients and statistics zeroed) in ctx's memory, its
+ * activations of ctx->act. A model for training (`train` 1) has gradients
+ * and backward buffers; one for evaluation only runs forward passes, in far
+ * less memory. With ctx NULL (fp32) or a plan context (backend_ctx_plan)
  * nothing is allocated: m->bytes tells what the build would take, and the
  * model is only good for model_free(m, NULL). Returns 0, or -1 with a
  * message (the context's, if it ran out of memory). */
@@ -123,10 +133,13 @@ void model_free(model *m, backend_ctx *ctx);
  * on the host and uploaded. */
 void model_init_params(model *m, backend_ctx *ctx, uint64_t seed, uint32_t replica);
 
-/* Forward in the given mode on x, n images in context memory (m->input once
- * staged); returns the logits (n x classes, context memory). */
+/* Forward in the given mode on x, n images as activations in context memory
+ * (model_stage_input's); returns the logits (n x classes activations). */
 const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
                            enum forward_mode mode);
+/* n host images staged into m->input and made activations; NULL with the
+ * context failed if they do not fit. */
+const float *model_stage_input(model *m, backend_ctx *ctx, const float *images, int n);
 
 /* One training pass on n <= max_batch host images and labels: forward
  * (MODE_TRAIN), softmax cross-entropy, backward into m->grads. Returns the
@@ -134,6 +147,13 @@ const float *model_forward(model *m, backend_ctx *ctx, const float *x, int n,
  * range, an evaluation model) fails the context and returns NaN. */
 float model_train_grads(model *m, backend_ctx *ctx, const float *images, const int32_t *labels,
                         int n, int *correct);
+/* The same in two halves, so that the next batch is staged while this one
+ * trains (backend_stage_async): stage n host images and labels (pinned for
+ * a GPU, unchanged until the step that trains on them returns) into `slot`;
+ * later train on the slot. model_train_grads is the two in a row on slot 0. */
+void model_stage_batch(model *m, backend_ctx *ctx, int slot, const float *images,
+                       const int32_t *labels, int n);
+float model_train_slot(model *m, backend_ctx *ctx, int slot, int n, int *correct);
 
 /* Loss and error over a whole dataset of host images and labels in
  * MODE_INFER, in batches of max_batch (NaN loss if the context failed). */

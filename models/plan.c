@@ -9,14 +9,20 @@
  * activations all stay; what is saved is the gradients': dy of layer i lives
  * only from its last consumer's backward to its own, and takes the place of
  * activations already read for the last time. An evaluation model keeps no
- * gradients, and an activation lives only until its last consumer's forward. */
+ * gradients, and an activation lives only until its last consumer's forward.
+ *
+ * Activations and their gradients take the model's activation type (2 bytes
+ * at bf16); then the fp32 batch is staged, converted at step 0, and only
+ * the converted copy lives on. A training model also has its batch slots,
+ * alive across passes (the next batch is staged into one while the current
+ * pass reads the other), so they never share. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "layers.h"
 
 enum buf_kind { BUF_Y, BUF_DY, BUF_ARGMAX, BUF_SAVE_MEAN, BUF_SAVE_INVSTD, BUF_INPUT,
-                BUF_LABELS, BUF_GRAD_SCRATCH };
+                BUF_INPUT_ACT, BUF_LABELS, BUF_GRAD_SCRATCH, BUF_SLOT_X, BUF_SLOT_Y };
 
 typedef struct buf {
     enum buf_kind kind;
@@ -73,14 +79,22 @@ static int list_buffers(const model *m, buf *bufs)
     const size_t nb = (size_t)m->max_batch;
     const int end = bwd_step(m, 0);
     const size_t in_size = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+    const size_t act = m->act == DTYPE_BF16 ? 2 : sizeof(float);
+    const int f32 = m->act == DTYPE_F32;
     int n = 0;
-    add(bufs, &n, BUF_INPUT, -1, nb * in_size * sizeof(float), 0, last_read(m, -1));
+    add(bufs, &n, BUF_INPUT, -1, nb * in_size * sizeof(float), 0, f32 ? last_read(m, -1) : 0);
+    if (!f32)
+        add(bufs, &n, BUF_INPUT_ACT, -1, nb * in_size * act, 0, last_read(m, -1));
     add(bufs, &n, BUF_LABELS, -1, nb * sizeof(int32_t), 0, loss_step(m));
+    for (int s = 0; m->train && s < BACKEND_STAGE_SLOTS; s++) {
+        add(bufs, &n, BUF_SLOT_X, s, nb * in_size * sizeof(float), 0, end);
+        add(bufs, &n, BUF_SLOT_Y, s, nb * sizeof(int32_t), 0, end);
+    }
     size_t scratch = 0;
     int scratch_first = end, scratch_last = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer *l = &m->layers[i];
-        const size_t out_bytes = nb * l->out_size * sizeof(float);
+        const size_t out_bytes = nb * l->out_size * act;
         add(bufs, &n, BUF_Y, i, out_bytes, fwd_step(i), last_read(m, i));
         if (m->train)
             add(bufs, &n, BUF_DY, i, out_bytes, first_grad(m, i), bwd_step(m, i));
@@ -94,7 +108,7 @@ static int list_buffers(const model *m, buf *bufs)
         }
         /* A layer whose input has several consumers writes its dx here. */
         if (m->train && l->kind != LAYER_ADD && l->src >= 0 && m->layers[l->src].consumers > 1) {
-            const size_t bytes = nb * m->layers[l->src].out_size * sizeof(float);
+            const size_t bytes = nb * m->layers[l->src].out_size * act;
             scratch = bytes > scratch ? bytes : scratch;
             scratch_first = imin(scratch_first, bwd_step(m, i));
             scratch_last = imax(scratch_last, bwd_step(m, i));
@@ -148,7 +162,9 @@ static int assign_slots(buf *bufs, int n, size_t *sizes, int *busy_until)
 
 static void bind(model *m, const buf *b, char *p)
 {
-    layer *l = b->layer >= 0 ? &m->layers[b->layer] : NULL;
+    /* A slot's index rides in `layer`. */
+    layer *l = b->layer >= 0 && b->kind != BUF_SLOT_X && b->kind != BUF_SLOT_Y
+                   ? &m->layers[b->layer] : NULL;
     switch (b->kind) {
     case BUF_Y: l->y = (float *)p; break;
     case BUF_DY: l->dy = (float *)p; break;
@@ -156,6 +172,9 @@ static void bind(model *m, const buf *b, char *p)
     case BUF_SAVE_MEAN: l->save_mean = (float *)p; break;
     case BUF_SAVE_INVSTD: l->save_invstd = (float *)p; break;
     case BUF_INPUT: m->input = (float *)p; break;
+    case BUF_INPUT_ACT: m->input_act = (float *)p; break;
+    case BUF_SLOT_X: m->slot_x[b->layer] = (float *)p; break;
+    case BUF_SLOT_Y: m->slot_y[b->layer] = (int32_t *)p; break;
     case BUF_LABELS: m->labels = (int32_t *)p; break;
     case BUF_GRAD_SCRATCH: m->grad_scratch = (float *)p; break;
     }
@@ -163,8 +182,9 @@ static void bind(model *m, const buf *b, char *p)
 
 size_t model_layout(model *m, char *arena)
 {
-    /* At most y, dy and argmax or two BN saves per layer, and three more. */
-    const int cap = 4 * m->nlayers + 3;
+    /* At most y, dy and argmax or two BN saves per layer, four more and the
+     * slots. */
+    const int cap = 4 * m->nlayers + 4 + 2 * BACKEND_STAGE_SLOTS;
     buf *bufs = malloc((size_t)cap * sizeof *bufs);
     size_t *sizes = calloc((size_t)cap, sizeof *sizes);
     size_t *offsets = malloc((size_t)cap * sizeof *offsets);

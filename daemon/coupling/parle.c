@@ -66,7 +66,12 @@ static void parle_step(replica *r)
                     r->model.params, s->z, s->v, r->model.grads, s->x);
 }
 
-/* The all-reduce, timed: that is the replica's time in sync. */
+/* The all-reduce, timed: that is the replica's time in sync. On a GPU the
+ * next outer iteration's first batch is already uploading on the copy
+ * stream (the runner staged it before calling sync), so it moves while the
+ * average runs: the copy waits only for the step that last read its slot,
+ * and the next step's compute waits for both, the comm's `done` event and
+ * the copy's (docs/gpu.md "Batches"). */
 static const float *parle_mean(replica *r, const float *vec)
 {
     double t0 = comm_now_s();

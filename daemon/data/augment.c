@@ -53,13 +53,14 @@ static void *loader_main(void *arg)
     batch_loader *bl = arg;
     pthread_mutex_lock(&bl->mu);
     for (;;) {
-        while (!bl->stop && (bl->full[bl->fill] || bl->held == bl->fill))
+        while (!bl->stop && bl->state[bl->fill] != LOADER_FREE)
             pthread_cond_wait(&bl->cv, &bl->mu);
         if (bl->stop)
             break;
         int b = bl->fill;
         pthread_mutex_unlock(&bl->mu);
-        /* Buffer b is the worker's until it is marked full. */
+        /* Buffer b is the worker's until it is marked full; the caller
+         * released it only once its upload had finished. */
         int n = sampler_next(bl->smp, bl->data, bl->x[b], bl->y[b]);
         if (bl->augment)
             augment_batch(&bl->aug, bl->key, augment_counter(bl->step, bl->smp->batch), bl->x[b], n,
@@ -70,8 +71,8 @@ static void *loader_main(void *arg)
         bl->pass[b] = bl->smp->pass;
         bl->pos[b] = bl->smp->pos;
         bl->draws[b] = bl->smp->draws;
-        bl->full[b] = 1;
-        bl->fill = 1 - b;
+        bl->state[b] = LOADER_FULL;
+        bl->fill = (b + 1) % LOADER_BUFFERS;
         pthread_cond_broadcast(&bl->cv);
     }
     pthread_mutex_unlock(&bl->mu);
@@ -108,19 +109,21 @@ int batch_loader_start(batch_loader *bl, backend_ctx *pinned, sampler *s, const 
         bl->aug = *aug;
     bl->key = key;
     bl->step = first_step;
-    bl->held = -1;
     bl->out_pass = s->pass;
     bl->out_pos = s->pos;
     bl->out_draws = s->draws;
     size_t ex = dataset_example_size(d);
     bl->scratch = malloc(ex * sizeof(float));
     bl->pinned = pinned;
-    for (int b = 0; b < 2; b++) {
+    int ok = bl->scratch != NULL;
+    for (int b = 0; b < LOADER_BUFFERS; b++) {
         bl->x[b] = host_buffer(bl, (size_t)s->batch * ex * sizeof(float));
         bl->y[b] = host_buffer(bl, (size_t)s->batch * sizeof(int32_t));
+        ok = ok && bl->x[b] && bl->y[b];
     }
-    if (!bl->scratch || !bl->x[0] || !bl->x[1] || !bl->y[0] || !bl->y[1]) {
-        snprintf(err, errlen, "batch loader: out of memory for two batches of %d", s->batch);
+    if (!ok) {
+        snprintf(err, errlen, "batch loader: out of memory for %d batches of %d", LOADER_BUFFERS,
+                 s->batch);
         batch_loader_stop(bl);
         return -1;
     }
@@ -137,26 +140,46 @@ int batch_loader_start(batch_loader *bl, backend_ctx *pinned, sampler *s, const 
     return 0;
 }
 
-void batch_loader_next(batch_loader *bl, float **x, int32_t **y, int *n)
+static int held(const batch_loader *bl)
+{
+    int count = 0;
+    for (int b = 0; b < LOADER_BUFFERS; b++)
+        count += bl->state[b] == LOADER_HELD;
+    return count;
+}
+
+int batch_loader_take(batch_loader *bl, loader_batch *out)
 {
     pthread_mutex_lock(&bl->mu);
-    if (bl->held >= 0) { /* the caller is done with the previous batch */
-        bl->held = -1;
-        pthread_cond_broadcast(&bl->cv);
+    if (held(bl) >= LOADER_HELD_MAX) {
+        pthread_mutex_unlock(&bl->mu);
+        return -1;
     }
-    while (!bl->full[bl->take])
+    while (bl->state[bl->take] != LOADER_FULL)
         pthread_cond_wait(&bl->cv, &bl->mu);
     int b = bl->take;
-    bl->full[b] = 0;
-    bl->held = b;
-    bl->take = 1 - b;
-    bl->out_pass = bl->pass[b];
-    bl->out_pos = bl->pos[b];
-    bl->out_draws = bl->draws[b];
+    bl->state[b] = LOADER_HELD;
+    bl->take = (b + 1) % LOADER_BUFFERS;
     pthread_mutex_unlock(&bl->mu);
-    *x = bl->x[b];
-    *y = bl->y[b];
-    *n = bl->n[b];
+    *out = (loader_batch){.x = bl->x[b], .y = bl->y[b], .n = bl->n[b], .buf = b};
+    return 0;
+}
+
+int batch_loader_release(batch_loader *bl, const loader_batch *batch)
+{
+    int b = batch->buf, rc = -1;
+    pthread_mutex_lock(&bl->mu);
+    if (b == bl->release && bl->state[b] == LOADER_HELD) {
+        bl->state[b] = LOADER_FREE;
+        bl->release = (b + 1) % LOADER_BUFFERS;
+        bl->out_pass = bl->pass[b];
+        bl->out_pos = bl->pos[b];
+        bl->out_draws = bl->draws[b];
+        pthread_cond_broadcast(&bl->cv);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&bl->mu);
+    return rc;
 }
 
 void batch_loader_position(const batch_loader *bl, long *pass, int *pos, uint64_t *draws)
@@ -177,7 +200,7 @@ void batch_loader_stop(batch_loader *bl)
         pthread_mutex_destroy(&bl->mu);
         pthread_cond_destroy(&bl->cv);
     }
-    for (int b = 0; b < 2; b++) {
+    for (int b = 0; b < LOADER_BUFFERS; b++) {
         host_buffer_free(bl, bl->x[b]);
         host_buffer_free(bl, bl->y[b]);
     }

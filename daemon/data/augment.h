@@ -43,7 +43,25 @@ static inline uint64_t augment_counter(uint64_t step, int batch)
 void augment_batch(const augment_params *p, philox_key key, uint64_t counter, float *x, int n,
                    int c, int h, int w, float *scratch);
 
-/* ---- prefetching loader: one per replica ---- */
+/* ---- prefetching loader: one per replica ----
+ *
+ * The caller holds up to two batches at once: the one its step trains on,
+ * and the next one, staged (uploaded on a GPU) meanwhile; the worker fills
+ * a third. Buffers go round in order: filled, taken, released, filled. */
+
+enum { LOADER_BUFFERS = 3, LOADER_HELD_MAX = LOADER_BUFFERS - 1 };
+
+/* A buffer's owner: the worker (free, or being filled), the queue (full),
+ * or the caller (held). */
+enum loader_state { LOADER_FREE, LOADER_FULL, LOADER_HELD };
+
+/* A batch handed out: host images and labels, valid until released. */
+typedef struct loader_batch {
+    float *x;
+    int32_t *y;
+    int n;
+    int buf;                 /* which of the loader's buffers */
+} loader_batch;
 
 typedef struct batch_loader {
     /* Set by start, then the worker's alone. */
@@ -55,22 +73,20 @@ typedef struct batch_loader {
     uint64_t step;           /* of the next batch the worker gathers */
     float *scratch;
     backend_ctx *pinned;     /* whose host buffers x and y are, or NULL */
-    /* Two buffers: the worker fills one while the caller uses the other. */
-    float *x[2];
-    int32_t *y[2];
-    int n[2];
-    long pass[2];            /* the sampler's position just after each batch */
-    int pos[2];
-    uint64_t draws[2];
-    int full[2];             /* filled and not yet handed out */
-    int fill, take;          /* next buffer the worker fills, the caller takes */
-    int held;                /* the buffer the caller holds, or -1 */
+    float *x[LOADER_BUFFERS];
+    int32_t *y[LOADER_BUFFERS];
+    int n[LOADER_BUFFERS];
+    long pass[LOADER_BUFFERS]; /* the sampler's position just after each batch */
+    int pos[LOADER_BUFFERS];
+    uint64_t draws[LOADER_BUFFERS];
+    enum loader_state state[LOADER_BUFFERS];
+    int fill, take, release; /* next buffer the worker fills, the caller takes, releases */
     int stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t thread;
     int started;
-    /* The sampler's position after the last batch handed out (the caller's). */
+    /* The sampler's position after the last batch released (the caller's). */
     long out_pass;
     int out_pos;
     uint64_t out_draws;
@@ -80,19 +96,25 @@ typedef struct batch_loader {
  * sampler_next on it meanwhile) over dataset d. aug NULL: no augmentation.
  * Batches are gathered into host buffers of `pinned` (backend_host_alloc:
  * page-locked for a GPU, so uploads run at full speed and asynchronously;
- * a buffer goes back to the worker only at the next batch_loader_next, after
- * the step that uploaded it has synchronised), or plain ones if it is NULL.
- * key: the replica's data-stream key; first_step: the replica's step count
- * (nonzero after a resume) so that step k's batch is augmented alike. */
+ * a buffer goes back to the worker only when released, after the step that
+ * uploaded it has seen the copy finish: backend_stage_done), or plain ones
+ * if it is NULL. key: the replica's data-stream key; first_step: the
+ * replica's step count (nonzero after a resume) so that step k's batch is
+ * augmented alike. */
 int batch_loader_start(batch_loader *bl, backend_ctx *pinned, sampler *s, const dataset *d,
                        const augment_params *aug, philox_key key, uint64_t first_step, char *err,
                        size_t errlen);
-/* The next batch, as sampler_next then augment_batch would give it: *x, *y
- * stay valid until the next call or stop; *n is its size. Waits while it is
- * not ready. */
-void batch_loader_next(batch_loader *bl, float **x, int32_t **y, int *n);
-/* The sampler's position (as in struct sampler) after the batches handed out
- * so far: what a checkpoint saves. The worker's sampler is further on. */
+/* The next batch, as sampler_next then augment_batch would give it; waits
+ * while it is not ready. The caller may hold LOADER_HELD_MAX batches: taking
+ * one more is an error (-1, nothing taken), else 0. */
+int batch_loader_take(batch_loader *bl, loader_batch *b);
+/* The caller is done with b, the oldest batch it holds (batches are
+ * released in the order taken: -1 otherwise, else 0); its buffer goes back
+ * to the worker and the position moves past it. */
+int batch_loader_release(batch_loader *bl, const loader_batch *b);
+/* The sampler's position (as in struct sampler) after the batches released
+ * so far: what a checkpoint saves. Batches taken but not released are
+ * gathered again after a resume. */
 void batch_loader_position(const batch_loader *bl, long *pass, int *pos, uint64_t *draws);
 /* Stops and joins the worker (it may be mid-batch) and frees the buffers.
  * Safe on a zeroed loader and after a failed start. */

@@ -47,6 +47,14 @@ static void cuda_ctx_free(backend_ctx *ctx)
     (void)cudaSetDevice(ctx->device);
     if (im->stream)
         (void)cudaStreamSynchronize(im->stream);
+    if (im->copy)
+        (void)cudaStreamSynchronize(im->copy);
+    for (int s = 0; s < BACKEND_STAGE_SLOTS; s++) {
+        if (im->copied[s])
+            (void)cudaEventDestroy(im->copied[s]);
+        if (im->consumed[s])
+            (void)cudaEventDestroy(im->consumed[s]);
+    }
     conv_cache_free(im->convs);
     if (im->cudnn)
         (void)cudnnDestroy(im->cudnn);
@@ -56,6 +64,8 @@ static void cuda_ctx_free(backend_ctx *ctx)
     (void)cudaFreeHost(im->host);
     if (im->stream)
         (void)cudaStreamDestroy(im->stream);
+    if (im->copy)
+        (void)cudaStreamDestroy(im->copy);
     (void)cudaGetLastError();
     free(im);
     ctx->impl = NULL;
@@ -82,7 +92,11 @@ int backend_cuda_ctx_init(backend_ctx *ctx, int device, char *err, size_t errlen
              CUBLAS_OK(ctx, cublasSetStream(im->cublas, im->stream)) &&
              CUDNN_OK(ctx, cudnnCreate(&im->cudnn)) &&
              CUDNN_OK(ctx, cudnnSetStream(im->cudnn, im->stream)) &&
+             CUDA_OK(ctx, cudaStreamCreateWithFlags(&im->copy, cudaStreamNonBlocking)) &&
              CUDA_OK(ctx, cudaMallocHost(&im->host, CUDA_HOST_BYTES));
+    for (int s = 0; ok && s < BACKEND_STAGE_SLOTS; s++)
+        ok = CUDA_OK(ctx, cudaEventCreateWithFlags(&im->copied[s], cudaEventDisableTiming)) &&
+             CUDA_OK(ctx, cudaEventCreateWithFlags(&im->consumed[s], cudaEventDisableTiming));
     if (ok && !(im->convs = conv_cache_new())) {
         backend_fail(ctx, "cuda:%d: out of host memory for the convolution cache", device);
         ok = 0;
@@ -202,7 +216,13 @@ static void *cuda_host_alloc_op(backend_ctx *ctx, size_t bytes)
     return rc == cudaSuccess ? p : alloc_failed(ctx, rc, "pinned host memory", bytes);
 }
 
-static void cuda_host_free_op(backend_ctx *ctx, void *p) { CUDA_OK(ctx, cudaFreeHost(p)); }
+/* A batch staged ahead may still be copying out of p: wait for the copy
+ * stream first, failed context or not (the memory goes away either way). */
+static void cuda_host_free_op(backend_ctx *ctx, void *p)
+{
+    (void)cudaStreamSynchronize(cuda_impl_of(ctx)->copy);
+    CUDA_OK(ctx, cudaFreeHost(p));
+}
 
 static const void *cuda_stage_op(backend_ctx *ctx, void *staging, const void *host, size_t bytes)
 {
@@ -210,10 +230,54 @@ static const void *cuda_stage_op(backend_ctx *ctx, void *staging, const void *ho
     return staging;
 }
 
-/* Errors of kernels that failed while running surface here. */
+/* Errors of kernels that failed while running surface here. The copy
+ * stream is left alone: a batch staged ahead is waited for by its step
+ * (backend_stage_wait, _done), not by the comm's syncs, which must not
+ * hold an all-reduce or exchange back behind the next batch's upload. */
 static void cuda_sync_op(backend_ctx *ctx)
 {
     CUDA_OK(ctx, cudaStreamSynchronize(cuda_stream_of(ctx)));
+}
+
+/* ---- batches staged ahead: the copy stream and its events ---- */
+
+static int slot_ok(backend_ctx *ctx, int slot)
+{
+    if (slot >= 0 && slot < BACKEND_STAGE_SLOTS)
+        return 1;
+    backend_fail(ctx, "cuda:%d: stage slot %d outside [0, %d)", ctx->device, slot,
+                 BACKEND_STAGE_SLOTS);
+    return 0;
+}
+
+/* Waiting on an event never recorded returns at once: a slot's first copy
+ * waits for nothing. */
+static const void *cuda_stage_async_op(backend_ctx *ctx, int slot, void *staging,
+                                       const void *host, size_t bytes)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (!slot_ok(ctx, slot) ||
+        !CUDA_OK(ctx, cudaStreamWaitEvent(im->copy, im->consumed[slot], 0)) ||
+        !CUDA_OK(ctx, cudaMemcpyAsync(staging, host, bytes, cudaMemcpyDefault, im->copy)) ||
+        !CUDA_OK(ctx, cudaEventRecord(im->copied[slot], im->copy)))
+        return NULL;
+    return staging;
+}
+
+static void cuda_stage_wait_op(backend_ctx *ctx, int slot)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (slot_ok(ctx, slot))
+        CUDA_OK(ctx, cudaStreamWaitEvent(im->stream, im->copied[slot], 0));
+}
+
+/* By now the compute has waited for the copies (stage_wait), usually long
+ * ago, so the host rarely waits here. */
+static void cuda_stage_done_op(backend_ctx *ctx, int slot)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    if (slot_ok(ctx, slot) && CUDA_OK(ctx, cudaEventRecord(im->consumed[slot], im->stream)))
+        CUDA_OK(ctx, cudaEventSynchronize(im->copied[slot]));
 }
 
 const backend_ops backend_cuda_ops = {
@@ -229,6 +293,9 @@ const backend_ops backend_cuda_ops = {
     .host_free = cuda_host_free_op,
     .stage = cuda_stage_op,
     .sync = cuda_sync_op,
+    .stage_async = cuda_stage_async_op,
+    .stage_wait = cuda_stage_wait_op,
+    .stage_done = cuda_stage_done_op,
     .gemm = cuda_gemm,
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_backward_data = cuda_conv2d_backward_data,
@@ -247,6 +314,8 @@ const backend_ops backend_cuda_ops = {
     .linear_forward = cuda_linear_forward,
     .linear_backward = cuda_linear_backward,
     .softmax_xent = cuda_softmax_xent,
+    .act_add = cuda_act_add,
+    .act_from_f32 = cuda_act_from_f32,
     .vec_axpby = cuda_vec_axpby_op,
     .vec_scale = cuda_vec_scale_op,
     .vec_mean = cuda_vec_mean_op,

@@ -22,6 +22,12 @@ typedef struct conv_cache conv_cache; /* conv_cudnn.c */
 
 typedef struct cuda_impl {
     cudaStream_t stream;     /* non-blocking: no implicit sync with the legacy stream */
+    /* Batches staged ahead (backend_stage_async): copies on their own
+     * stream; per slot, `copied` after its copies (the compute waits on it
+     * before reading the slot) and `consumed` after the compute's last read
+     * of it (the next copy into the slot waits on it). */
+    cudaStream_t copy;
+    cudaEvent_t copied[BACKEND_STAGE_SLOTS], consumed[BACKEND_STAGE_SLOTS];
     cublasHandle_t cublas;   /* bound to stream */
     cudnnHandle_t cudnn;     /* bound to stream */
     int cublas_precision;    /* the precision cublas's math mode is set for, -1: none yet */
@@ -72,9 +78,12 @@ void cuda_linear_backward(backend_ctx *ctx, int n, int in, int out, const float 
  * type), rounding to nearest even one way, exactly the other. */
 void cuda_to_bf16(backend_ctx *ctx, size_t n, const float *x, uint16_t *y);
 void cuda_from_bf16(backend_ctx *ctx, size_t n, const uint16_t *x, float *y);
+/* bf16.cu: the act ops of backend.h (bf16 activations only). */
+void cuda_act_add(backend_ctx *ctx, size_t n, const float *x, float *y);
+void cuda_act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out);
 
-/* bias.cu: a tensor seen as [n][c][inner] (inner = 1 after a linear layer,
- * out_h out_w after a convolution). */
+/* bias.cu: an activation tensor (ctx->act) seen as [n][c][inner] (inner = 1
+ * after a linear layer, out_h out_w after a convolution); b and db fp32. */
 /* y[i][ch][j] = b[ch], or 0 where b is NULL. */
 void cuda_bias_fill(backend_ctx *ctx, int n, int c, size_t inner, const float *b, float *y);
 /* y[i][ch][j] += b[ch]. */

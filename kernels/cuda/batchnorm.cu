@@ -5,9 +5,11 @@
  * global synchronisation. Two passes for the variance (the mean first, then
  * squared deviations from it) so that no cancellation can creep in whatever
  * the offset of the data. Reduction order is fixed by the launch shape:
- * repeated runs give the same bits. */
+ * repeated runs give the same bits. x, y, dy and dx are activations of the
+ * context's type (act.cuh); parameters and statistics stay fp32. */
 #include <math.h>
 
+#include "act.cuh"
 #include "backend_cuda.h"
 #include "cuda_check.h"
 #include "launch.cuh"
@@ -36,20 +38,21 @@ __device__ static size_t bn_index(size_t e, int c, int hw, int ch)
     return (i * c + ch) * hw + j;
 }
 
-__global__ void bn_train_kernel(int n, int c, int hw, const float *x, const float *gamma,
+template <typename T>
+__global__ void bn_train_kernel(int n, int c, int hw, const T *x, const float *gamma,
                                 const float *beta, float *running_mean, float *running_var,
-                                float momentum, float eps, float *y, float *save_mean,
+                                float momentum, float eps, T *y, float *save_mean,
                                 float *save_invstd)
 {
     const int ch = blockIdx.x;
     const size_t count = (size_t)n * hw;
     double s1 = 0.0;
     for (size_t e = threadIdx.x; e < count; e += blockDim.x)
-        s1 += x[bn_index(e, c, hw, ch)];
+        s1 += act_ld(x, bn_index(e, c, hw, ch));
     const double mean = block_sum_all(s1) / (double)count;
     double s2 = 0.0;
     for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
-        const double dev = x[bn_index(e, c, hw, ch)] - mean;
+        const double dev = act_ld(x, bn_index(e, c, hw, ch)) - mean;
         s2 += dev * dev;
     }
     const double sq = block_sum_all(s2), var = sq / (double)count;
@@ -66,8 +69,19 @@ __global__ void bn_train_kernel(int n, int c, int hw, const float *x, const floa
     }
     for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
         const size_t at = bn_index(e, c, hw, ch);
-        y[at] = a * x[at] + b;
+        act_st(y, at, a * act_ld(x, at) + b);
     }
+}
+
+template <typename T>
+static void bn_train(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *gamma,
+                     const float *beta, float *running_mean, float *running_var, float momentum,
+                     float eps, float *y, float *save_mean, float *save_invstd)
+{
+    bn_train_kernel<T><<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
+        n, c, hw, act_in<T>(x), gamma, beta, running_mean, running_var, momentum, eps,
+        act_out<T>(y), save_mean, save_invstd);
+    CUDA_OK(ctx, cudaGetLastError());
 }
 
 extern "C" void cuda_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw,
@@ -78,10 +92,25 @@ extern "C" void cuda_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int
 {
     if (c <= 0 || (size_t)n * hw == 0)
         return;
-    bn_train_kernel<<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
-        n, c, hw, x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-        save_invstd);
-    CUDA_OK(ctx, cudaGetLastError());
+    ACT_DISPATCH(ctx, bn_train, ctx, n, c, hw, x, gamma, beta, running_mean, running_var,
+                 momentum, eps, y, save_mean, save_invstd);
+}
+
+template <typename T>
+static void bn_infer(backend_ctx *ctx, int n, int c, int hw, const float *xv, const float *gamma,
+                     const float *beta, const float *running_mean, const float *running_var,
+                     float eps, float *yv)
+{
+    const T *x = act_in<T>(xv);
+    T *y = act_out<T>(yv);
+    const size_t inner = (size_t)hw;
+    auto f = [=] __device__(size_t i) {
+        const int ch = (int)(i / inner % c);
+        const float a = gamma[ch] / sqrtf(running_var[ch] + eps);
+        const float b = beta[ch] - a * running_mean[ch];
+        act_st(y, i, a * act_ld(x, i) + b);
+    };
+    CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * c * hw, f));
 }
 
 extern "C" void cuda_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw,
@@ -89,24 +118,17 @@ extern "C" void cuda_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int
                                              const float *beta, const float *running_mean,
                                              const float *running_var, float eps, float *y)
 {
-    const size_t inner = (size_t)hw;
-    auto f = [=] __device__(size_t i) {
-        const int ch = (int)(i / inner % c);
-        const float a = gamma[ch] / sqrtf(running_var[ch] + eps);
-        const float b = beta[ch] - a * running_mean[ch];
-        y[i] = a * x[i] + b;
-    };
-    CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * c * hw, f));
+    ACT_DISPATCH(ctx, bn_infer, ctx, n, c, hw, x, gamma, beta, running_mean, running_var, eps, y);
 }
 
 /* With xhat = (x - mean) invstd and N = n hw:
  *   dbeta = sum dy, dgamma = sum dy xhat,
  *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N) = k dy + a x + b,
  * the terms in x and the constants gathered, as the CPU does. */
-__global__ void bn_backward_kernel(int n, int c, int hw, const float *x, const float *dy,
+template <typename T>
+__global__ void bn_backward_kernel(int n, int c, int hw, const T *x, const T *dy,
                                    const float *gamma, const float *save_mean,
-                                   const float *save_invstd, float *dx, float *dgamma,
-                                   float *dbeta)
+                                   const float *save_invstd, T *dx, float *dgamma, float *dbeta)
 {
     const int ch = blockIdx.x;
     const size_t count = (size_t)n * hw;
@@ -114,8 +136,9 @@ __global__ void bn_backward_kernel(int n, int c, int hw, const float *x, const f
     double s1 = 0.0, s2 = 0.0;
     for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
         const size_t at = bn_index(e, c, hw, ch);
-        s1 += dy[at];
-        s2 += (double)dy[at] * (double)(x[at] - mean);
+        const float g = act_ld(dy, at);
+        s1 += g;
+        s2 += (double)g * (double)(act_ld(x, at) - mean);
     }
     s1 = block_sum_all(s1);
     s2 = block_sum_all(s2);
@@ -128,8 +151,19 @@ __global__ void bn_backward_kernel(int n, int c, int hw, const float *x, const f
     }
     for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
         const size_t at = bn_index(e, c, hw, ch);
-        dx[at] = k * dy[at] + a * x[at] + b;
+        act_st(dx, at, k * act_ld(dy, at) + a * act_ld(x, at) + b);
     }
+}
+
+template <typename T>
+static void bn_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
+                        const float *gamma, const float *save_mean, const float *save_invstd,
+                        float *dx, float *dgamma, float *dbeta)
+{
+    bn_backward_kernel<T><<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
+        n, c, hw, act_in<T>(x), act_in<T>(dy), gamma, save_mean, save_invstd, act_out<T>(dx),
+        dgamma, dbeta);
+    CUDA_OK(ctx, cudaGetLastError());
 }
 
 extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
@@ -139,7 +173,6 @@ extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, 
 {
     if (c <= 0 || (size_t)n * hw == 0)
         return;
-    bn_backward_kernel<<<c, BN_THREADS, 0, cuda_stream_of(ctx)>>>(
-        n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
-    CUDA_OK(ctx, cudaGetLastError());
+    ACT_DISPATCH(ctx, bn_backward, ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,
+                 dgamma, dbeta);
 }

@@ -8,13 +8,14 @@
  * shapes (WRN-28-10 about a dozen per batch size). Algorithms come from
  * cuDNN's heuristics (the _v7 queries), not from timing runs, so every
  * replica and every run picks the same ones. The workspace (and at bf16 the
- * tensors' bf16 copies) is the context's scratch. The bias is added, and its
+ * weights' bf16 copy) is the context's scratch. The bias is added, and its
  * gradient reduced, by bias.cu.
  *
- * At bf16 the tensors stay fp32 outside: each call converts its two
- * operands into bf16 copies in scratch (bf16.cu), runs cuDNN on bf16 data
- * with fp32 accumulation, and converts the bf16 result back, so the result
- * carries bf16's rounding (8 significant bits) once more. */
+ * At bf16 the activations (x, y and their gradients) are bf16 already
+ * (backend.h); the weights stay fp32 outside: forward and backward-data
+ * convert w into a bf16 copy in scratch (bf16.cu), backward-filter gets dw
+ * in bf16 from cuDNN and converts it back. cuDNN runs on bf16 data with
+ * fp32 accumulation. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,39 +288,44 @@ static conv_plan *prepare(backend_ctx *ctx, const conv2d_desc *d, int n, enum co
 }
 
 /* What one call hands cuDNN: its two operands and its result (the caller's
- * fp32 tensors, or at bf16 their bf16 copies in scratch), and the workspace. */
+ * tensors, or at bf16 the weights' bf16 copy in scratch), and the workspace. */
 typedef struct conv_io {
     const void *a, *b;
     void *out;
     void *ws;
 } conv_io;
 
+/* Which of a call's tensors holds the fp32 weights (or their gradient). */
+enum io_weights { W_IN_A, W_IN_OUT };
+
 /* The scratch of one call of direction dir, with operands a (na values) and
- * b (nb) and a result of nout values; at bf16, a and b converted into it.
- * The bf16 copies and cuDNN's workspace are in use at once, so they are
- * parts of one scratch allocation. 0, or -1 with the sticky error set. */
+ * b and a result of nout values, the weights where `wt` says; at bf16 the
+ * weights' bf16 copy (converted into it if an operand) is a part of it
+ * beside cuDNN's workspace, the two being in use at once. 0, or -1 with the
+ * sticky error set. */
 static int io_begin(backend_ctx *ctx, const conv_plan *p, enum conv_dir dir, const float *a,
-                    size_t na, const float *b, size_t nb, float *out, size_t nout, conv_io *io)
+                    size_t na, const float *b, float *out, size_t nout, enum io_weights wt,
+                    conv_io *io)
 {
     const int bf16 = p->key.precision == PRECISION_BF16;
-    const size_t bytes[4] = {bf16 ? na * sizeof(uint16_t) : 0, bf16 ? nb * sizeof(uint16_t) : 0,
-                             bf16 ? nout * sizeof(uint16_t) : 0, p->workspace[dir]};
-    void *parts[4];
-    if (cuda_scratch_parts(ctx, 4, bytes, parts) != 0)
+    const size_t nw = wt == W_IN_A ? na : nout;
+    const size_t bytes[2] = {bf16 ? nw * sizeof(uint16_t) : 0, p->workspace[dir]};
+    void *parts[2];
+    if (cuda_scratch_parts(ctx, 2, bytes, parts) != 0)
         return -1;
-    if (!bf16) {
-        *io = (conv_io){a, b, out, parts[3]};
-        return 0;
+    *io = (conv_io){a, b, out, parts[1]};
+    if (bf16 && wt == W_IN_A) {
+        cuda_to_bf16(ctx, na, a, parts[0]);
+        io->a = parts[0];
+    } else if (bf16) {
+        io->out = parts[0];
     }
-    cuda_to_bf16(ctx, na, a, parts[0]);
-    cuda_to_bf16(ctx, nb, b, parts[1]);
-    *io = (conv_io){parts[0], parts[1], parts[2], parts[3]};
     return backend_failed(ctx) ? -1 : 0;
 }
 
-/* At bf16, the result from its copy into the caller's fp32 tensor. */
-static void io_end(backend_ctx *ctx, const conv_plan *p, const conv_io *io, float *out,
-                   size_t nout)
+/* At bf16, the weight gradient from its bf16 copy into the caller's fp32. */
+static void io_end_weights(backend_ctx *ctx, const conv_plan *p, const conv_io *io, float *out,
+                           size_t nout)
 {
     if (p->key.precision == PRECISION_BF16)
         cuda_from_bf16(ctx, nout, io->out, out);
@@ -354,14 +360,12 @@ void cuda_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const fl
     conv_plan *p = prepare(ctx, d, n, CONV_FWD);
     conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (!p || io_begin(ctx, p, CONV_FWD, x, x_count(d, n), w, w_count(d), y, y_count(d, n),
-                       &io) != 0 ||
+    if (!p || io_begin(ctx, p, CONV_FWD, w, w_count(d), x, y, y_count(d, n), W_IN_A, &io) != 0 ||
         !CUDNN_OK(ctx, cudnnConvolutionForward(
-                           cuda_impl_of(ctx)->cudnn, &one, p->x, io.a, p->w, io.b, p->conv,
+                           cuda_impl_of(ctx)->cudnn, &one, p->x, io.b, p->w, io.a, p->conv,
                            (cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], io.ws,
                            p->workspace[CONV_FWD], &nil, p->y, io.out)))
         return;
-    io_end(ctx, p, &io, y, y_count(d, n));
     if (b && !backend_failed(ctx))
         cuda_bias_add(ctx, n, d->out_c, (size_t)d->out_h * d->out_w, b, y);
 }
@@ -371,20 +375,19 @@ void cuda_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, co
 {
     if (empty(d, n)) {
         if (n > 0)
-            zero(ctx, dx, x_count(d, n) * sizeof(float));
+            zero(ctx, dx, x_count(d, n) * backend_act_size(ctx));
         return;
     }
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_DATA);
     conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (!p || io_begin(ctx, p, CONV_BWD_DATA, w, w_count(d), dy, y_count(d, n), dx, x_count(d, n),
+    if (!p || io_begin(ctx, p, CONV_BWD_DATA, w, w_count(d), dy, dx, x_count(d, n), W_IN_A,
                        &io) != 0 ||
         !CUDNN_OK(ctx, cudnnConvolutionBackwardData(
                            cuda_impl_of(ctx)->cudnn, &one, p->w, io.a, p->y, io.b, p->conv,
                            (cudnnConvolutionBwdDataAlgo_t)p->algo[CONV_BWD_DATA], io.ws,
                            p->workspace[CONV_BWD_DATA], &nil, p->x, io.out)))
         return;
-    io_end(ctx, p, &io, dx, x_count(d, n));
 }
 
 /* At bf16, cuDNN accumulates dw in fp32 but hands it over in bf16 (its
@@ -403,14 +406,14 @@ void cuda_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, 
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_FILTER);
     conv_io io;
     const float one = 1.0f, nil = 0.0f;
-    if (!p || io_begin(ctx, p, CONV_BWD_FILTER, x, x_count(d, n), dy, y_count(d, n), dw,
-                       w_count(d), &io) != 0 ||
+    if (!p || io_begin(ctx, p, CONV_BWD_FILTER, x, x_count(d, n), dy, dw, w_count(d), W_IN_OUT,
+                       &io) != 0 ||
         !CUDNN_OK(ctx, cudnnConvolutionBackwardFilter(
                            cuda_impl_of(ctx)->cudnn, &one, p->x, io.a, p->y, io.b, p->conv,
                            (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], io.ws,
                            p->workspace[CONV_BWD_FILTER], &nil, p->w, io.out)))
         return;
-    io_end(ctx, p, &io, dw, w_count(d));
+    io_end_weights(ctx, p, &io, dw, w_count(d));
     if (db && !backend_failed(ctx))
         cuda_bias_grad(ctx, n, d->out_c, (size_t)d->out_h * d->out_w, dy, db);
 }

@@ -18,25 +18,25 @@
 
 void cuda_relu_forward_op(backend_ctx *ctx, size_t count, const float *x, float *y)
 {
-    RUN(ctx, cuda_relu_forward(S, count, x, y, ERR, ERRLEN));
+    RUN(ctx, cuda_relu_forward(S, ctx->act, count, x, y, ERR, ERRLEN));
 }
 
 void cuda_relu_backward_op(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                            float *dx)
 {
-    RUN(ctx, cuda_relu_backward(S, count, y, dy, dx, ERR, ERRLEN));
+    RUN(ctx, cuda_relu_backward(S, ctx->act, count, y, dy, dx, ERR, ERRLEN));
 }
 
 void cuda_dropout_forward_op(backend_ctx *ctx, size_t count, float p, philox_key key,
                              uint64_t counter, const float *x, float *y)
 {
-    RUN(ctx, cuda_dropout_forward(S, count, p, key, counter, x, y, ERR, ERRLEN));
+    RUN(ctx, cuda_dropout_forward(S, ctx->act, count, p, key, counter, x, y, ERR, ERRLEN));
 }
 
 void cuda_dropout_backward_op(backend_ctx *ctx, size_t count, float p, philox_key key,
                               uint64_t counter, const float *dy, float *dx)
 {
-    RUN(ctx, cuda_dropout_backward(S, count, p, key, counter, dy, dx, ERR, ERRLEN));
+    RUN(ctx, cuda_dropout_backward(S, ctx->act, count, p, key, counter, dy, dx, ERR, ERRLEN));
 }
 
 void cuda_vec_axpby_op(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y)

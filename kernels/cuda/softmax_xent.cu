@@ -2,9 +2,11 @@
  * kernels/cpu/softmax_xent.c (log-sum-exp about the row maximum, in double).
  * One warp per row writes the row's loss and hit and its dlogits; then one
  * block sums the rows and finds the first bad label, and that summary comes
- * back through pinned memory. */
+ * back through pinned memory. Logits and dlogits are activations of the
+ * context's type (act.cuh). */
 #include <math.h>
 
+#include "act.cuh"
 #include "backend_cuda.h"
 #include "cuda_check.h"
 #include "launch.cuh"
@@ -19,8 +21,9 @@ struct xent_result {
 
 enum { ROWS_PER_BLOCK = THREADS_PER_BLOCK / 32 };
 
-__global__ void xent_rows_kernel(int n, int classes, const float *logits, const int32_t *labels,
-                                 float *dlogits, double *row_loss, int *row_hit)
+template <typename T>
+__global__ void xent_rows_kernel(int n, int classes, const T *logits, const int32_t *labels,
+                                 T *dlogits, double *row_loss, int *row_hit)
 {
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= n)
@@ -28,14 +31,14 @@ __global__ void xent_rows_kernel(int n, int classes, const float *logits, const 
     const int label = labels[row];
     if (label < 0 || label >= classes)
         return; /* reported by xent_sum_kernel; this row's outputs are left alone */
-    const float *z = logits + (size_t)row * classes;
+    const T *z = logits + (size_t)row * classes;
     /* The first maximum: the CPU's strict > over j in order. */
     int top = -1;
     float top_v = 0.0f;
     for (int j = lane; j < classes; j += 32)
-        if (top < 0 || z[j] > top_v) {
+        if (top < 0 || act_ld(z, j) > top_v) {
             top = j;
-            top_v = z[j];
+            top_v = act_ld(z, j);
         }
     for (int off = 16; off > 0; off /= 2) {
         const int o_top = __shfl_down_sync(0xffffffffu, top, off);
@@ -49,23 +52,31 @@ __global__ void xent_rows_kernel(int n, int classes, const float *logits, const 
     const float zmax = __shfl_sync(0xffffffffu, top_v, 0);
     double sum = 0.0;
     for (int j = lane; j < classes; j += 32)
-        sum += exp((double)(z[j] - zmax));
+        sum += exp((double)(act_ld(z, j) - zmax));
     for (int off = 16; off > 0; off /= 2)
         sum += __shfl_down_sync(0xffffffffu, sum, off);
     const double log_sum = log(__shfl_sync(0xffffffffu, sum, 0));
     if (lane == 0) {
-        row_loss[row] = log_sum - (double)(z[label] - zmax);
+        row_loss[row] = log_sum - (double)(act_ld(z, label) - zmax);
         row_hit[row] = top == label;
     }
     if (!dlogits)
         return;
-    float *g = dlogits + (size_t)row * classes;
+    T *g = dlogits + (size_t)row * classes;
     for (int j = lane; j < classes; j += 32) {
-        float v = (float)(exp((double)(z[j] - zmax) - log_sum) / n);
+        float v = (float)(exp((double)(act_ld(z, j) - zmax) - log_sum) / n);
         if (j == label)
             v -= 1.0f / (float)n;
-        g[j] = v;
+        act_st(g, j, v);
     }
+}
+
+template <typename T>
+static void xent_rows(backend_ctx *ctx, int blocks, int n, int classes, const float *logits,
+                      const int32_t *labels, float *dlogits, double *row_loss, int *row_hit)
+{
+    xent_rows_kernel<T><<<blocks, THREADS_PER_BLOCK, 0, cuda_stream_of(ctx)>>>(
+        n, classes, act_in<T>(logits), labels, act_out<T>(dlogits), row_loss, row_hit);
 }
 
 /* One block: the rows' losses and hits summed, and the first bad label (the
@@ -115,8 +126,8 @@ extern "C" float cuda_softmax_xent(backend_ctx *ctx, int n, int classes, const f
     double *row_loss = (double *)(scratch + sizeof(xent_result));
     int *row_hit = (int *)(row_loss + n);
     const int blocks = (n + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    xent_rows_kernel<<<blocks, THREADS_PER_BLOCK, 0, s>>>(n, classes, logits, labels, dlogits,
-                                                          row_loss, row_hit);
+    ACT_DISPATCH(ctx, xent_rows, ctx, blocks, n, classes, logits, labels, dlogits, row_loss,
+                 row_hit);
     if (!CUDA_OK(ctx, cudaGetLastError()))
         return NAN;
     xent_sum_kernel<<<1, THREADS_PER_BLOCK, 0, s>>>(n, classes, labels, row_loss, row_hit, res);

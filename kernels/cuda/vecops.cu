@@ -4,6 +4,7 @@
  * --fmad=false: the CPU build does not contract a*b+c into FMA either, so both
  * round the same way and agree bit for bit. vec_dist2 is the one reduction. */
 #include "vecops_cuda.h"
+#include "act.cuh"
 #include "cuda_check.h"
 #include "elementwise.h"
 #include "launch.cuh"
@@ -98,18 +99,24 @@ extern "C" int cuda_vec_elastic_step(cudaStream_t s, size_t n, float eta, float 
     return 0;
 }
 
-extern "C" int cuda_relu_forward(cudaStream_t s, size_t count, const float *x, float *y, char *err,
-                                 size_t errlen)
+template <typename T>
+static int relu_fwd(cudaStream_t s, size_t count, const float *xv, float *yv, char *err,
+                    size_t errlen)
 {
-    auto f = [=] __device__(size_t i) { y[i] = relu_elem(x[i]); };
+    const T *x = act_in<T>(xv);
+    T *y = act_out<T>(yv);
+    auto f = [=] __device__(size_t i) { act_st(y, i, relu_elem(act_ld(x, i))); };
     CUDA_CHECK(for_each_index(s, count, f));
     return 0;
 }
 
-extern "C" int cuda_relu_backward(cudaStream_t s, size_t count, const float *y, const float *dy,
-                                  float *dx, char *err, size_t errlen)
+template <typename T>
+static int relu_bwd(cudaStream_t s, size_t count, const float *yv, const float *dyv, float *dxv,
+                    char *err, size_t errlen)
 {
-    auto f = [=] __device__(size_t i) { dx[i] = relu_grad_elem(y[i], dy[i]); };
+    const T *y = act_in<T>(yv), *dy = act_in<T>(dyv);
+    T *dx = act_out<T>(dxv);
+    auto f = [=] __device__(size_t i) { act_st(dx, i, relu_grad_elem(act_ld(y, i), act_ld(dy, i))); };
     CUDA_CHECK(for_each_index(s, count, f));
     return 0;
 }
@@ -117,31 +124,57 @@ extern "C" int cuda_relu_backward(cudaStream_t s, size_t count, const float *y, 
 /* out = mask(in) / (1 - p). Forward and backward are this same map, as the
  * mask is redrawn from (key, counter). One thread per Philox block: uniform i
  * is lane i % 4 of block counter + i / 4, exactly as philox_uniform_at. */
+template <typename T>
 static int dropout_apply(cudaStream_t s, size_t count, float p, philox_key key, uint64_t counter,
-                         const float *in, float *out, char *err, size_t errlen)
+                         const float *inv, float *outv, char *err, size_t errlen)
 {
+    const T *in = act_in<T>(inv);
+    T *out = act_out<T>(outv);
     auto f = [=] __device__(size_t block) {
         philox_out r = philox4x32(key, counter + block);
         size_t first = 4 * block;
         for (unsigned lane = 0; lane < 4 && first + lane < count; lane++)
-            out[first + lane] = dropout_elem(in[first + lane], philox_uniform(r.v[lane]), p);
+            act_st(out, first + lane,
+                   dropout_elem(act_ld(in, first + lane), philox_uniform(r.v[lane]), p));
     };
     CUDA_CHECK(for_each_index(s, (count + 3) / 4, f));
     return 0;
 }
 
-extern "C" int cuda_dropout_forward(cudaStream_t s, size_t count, float p, philox_key key,
-                                    uint64_t counter, const float *x, float *y, char *err,
-                                    size_t errlen)
+/* ACT_DISPATCH's test, on a type in place of a context. */
+struct act_of {
+    enum backend_dtype act;
+};
+
+extern "C" int cuda_relu_forward(cudaStream_t s, enum backend_dtype act, size_t count,
+                                 const float *x, float *y, char *err, size_t errlen)
 {
-    return dropout_apply(s, count, p, key, counter, x, y, err, errlen);
+    const act_of a = {act};
+    return ACT_DISPATCH(&a, relu_fwd, s, count, x, y, err, errlen);
 }
 
-extern "C" int cuda_dropout_backward(cudaStream_t s, size_t count, float p, philox_key key,
-                                     uint64_t counter, const float *dy, float *dx, char *err,
-                                     size_t errlen)
+extern "C" int cuda_relu_backward(cudaStream_t s, enum backend_dtype act, size_t count,
+                                  const float *y, const float *dy, float *dx, char *err,
+                                  size_t errlen)
 {
-    return dropout_apply(s, count, p, key, counter, dy, dx, err, errlen);
+    const act_of a = {act};
+    return ACT_DISPATCH(&a, relu_bwd, s, count, y, dy, dx, err, errlen);
+}
+
+extern "C" int cuda_dropout_forward(cudaStream_t s, enum backend_dtype act, size_t count, float p,
+                                    philox_key key, uint64_t counter, const float *x, float *y,
+                                    char *err, size_t errlen)
+{
+    const act_of a = {act};
+    return ACT_DISPATCH(&a, dropout_apply, s, count, p, key, counter, x, y, err, errlen);
+}
+
+extern "C" int cuda_dropout_backward(cudaStream_t s, enum backend_dtype act, size_t count,
+                                     float p, philox_key key, uint64_t counter, const float *dy,
+                                     float *dx, char *err, size_t errlen)
+{
+    const act_of a = {act};
+    return ACT_DISPATCH(&a, dropout_apply, s, count, p, key, counter, dy, dx, err, errlen);
 }
 
 /* Per-block sums of (a - b)^2 in double: each thread strides over the

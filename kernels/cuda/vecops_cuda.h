@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
+#include "backend.h"
 #include "philox.h"
 
 #ifdef __cplusplus
@@ -45,16 +46,20 @@ int cuda_vec_elastic_step(cudaStream_t s, size_t n, float eta, float mu, float l
                           float *x, float *u, const float *g, const float *xbar, char *err,
                           size_t errlen);
 
-int cuda_relu_forward(cudaStream_t s, size_t count, const float *x, float *y, char *err,
-                      size_t errlen);
+/* ReLU and dropout take activations of type `act` (bf16 ones as bit
+ * patterns behind the float pointers, backend.h). */
+int cuda_relu_forward(cudaStream_t s, enum backend_dtype act, size_t count, const float *x,
+                      float *y, char *err, size_t errlen);
 /* dx may alias dy. */
-int cuda_relu_backward(cudaStream_t s, size_t count, const float *y, const float *dy, float *dx,
-                       char *err, size_t errlen);
+int cuda_relu_backward(cudaStream_t s, enum backend_dtype act, size_t count, const float *y,
+                       const float *dy, float *dx, char *err, size_t errlen);
 /* The mask is the CPU's: element i kept iff philox_uniform_at(key, counter, i) >= p. */
-int cuda_dropout_forward(cudaStream_t s, size_t count, float p, philox_key key, uint64_t counter,
-                         const float *x, float *y, char *err, size_t errlen);
-int cuda_dropout_backward(cudaStream_t s, size_t count, float p, philox_key key, uint64_t counter,
-                          const float *dy, float *dx, char *err, size_t errlen);
+int cuda_dropout_forward(cudaStream_t s, enum backend_dtype act, size_t count, float p,
+                         philox_key key, uint64_t counter, const float *x, float *y, char *err,
+                         size_t errlen);
+int cuda_dropout_backward(cudaStream_t s, enum backend_dtype act, size_t count, float p,
+                          philox_key key, uint64_t counter, const float *dy, float *dx, char *err,
+                          size_t errlen);
 
 #ifdef __cplusplus
 }

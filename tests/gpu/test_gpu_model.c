@@ -7,7 +7,11 @@
  *   (b) 20 Nesterov SGD steps of LeNet (vec_sgd_momentum on each side) on
  *       fresh batches: the two trajectories must stay together;
  *   (c) building WRN-28-10 for an absurd batch fails with a message naming
- *       the GPU and the bytes, and the GPU is still usable afterwards.
+ *       the GPU and the bytes, and the GPU is still usable afterwards;
+ *   (d) batches staged ahead on the copy stream, as the runner stages them
+ *       (the next batch uploads while a step computes, and each pinned
+ *       buffer is refilled as soon as its step returns) give bit for bit
+ *       the gradients of uploading each batch just before its step.
  *
  * Why the gradient tolerances are loose. The backends sum in different
  * orders, so every value differs by float32 rounding. Forward passes are
@@ -366,6 +370,84 @@ static void check_out_of_memory(void)
     side_close(&s);
 }
 
+/* (d) Model a trains on each batch as it comes (slot 0, copy then
+ * compute); model b as the runner does, with three pinned buffers going
+ * round as the loader's do. A copy that ran before its slot's previous
+ * reader had finished, a compute that did not wait for its copy, or a
+ * buffer refilled while still being copied would change b's gradients.
+ * Same context, deterministic algorithms: the same bits. */
+static void check_staged(void)
+{
+    enum { STEPS = 7, BUFS = 3 };
+    const model_spec spec = arch_spec("wrn", 16, 4); /* steps long enough to overlap */
+    backend_ctx ctx;
+    char err[512];
+    if (backend_ctx_init_cuda(&ctx, 0, PRECISION_FP32, 1, err, sizeof err) != 0) {
+        CHECK(0, "cuda:0 context: %s", err);
+        return;
+    }
+    model a, b;
+    int built = model_build(&a, &ctx, &spec, BATCH, 1, err, sizeof err) == 0;
+    built = built && model_build(&b, &ctx, &spec, BATCH, 1, err, sizeof err) == 0;
+    CHECK(built, "wrn-16-4 twice on cuda:0: %s", err);
+    const size_t ex = (size_t)spec.in_c * spec.in_h * spec.in_w, xn = BATCH * ex;
+    float *images = malloc(STEPS * xn * sizeof(float)), *pinned[BUFS];
+    int32_t *labels = malloc(STEPS * BATCH * sizeof(int32_t)), *pinned_y[BUFS];
+    for (int i = 0; i < BUFS; i++) {
+        pinned[i] = backend_host_alloc(&ctx, xn * sizeof(float));
+        pinned_y[i] = backend_host_alloc(&ctx, BATCH * sizeof(int32_t));
+    }
+    float *ga = malloc(a.nparams * sizeof(float)), *gb = malloc(a.nparams * sizeof(float));
+    if (!built || backend_failed(&ctx)) {
+        CHECK(0, "setup: %s", ctx.err);
+        backend_ctx_free(&ctx);
+        return;
+    }
+    model_init_params(&a, &ctx, 9, 0);
+    model_init_params(&b, &ctx, 9, 0);
+    for (int k = 0; k < STEPS; k++)
+        random_batch(images + k * xn, labels + k * BATCH, ex, BATCH);
+    /* The loader has filled all three buffers before the first step. */
+    for (int k = 0; k < BUFS; k++) {
+        memcpy(pinned[k], images + k * xn, xn * sizeof(float));
+        memcpy(pinned_y[k], labels + k * BATCH, BATCH * sizeof(int32_t));
+    }
+    model_stage_batch(&b, &ctx, 0, pinned[0], pinned_y[0], BATCH);
+    int same = 0;
+    for (int k = 0; k < STEPS; k++) {
+        set_dropout(&a, 9, k);
+        set_dropout(&b, 9, k);
+        model_train_grads(&a, &ctx, pinned[k % BUFS], pinned_y[k % BUFS], BATCH, NULL);
+        backend_download(&ctx, ga, a.grads, a.nparams * sizeof(float));
+        /* b: stage k + 1, train k, then refill k's buffer with k + 3. */
+        const int next = (k + 1) % BUFS;
+        if (k + 1 < STEPS)
+            model_stage_batch(&b, &ctx, (k + 1) % BACKEND_STAGE_SLOTS, pinned[next],
+                              pinned_y[next], BATCH);
+        model_train_slot(&b, &ctx, k % BACKEND_STAGE_SLOTS, BATCH, NULL);
+        if (k + BUFS < STEPS) {
+            memcpy(pinned[k % BUFS], images + (k + BUFS) * xn, xn * sizeof(float));
+            memcpy(pinned_y[k % BUFS], labels + (k + BUFS) * BATCH, BATCH * sizeof(int32_t));
+        }
+        backend_download(&ctx, gb, b.grads, b.nparams * sizeof(float));
+        same += !backend_failed(&ctx) && memcmp(ga, gb, a.nparams * sizeof(float)) == 0;
+    }
+    CHECK(same == STEPS && !backend_failed(&ctx), "staged ahead: %d of %d steps have the "
+          "gradients of staging just in time: %s", same, STEPS, ctx.err);
+    printf("  %d wrn-16-4 steps staged ahead on the copy stream: %d bit for bit\n", STEPS, same);
+    for (int i = 0; i < BUFS; i++) {
+        backend_host_free(&ctx, pinned[i]);
+        backend_host_free(&ctx, pinned_y[i]);
+    }
+    free(images);
+    free(labels);
+    free(ga);
+    free(gb);
+    model_free(&a, &ctx);
+    model_free(&b, &ctx);
+    backend_ctx_free(&ctx);
+}
+
 int main(void)
 {
     if (backend_cuda_devices() == 0) {
@@ -382,5 +464,7 @@ int main(void)
     check_sgd();
     printf("out of memory:\n");
     check_out_of_memory();
+    printf("batches staged ahead:\n");
+    check_staged();
     return test_main_end();
 }

@@ -2,8 +2,9 @@
  * check against float64), through backend.h on two contexts: fresh random
  * inputs are copied to both sides, the op runs on each, and every output
  * (and every buffer the op may touch) must agree. fp32 mode throughout,
- * except one TF32 convolution checked loosely and the bf16 GEMMs and
- * convolutions (see check_bf16).
+ * except one TF32 convolution checked loosely and the public GEMM at bf16
+ * precision, whose operands stay fp32 (see check_bf16; the ops on bf16
+ * activations are test_gpu_bf16's).
  *
  * Tolerances, |gpu - cpu| <= atol + rtol |cpu| with inputs in [-1, 1):
  *  - sums of `terms` products (GEMM, convolution, bias gradients) differ in
@@ -271,89 +272,7 @@ static void check_gemm_bf16(void)
             drop(&B);
             drop(&C);
         }
-    const int n = 32, in = 128, out = 64;
-    buf x = make((size_t)n * in, -1, 1), w = make((size_t)out * in, -1, 1);
-    buf b = make(out, -1, 1), y = make((size_t)n * out, 0, 0), dy = make((size_t)n * out, -1, 1);
-    buf dx = make((size_t)n * in, 0, 0), dw = make((size_t)out * in, 0, 0), db = make(out, 0, 0);
-    linear_forward(&cpu, n, in, out, x.h, w.h, b.h, y.h);
-    linear_forward(&gpu, n, in, out, x.d, w.d, b.d, y.d);
-    check_bf16("linear_forward bf16", &y);
-    linear_backward(&cpu, n, in, out, x.h, w.h, dy.h, dx.h, dw.h, db.h);
-    linear_backward(&gpu, n, in, out, x.d, w.d, dy.d, dx.d, dw.d, db.d);
-    check_bf16("linear_backward bf16 dx", &dx);
-    check_bf16("linear_backward bf16 dw", &dw);
-    compare("linear_backward bf16 db (fp32)", &db, 1e-6 * n, 1e-5);
     gpu.precision = PRECISION_FP32;
-    buf *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        drop(all[i]);
-}
-
-/* A copy of x rounded to bf16 as bf16.cu rounds: to nearest, ties to even
- * (x finite). */
-static float *round_bf16(const float *x, size_t n)
-{
-    float *r = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        u = (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
-        memcpy(&r[i], &u, sizeof u);
-    }
-    return r;
-}
-
-enum { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER };
-
-/* One direction of a convolution without bias, into out. */
-static void run_conv(backend_ctx *ctx, int dir, const conv2d_desc *d, int n, const float *x,
-                     const float *w, const float *dy, float *out)
-{
-    if (dir == CONV_FORWARD)
-        conv2d_forward(ctx, d, n, x, w, NULL, out);
-    else if (dir == CONV_BACKWARD_DATA)
-        conv2d_backward_data(ctx, d, n, dy, w, out);
-    else
-        conv2d_backward_filter(ctx, d, n, x, dy, out, NULL);
-}
-
-/* Each direction at bf16 against the CPU's fp32 (check_bf16), then element
- * by element against the CPU run on the inputs rounded to bf16, which is
- * what cuDNN sees: products of bf16 values are exact in fp32, so only the
- * summation order (atol 1e-5 per term, 10x the fp32 tests') and the
- * result's rounding to bf16 (rtol 2^-8, twice its largest error) separate
- * them, while an input rounded otherwise or a sum not kept in fp32 errs by
- * ~2^-9 sqrt(terms) / 3 where values cancel. */
-static void check_conv_bf16(const conv_case *t)
-{
-    conv2d_desc d;
-    conv2d_desc_init(&d, t->in_c, t->h, t->w, t->out_c, t->k, t->stride, t->pad);
-    const size_t xs = (size_t)t->n * t->in_c * t->h * t->w;
-    const size_t ys = (size_t)t->n * t->out_c * d.out_h * d.out_w;
-    const size_t ws = (size_t)t->out_c * t->in_c * t->k * t->k;
-    buf x = make(xs, -1, 1), w = make(ws, -1, 1), dy = make(ys, -1, 1);
-    buf out[3] = {make(ys, 0, 0), make(xs, 0, 0), make(ws, 0, 0)};
-    float *xr = round_bf16(x.h, xs), *wr = round_bf16(w.h, ws), *dyr = round_bf16(dy.h, ys);
-    const size_t terms[3] = {(size_t)t->in_c * t->k * t->k, (size_t)t->out_c * t->k * t->k,
-                             (size_t)t->n * d.out_h * d.out_w};
-    static const char *const name[3] = {"forward", "backward data", "backward filter dw"};
-    char what[96];
-    for (int dir = 0; dir < 3; dir++) {
-        gpu.precision = PRECISION_BF16;
-        run_conv(&gpu, dir, &d, t->n, x.d, w.d, dy.d, out[dir].d);
-        gpu.precision = PRECISION_FP32;
-        run_conv(&cpu, dir, &d, t->n, x.h, w.h, dy.h, out[dir].h);
-        snprintf(what, sizeof what, "conv %s bf16 %s", t->name, name[dir]);
-        check_bf16(what, &out[dir]);
-        run_conv(&cpu, dir, &d, t->n, xr, wr, dyr, out[dir].h);
-        compare("  against bf16-rounded inputs", &out[dir], 1e-5 * terms[dir], 1.0 / 256);
-    }
-    free(xr);
-    free(wr);
-    free(dyr);
-    buf *all[] = {&x, &w, &dy, &out[0], &out[1], &out[2]};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        drop(all[i]);
 }
 
 /* An int32 tensor on both sides. */
@@ -590,13 +509,6 @@ int main(void)
         check_conv(&convs[i]);
     check_conv_tf32();
     check_gemm_bf16();
-    static const conv_case bf16_convs[] = {
-        {"3x13x11->5 k3 s2 p1 n3", 3, 3, 13, 11, 5, 3, 2, 1, 0},
-        {"lenet 1x28x28->6 k5", 4, 1, 28, 28, 6, 5, 1, 0, 0},
-        {"wrn 160x16x16->320 k3 s2 p1", 2, 160, 16, 16, 320, 3, 2, 1, 0},
-    };
-    for (size_t i = 0; i < sizeof bf16_convs / sizeof *bf16_convs; i++)
-        check_conv_bf16(&bf16_convs[i]);
     check_pool(2, 3, 7, 9, 3, 2, 1);  /* overlapping windows, padded */
     check_pool(2, 3, 8, 8, 2, 2, 0);  /* tiling */
     check_pool(1, 2, 9, 9, 3, 3, 0);  /* LeNet's */

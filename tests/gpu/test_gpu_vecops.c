@@ -133,14 +133,14 @@ static void check_activations(void)
 {
     reset();
     relu_forward(&ctx, n, cpu[0], cpu[1]);
-    GPU_OK(cuda_relu_forward(0, n, gpu[0], gpu[1], err, sizeof err));
+    GPU_OK(cuda_relu_forward(0, DTYPE_F32, n, gpu[0], gpu[1], err, sizeof err));
     compare("relu_forward", 0, 0, -1);
 
     /* dx in its own buffer, then in place over dy. */
     for (int dx = 2; dx >= 1; dx--) {
         reset();
         relu_backward(&ctx, n, cpu[0], cpu[1], cpu[dx]);
-        GPU_OK(cuda_relu_backward(0, n, gpu[0], gpu[1], gpu[dx], err, sizeof err));
+        GPU_OK(cuda_relu_backward(0, DTYPE_F32, n, gpu[0], gpu[1], gpu[dx], err, sizeof err));
         compare(dx == 1 ? "relu_backward in place" : "relu_backward", 0, 0, -1);
     }
 
@@ -153,7 +153,7 @@ static void check_activations(void)
                        (0xFFFFFFF0u + (uint32_t)test_uniform(0, 16));
     reset();
     dropout_forward(&ctx, n, p, key, counter, cpu[0], cpu[1]);
-    GPU_OK(cuda_dropout_forward(0, n, p, key, counter, gpu[0], gpu[1], err, sizeof err));
+    GPU_OK(cuda_dropout_forward(0, DTYPE_F32, n, p, key, counter, gpu[0], gpu[1], err, sizeof err));
     size_t kept = compare("dropout_forward", ATOL, RTOL, 1);
     if (n > 100000)
         CHECK(fabs((double)kept / (double)n - (1.0 - p)) < 0.01, "dropout keeps %zu of %zu, p %g",
@@ -161,7 +161,7 @@ static void check_activations(void)
 
     reset();
     dropout_backward(&ctx, n, p, key, counter, cpu[0], cpu[1]);
-    GPU_OK(cuda_dropout_backward(0, n, p, key, counter, gpu[0], gpu[1], err, sizeof err));
+    GPU_OK(cuda_dropout_backward(0, DTYPE_F32, n, p, key, counter, gpu[0], gpu[1], err, sizeof err));
     compare("dropout_backward", ATOL, RTOL, 1);
 }
 

@@ -214,36 +214,59 @@ static void check_sequence(const char *sampling, const augment_params *aug, int 
     char err[256];
     int rc = batch_loader_start(&bl, NULL, &loaded, &d, aug, key, 0, err, sizeof err);
     CHECK(rc == 0, "start: %s", err);
-    int bad = 0, bad_pos = 0;
+    /* As the runner uses it: a step trains on `cur` while `next` is staged,
+     * so the caller holds two batches and the worker fills the third. Each
+     * is copied when taken and must be unchanged when released. */
+    const size_t xbytes = (size_t)cfg.optim.batch * ex * sizeof(float);
+    float *copy_next = malloc(xbytes), *copy_cur = malloc(xbytes);
+    loader_batch next = {0}, cur;
+    if (rc == 0) {
+        rc = batch_loader_take(&bl, &next);
+        memcpy(copy_next, next.x, (size_t)next.n * ex * sizeof(float));
+    }
+    int bad = 0, bad_pos = 0, bad_order = 0;
     for (int t = 0; rc == 0 && t < steps; t++) {
         int want_n = sampler_next(&direct, &d, want_x, want_y);
         if (aug)
             augment_batch(aug, key, augment_counter((uint64_t)t, cfg.optim.batch), want_x, want_n,
                           d.c, d.h, d.w, scratch);
-        float *x;
-        int32_t *y;
-        int n;
-        batch_loader_next(&bl, &x, &y, &n);
-        float *copy = malloc((size_t)n * ex * sizeof(float));
-        memcpy(copy, x, (size_t)n * ex * sizeof(float));
-        if (t % 3 == 0) /* compute for a while: the worker fills the other buffer, then waits */
+        cur = next;
+        memcpy(copy_cur, copy_next, xbytes);
+        bad_order += batch_loader_take(&bl, &next) != 0;
+        memcpy(copy_next, next.x, (size_t)next.n * ex * sizeof(float));
+        loader_batch extra;
+        bad_order += batch_loader_take(&bl, &extra) != -1; /* a third: refused */
+        bad_order += batch_loader_release(&bl, &next) != -1; /* out of order: refused */
+        bad_order += cur.buf == next.buf;
+        if (t % 3 == 0) /* compute for a while: the worker fills the third buffer, then waits */
             short_pause();
-        bad += n != want_n || memcmp(y, want_y, (size_t)n * sizeof(int32_t)) != 0 ||
-               memcmp(x, want_x, (size_t)n * ex * sizeof(float)) != 0 ||
-               memcmp(x, copy, (size_t)n * ex * sizeof(float)) != 0;
-        free(copy);
+        const int n = cur.n;
+        bad += n != want_n || memcmp(cur.y, want_y, (size_t)n * sizeof(int32_t)) != 0 ||
+               memcmp(cur.x, want_x, (size_t)n * ex * sizeof(float)) != 0 ||
+               memcmp(cur.x, copy_cur, (size_t)n * ex * sizeof(float)) != 0 ||
+               memcmp(next.x, copy_next, (size_t)next.n * ex * sizeof(float)) != 0;
         long pass;
         int pos;
         uint64_t drawn;
         batch_loader_position(&bl, &pass, &pos, &drawn);
+        bad_pos += t > 0 && (pass == direct.pass && pos == direct.pos && drawn == direct.draws);
+        bad_order += batch_loader_release(&bl, &cur) != 0;
+        batch_loader_position(&bl, &pass, &pos, &drawn);
         bad_pos += pass != direct.pass || pos != direct.pos || drawn != direct.draws;
     }
-    CHECK(bad == 0, "%s%s: %d of %d loader batches differ from sampler_next%s", sampling,
-          aug ? " + augment" : "", bad, steps, aug ? " + augment_batch" : "");
-    CHECK(bad_pos == 0, "%s: %d of %d positions differ from the sampler's", sampling, bad_pos, steps);
+    free(copy_next);
+    free(copy_cur);
+    CHECK(bad == 0, "%s%s: %d of %d loader batches differ from sampler_next%s (or changed "
+          "while held)", sampling, aug ? " + augment" : "", bad, steps,
+          aug ? " + augment_batch" : "");
+    CHECK(bad_pos == 0, "%s: %d of %d positions differ from the sampler's after the release "
+          "(or moved before it)", sampling, bad_pos, steps);
+    CHECK(bad_order == 0, "%s: %d refusals missing or takes/releases failing", sampling,
+          bad_order);
 
     /* Resume: a fresh sampler restored to the reported position, and a loader
-     * from that step, go on exactly as the first. */
+     * from that step, go on exactly as the first, from the batch it holds
+     * without having released it. */
     long pass;
     int pos;
     uint64_t drawn;
@@ -256,13 +279,13 @@ static void check_sequence(const char *sampling, const augment_params *aug, int 
     CHECK(rc == 0, "restart: %s", err);
     bad = 0;
     for (int t = 0; rc == 0 && t < 2 * (d.n / cfg.optim.batch + 1); t++) {
-        float *x1, *x2;
-        int32_t *y1, *y2;
-        int n1, n2;
-        batch_loader_next(&bl, &x1, &y1, &n1);
-        batch_loader_next(&bl2, &x2, &y2, &n2);
-        bad += n1 != n2 || memcmp(y1, y2, (size_t)n1 * sizeof(int32_t)) != 0 ||
-               memcmp(x1, x2, (size_t)n1 * ex * sizeof(float)) != 0;
+        loader_batch b1 = next, b2;
+        batch_loader_take(&bl, &next);
+        batch_loader_take(&bl2, &b2);
+        bad += b1.n != b2.n || memcmp(b1.y, b2.y, (size_t)b1.n * sizeof(int32_t)) != 0 ||
+               memcmp(b1.x, b2.x, (size_t)b1.n * ex * sizeof(float)) != 0;
+        batch_loader_release(&bl, &b1);
+        batch_loader_release(&bl2, &b2);
     }
     CHECK(bad == 0, "%s: a resumed loader differs in %d batches", sampling, bad);
     batch_loader_stop(&bl);
@@ -276,8 +299,8 @@ static void check_sequence(const char *sampling, const augment_params *aug, int 
     free(scratch);
 }
 
-/* Stops at any point: before a batch is taken, while a batch is held, while
- * the worker waits on two full buffers; and on a loader never started. */
+/* Stops at any point: before a batch is taken, while one or two are held,
+ * while the worker waits on full buffers; and on a loader never started. */
 static void test_stop(void)
 {
     job_config cfg;
@@ -291,12 +314,12 @@ static void test_stop(void)
         batch_loader bl;
         int rc = batch_loader_start(&bl, NULL, &s, &d, &augment_cifar, s.key, 0, err, sizeof err);
         CHECK(rc == 0, "start: %s", err);
+        loader_batch held[4];
         for (int t = 0; rc == 0 && t < taken; t++) {
-            float *x;
-            int32_t *y;
-            int n;
-            batch_loader_next(&bl, &x, &y, &n);
-            CHECK(n == 8, "batch of %d", n);
+            if (t >= LOADER_HELD_MAX)
+                CHECK(batch_loader_release(&bl, &held[t - LOADER_HELD_MAX]) == 0, "release");
+            CHECK(batch_loader_take(&bl, &held[t]) == 0 && held[t].n == 8, "batch of %d",
+                  held[t].n);
         }
         if (taken & 1)
             short_pause();

@@ -1,7 +1,8 @@
 /* The seam itself (kernels/backend.c) on the CPU backend: memory ops round
  * trip, the workspace grows and keeps its lines, and errors are sticky: the
  * first is kept with its message, later ops are skipped, and backend_sync
- * reports it. */
+ * reports it. Activations are fp32 on the CPU whatever the precision (bf16
+ * only on a GPU), and batches staged ahead are the host's own pointers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,11 +89,67 @@ static void test_no_cuda(void)
           "a CUDA context without a device: \"%s\"", err);
 }
 
+/* Which contexts store bf16 activations, plan contexts, and the act ops
+ * of a CPU context: fp32 vector sums, no conversion, and a refusal (not a
+ * wrong answer) if such a context were told its activations are bf16. */
+static void test_activations(void)
+{
+    CHECK(backend_act_dtype(-1, PRECISION_BF16) == DTYPE_F32 &&
+          backend_act_dtype(0, PRECISION_BF16) == DTYPE_BF16 &&
+          backend_act_dtype(1, PRECISION_TF32) == DTYPE_F32 &&
+          backend_act_dtype(0, PRECISION_FP32) == DTYPE_F32, "bf16 activations: GPU at bf16 only");
+    backend_ctx plan;
+    backend_ctx_plan(&plan, 0, PRECISION_BF16);
+    CHECK(!plan.ops && plan.act == DTYPE_BF16 && backend_act_size(&plan) == 2 &&
+          plan.device == 0 && plan.precision == PRECISION_BF16, "a bf16 GPU plan context");
+    backend_ctx_plan(&plan, -1, PRECISION_BF16);
+    CHECK(plan.act == DTYPE_F32 && backend_act_size(&plan) == 4, "a CPU plan at bf16 is fp32");
+
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    CHECK(ctx.act == DTYPE_F32, "a CPU context has fp32 activations");
+    enum { N = 1001 };
+    float x[N], y[N], want[N], out[N];
+    test_fill_uniform(x, N, -3, 3);
+    test_fill_uniform(y, N, -3, 3);
+    for (int i = 0; i < N; i++)
+        want[i] = (float)((double)y[i] + (double)x[i]); /* one rounding, as float addition */
+    act_add(&ctx, N, x, y);
+    CHECK(memcmp(y, want, sizeof y) == 0, "act_add on fp32 activations is y + x");
+    CHECK(act_from_f32(&ctx, N, x, out) == x, "fp32 activations are the staged batch itself");
+    CHECK(!backend_failed(&ctx), "%s", ctx.err);
+
+    ctx.act = DTYPE_BF16; /* what no CPU context has */
+    act_add(&ctx, N, x, y);
+    CHECK(backend_failed(&ctx) && strstr(ctx.err, "no bf16 activations"),
+          "bf16 activations on the CPU are an error: \"%s\"", ctx.err);
+    backend_ctx_free(&ctx);
+}
+
+/* On the CPU a batch staged ahead is a pointer hand-off, in any slot, and
+ * waiting for or finishing a slot orders nothing and fails nothing. */
+static void test_stage_ahead(void)
+{
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    float host[2][7], staging[7];
+    for (int s = 0; s < BACKEND_STAGE_SLOTS; s++) {
+        CHECK(backend_stage_async(&ctx, s, staging, host[s % 2], sizeof host[0]) == host[s % 2],
+              "slot %d: the host pointer itself", s);
+        backend_stage_wait(&ctx, s);
+        backend_stage_done(&ctx, s);
+    }
+    CHECK(!backend_failed(&ctx), "%s", ctx.err);
+    backend_ctx_free(&ctx);
+}
+
 int main(void)
 {
     test_init("backend");
     test_memory();
     test_sticky_error();
     test_no_cuda();
+    test_activations();
+    test_stage_ahead();
     return test_main_end();
 }

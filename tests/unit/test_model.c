@@ -216,6 +216,93 @@ static void check_memory(void)
     CHECK(eval_bytes < 2e9, "WRN-28-10 evaluation at 256: %zu bytes", eval_bytes);
 }
 
+/* The arena planned for bf16 activations (a GPU at bf16 precision, sized
+ * with a plan context on the CPU): activations and their gradients take 2
+ * bytes, the staged batches, labels, max-pool indices and BN saves keep
+ * theirs, so the arena comes out at about half (between 45% and 60%); the
+ * parameters, gradients and statistics do not change. A CPU at bf16 plans
+ * fp32 activations. */
+static size_t arena_bytes(const model *m)
+{
+    return m->bytes - (m->train ? 2 : 1) * m->nparams * sizeof(float) -
+           m->nstats * sizeof(float);
+}
+
+static void check_bf16_plan(const model_spec *s, int batch, int train, const char *name)
+{
+    model m;
+    char err[256];
+    backend_ctx f32, bf16, cpu;
+    backend_ctx_plan(&f32, 0, PRECISION_FP32);
+    backend_ctx_plan(&bf16, 0, PRECISION_BF16);
+    backend_ctx_plan(&cpu, -1, PRECISION_BF16);
+    size_t total[3], arena[3];
+    backend_ctx *plans[3] = {&f32, &bf16, &cpu};
+    for (int p = 0; p < 3; p++) {
+        int rc = model_build(&m, plans[p], s, batch, train, err, sizeof err);
+        CHECK(rc == 0 && !m.params && !m.arena, "%s: a plan allocates nothing: %s", name, err);
+        total[p] = m.bytes;
+        arena[p] = arena_bytes(&m);
+        model_free(&m, plans[p]);
+    }
+    const double ratio = (double)arena[1] / (double)arena[0];
+    CHECK(ratio > 0.45 && ratio < 0.6, "%s train %d batch %d: bf16 arena %zu bytes, fp32 %zu "
+          "(%.3f of it)", name, train, batch, arena[1], arena[0], ratio);
+    CHECK(total[0] - arena[0] == total[1] - arena[1], "%s: parameters and statistics stay fp32",
+          name);
+    CHECK(total[2] == total[0], "%s: the CPU plans fp32 activations at bf16", name);
+    if (batch == 128 && train)
+        printf("%s train at batch %d: fp32 %.3f GB (activations arena %.3f GB), bf16 %.3f GB "
+               "(arena %.3f GB, %.1f%%)\n", name, batch, 1e-9 * (double)total[0],
+               1e-9 * (double)arena[0], 1e-9 * (double)total[1], 1e-9 * (double)arena[1],
+               100.0 * ratio);
+}
+
+/* Training from a batch staged ahead in slot 1, with another batch staged
+ * in slot 0 meanwhile, is bit for bit training on it directly: on the CPU
+ * the slots hold the host pointers, so the second staging must not change
+ * what the first slot's step reads. */
+static void check_staged_slots(void)
+{
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    model a, b;
+    char err[256];
+    model_spec s = spec("lenet", 1, 28, 0, 0, 0.3f);
+    const int n = 4;
+    if (model_build(&a, &ctx, &s, n, 1, err, sizeof err) != 0 ||
+        model_build(&b, &ctx, &s, n, 1, err, sizeof err) != 0) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    model_init_params(&a, &ctx, 7, 0);
+    model_init_params(&b, &ctx, 7, 0);
+    const size_t ex = 28 * 28;
+    float *x = malloc(2 * n * ex * sizeof(float));
+    test_fill_uniform(x, 2 * n * ex, -1, 1);
+    int32_t y[8];
+    for (int i = 0; i < 2 * n; i++)
+        y[i] = (int32_t)test_uniform(0, 10);
+    philox_key key = philox_make_key(3, 0, RNG_STREAM_DROPOUT);
+    model_set_dropout_step(&a, key, 5);
+    model_set_dropout_step(&b, key, 5);
+    int ca = -1, cb = -2;
+    float la = model_train_grads(&a, &ctx, x, y, n, &ca);
+    model_stage_batch(&b, &ctx, 1, x, y, n);
+    model_stage_batch(&b, &ctx, 0, x + n * ex, y + n, n);
+    float lb = model_train_slot(&b, &ctx, 1, n, &cb);
+    CHECK(!backend_failed(&ctx), "%s", ctx.err);
+    CHECK(la == lb && ca == cb && memcmp(a.grads, b.grads, a.nparams * sizeof(float)) == 0,
+          "a staged slot trains as the batch itself: loss %g vs %g", la, lb);
+    float lc = model_train_slot(&b, &ctx, 0, n, NULL);
+    float ld = model_train_grads(&a, &ctx, x + n * ex, y + n, n, NULL);
+    CHECK(lc == ld, "the other slot: loss %g vs %g", lc, ld);
+    free(x);
+    model_free(&a, &ctx);
+    model_free(&b, &ctx);
+    backend_ctx_free(&ctx);
+}
+
 /* An evaluation model (shared activations) computes what a training model
  * does: evaluation, BN recomputation, and again evaluation; and it refuses
  * to train. */
@@ -270,6 +357,14 @@ int main(void)
     check_count("wrn", 3, 32, 28, 10, 36479194);
     check_init();
     check_memory();
+    model_spec wrn2810 = spec("wrn", 3, 32, 28, 10, -1);
+    check_bf16_plan(&wrn2810, 128, 1, "WRN-28-10");
+    check_bf16_plan(&wrn2810, 256, 0, "WRN-28-10 eval");
+    model_spec lenet = spec("lenet", 1, 28, 0, 0, -1), allcnn = spec("allcnn", 3, 32, 0, 0, -1);
+    check_bf16_plan(&lenet, 37, 1, "LeNet");
+    check_bf16_plan(&allcnn, 16, 1, "All-CNN");
+    check_bf16_plan(&allcnn, 16, 0, "All-CNN eval");
+    check_staged_slots();
     check_eval_model("lenet", 1, 28, 0, 0);
     check_eval_model("wrn", 3, 32, 10, 1);
     check_gradient("mlp", 1, 6, 0, 0, 5);
