@@ -47,6 +47,20 @@ __device__ static void covering_2d(const pool2d_desc &p, int at, int r[4])
     covering(at % p.in_w, p.out_w, p.k, p.stride, p.pad, &r[2], &r[3]);
 }
 
+/* The sum over rows [r[0], r[1]) and columns [r[2], r[3]) of a plane with
+ * rows ld long, each term times scale: average pooling's backward scales
+ * every gradient before adding, as the CPU's scatter does; forward passes 1
+ * (exact) and scales the sum. */
+template <typename T>
+__device__ static float box_sum(const T *plane, int ld, const int r[4], float scale)
+{
+    float sum = 0.0f;
+    for (int a = r[0]; a < r[1]; a++)
+        for (int b = r[2]; b < r[3]; b++)
+            sum += act_ld(plane, a * ld + b) * scale;
+    return sum;
+}
+
 template <typename T>
 static void maxpool_fwd(backend_ctx *ctx, const pool2d_desc *d, int n, const float *xv, float *yv,
                         int32_t *argmax)
@@ -114,11 +128,7 @@ static void avgpool_fwd(backend_ctx *ctx, const pool2d_desc *d, int n, const flo
         const T *xp = x + o / out_plane * in_plane;
         int r[4];
         window_2d(p, (int)(o % out_plane), r);
-        float sum = 0.0f;
-        for (int ih = r[0]; ih < r[1]; ih++)
-            for (int iw = r[2]; iw < r[3]; iw++)
-                sum += act_ld(xp, ih * p.in_w + iw);
-        act_st(y, o, sum * scale);
+        act_st(y, o, box_sum(xp, p.in_w, r, 1.0f) * scale);
     };
     CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * p.c * out_plane, f));
 }
@@ -136,11 +146,7 @@ static void avgpool_bwd(backend_ctx *ctx, const pool2d_desc *d, int n, const flo
         const T *g = dy + i / in_plane * out_plane;
         int r[4];
         covering_2d(p, (int)(i % in_plane), r);
-        float sum = 0.0f;
-        for (int oh = r[0]; oh < r[1]; oh++)
-            for (int ow = r[2]; ow < r[3]; ow++)
-                sum += act_ld(g, oh * p.out_w + ow) * scale;
-        act_st(dx, i, sum);
+        act_st(dx, i, box_sum(g, p.out_w, r, scale));
     };
     CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * p.c * in_plane, f));
 }

@@ -23,60 +23,15 @@
 
 #include "fsutil.h"
 #include "runner.h"
-#include "testutil.h"
+#include "testjob.h"
 
 static const double JOB_RMS = 5e-2, JOB_ERROR_POINTS = 0.02, FMNIST_MAX_ERROR = 0.125;
-
-typedef struct watch {
-    float *final;              /* the master's weights after the last evaluation */
-    size_t n;
-    int stop_after_eval;       /* set *stop to RUN_STOP_CHECKPOINT after this many epochs; -1 never */
-    volatile int stop;
-    int resumes;
-} watch;
-
-static void on_event(void *user, const run_event *ev)
-{
-    watch *w = user;
-    if (ev->kind == RUN_EV_EVAL && ev->epoch == w->stop_after_eval)
-        __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_RESUME)
-        __atomic_fetch_add(&w->resumes, 1, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_EVAL)
-        printf("    epoch %d/%d: test error %.2f%%, loss %.4f, %.1f s\n", ev->epoch, ev->epochs,
-               100 * ev->test_error, ev->test_loss, ev->elapsed_s);
-}
-
-static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last)
-{
-    (void)stats, (void)epochs_done;
-    watch *w = user;
-    if (!last)
-        return;
-    free(w->final);
-    w->n = master->nparams;
-    w->final = malloc(w->n * sizeof(float));
-    if (w->final)
-        memcpy(w->final, params, w->n * sizeof(float));
-}
 
 /* 3 Parle replicas of LeNet on the synthetic set, fp32. */
 static void parle_config(job_config *cfg, uint64_t seed, int epochs, const char *devices)
 {
-    job_config_defaults(cfg);
-    strcpy(cfg->model.arch, "lenet");
+    test_synthetic_job(cfg, "lenet", 3, epochs, seed);
     cfg->model.dropout = 0.1f;
-    strcpy(cfg->data.dataset, "synthetic");
-    cfg->data.train_limit = 512;
-    cfg->data.test_limit = 256;
-    strcpy(cfg->algorithm.name, "parle");
-    cfg->algorithm.replicas = 3;
-    cfg->algorithm.L = 3;
-    cfg->optim.lr = 0.05;
-    cfg->optim.batch = 32;
-    cfg->epochs = epochs;
-    cfg->seed = seed;
     cfg->log_every = 1000;
     cfg->checkpoint.every_epochs = 1;
     cfg->checkpoint.keep = 2;
@@ -85,22 +40,19 @@ static void parle_config(job_config *cfg, uint64_t seed, int epochs, const char 
     snprintf(cfg->devices, sizeof cfg->devices, "%s", devices);
 }
 
-/* Runs cfg on the devices it names, on every core this process may use;
- * checkpoint_dir may be NULL. Returns 0, or -1 with the error printed. */
-static int run(const job_config *cfg, const char *checkpoint_dir, watch *w, run_result *res)
+/* Runs cfg on the devices it names, on every core this process may use,
+ * printing each evaluation; checkpoint_dir may be NULL. Returns 0, or -1
+ * with the error printed. */
+static int run(const job_config *cfg, const char *checkpoint_dir, test_watch *w, run_result *res)
 {
     char err[1024];
-    dataset tr, te;
     int gpus[64], *cores = NULL, rc = -1;
     int ngpus = run_gpus(cfg->devices, gpus, err, sizeof err);
     int ncores = ngpus < 0 ? -1 : run_cpu_cores(&cores, err, sizeof err);
-    if (ncores > 0 && run_load_data(cfg, &tr, &te, err, sizeof err) == 0) {
-        run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w,
-                           .stop = &w->stop, .checkpoint_dir = checkpoint_dir};
+    if (ncores > 0) {
         run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus, .ngpus = ngpus};
-        rc = run_job(cfg, &tr, &te, &where, &hooks, res, err, sizeof err);
-        dataset_free(&tr);
-        dataset_free(&te);
+        w->print_evals = 1;
+        rc = test_run_job(cfg, &where, checkpoint_dir, w, res, err, sizeof err);
     }
     free(cores);
     if (rc != 0)
@@ -122,7 +74,8 @@ static double rms_error(const float *a, const float *b, size_t n)
 }
 
 /* The two runs' final weights are within tol (checked); returns the error. */
-static double check_weights(const watch *got, const watch *want, double tol, const char *what)
+static double check_weights(const test_watch *got, const test_watch *want, double tol,
+                            const char *what)
 {
     if (!got->final || !want->final || got->n != want->n) {
         CHECK(0, "%s: final weights missing", what);
@@ -138,7 +91,7 @@ static void check_parle_vs_cpu(uint64_t seed)
 {
     job_config cfg;
     run_result gpu_res, cpu_res;
-    watch gpu = {.stop_after_eval = -1}, cpu = {.stop_after_eval = -1};
+    test_watch gpu = {0}, cpu = {0};
     printf("(a) Parle, 3 LeNet replicas on GPU 0 (fp32):\n");
     parle_config(&cfg, seed, 2, "0");
     int ok = run(&cfg, NULL, &gpu, &gpu_res) == 0;
@@ -172,8 +125,7 @@ static void check_resume(uint64_t seed)
     snprintf(cpu_dir, sizeof cpu_dir, "%s/cpu", tmpl);
     job_config cfg;
     run_result res;
-    watch full = {.stop_after_eval = -1}, stopped = {.stop_after_eval = 1};
-    watch on_gpu = {.stop_after_eval = -1}, on_cpu = {.stop_after_eval = -1};
+    test_watch full = {0}, stopped = {.stop_after_eval = 1}, on_gpu = {0}, on_cpu = {0};
 
     printf("(b) uninterrupted on GPU 0 (deterministic):\n");
     parle_config(&cfg, seed, 3, "0");
@@ -227,7 +179,7 @@ static int fmnist(const char *path)
     test_init("gpu_learning");
     strcpy(cfg.devices, "0");
     printf("%s on GPU 0 (%s, %d epochs):\n", path, cfg.precision, cfg.epochs);
-    watch w = {.stop_after_eval = -1};
+    test_watch w = {0};
     run_result res;
     if (run(&cfg, NULL, &w, &res) == 0) {
         CHECK(res.test_error <= FMNIST_MAX_ERROR, "final test error %.2f%% (bound %.2f%%)",

@@ -13,74 +13,27 @@
 
 #include "checkpoint.h"
 #include "runner.h"
-#include "testutil.h"
+#include "testjob.h"
 
-typedef struct watch {
-    float *final;
-    size_t n;
-    int stop_after_eval;   /* set *stop to RUN_STOP_CHECKPOINT after this evaluation */
-    volatile int stop;
-    int failures_logged, resumes_logged;
-} watch;
-
-static void on_event(void *user, const run_event *ev)
-{
-    watch *w = user;
-    if (ev->kind == RUN_EV_EVAL && ev->epoch == w->stop_after_eval)
-        __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
-        __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_RESUME)
-        __atomic_fetch_add(&w->resumes_logged, 1, __ATOMIC_RELAXED);
-}
-
-static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last)
-{
-    (void)epochs_done, (void)stats;
-    if (!last)
-        return;
-    watch *w = user;
-    w->n = master->nparams;
-    w->final = malloc(w->n * sizeof(float));
-    memcpy(w->final, params, w->n * sizeof(float));
-}
-
+/* Parle with 2 MLP replicas, a checkpoint every epoch, the newest 2 kept. */
 static void config(job_config *cfg, uint64_t seed)
 {
-    job_config_defaults(cfg);
-    strcpy(cfg->model.arch, "mlp");
+    test_synthetic_job(cfg, "mlp", 2, 4, seed);
     cfg->model.dropout = 0.2f;
-    strcpy(cfg->data.dataset, "synthetic");
     cfg->data.train_limit = 384;
     cfg->data.test_limit = 128;
-    strcpy(cfg->algorithm.name, "parle");
     strcpy(cfg->algorithm.init, "independent");
-    cfg->algorithm.replicas = 2;
     cfg->algorithm.L = 2;
-    cfg->optim.lr = 0.05;
-    cfg->optim.batch = 32;
-    cfg->epochs = 4;
-    cfg->seed = seed;
     cfg->checkpoint.every_epochs = 1;
     cfg->checkpoint.keep = 2;
 }
 
-static int run(const job_config *cfg, const char *dir, watch *w, run_result *res)
+static int run(const job_config *cfg, const char *dir, test_watch *w, run_result *res)
 {
     char err[512];
-    dataset tr, te;
-    if (run_load_data(cfg, &tr, &te, err, sizeof err) != 0)
-        return -1;
-    int cores[2] = {0, 1};
-    run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w, .stop = &w->stop,
-                       .checkpoint_dir = dir};
-    run_devices where = {.cores = cores, .ncores = 2};
-    int rc = run_job(cfg, &tr, &te, &where, &hooks, res, err, sizeof err);
+    int rc = test_run_job(cfg, NULL, dir, w, res, err, sizeof err);
     if (rc != 0)
         printf("run_job: %s\n", err);
-    dataset_free(&tr);
-    dataset_free(&te);
     return rc;
 }
 
@@ -109,18 +62,18 @@ int main(void)
     config(&cfg, test_seed() % 1000);
 
     /* Uninterrupted, with checkpoints every epoch. */
-    watch a = {.stop_after_eval = -1};
+    test_watch a = {0};
     CHECK(run(&cfg, da, &a, &res) == 0 && a.final, "uninterrupted run");
     CHECK(count_checkpoints(da) == 2, "keep 2: found %d checkpoints", count_checkpoints(da));
 
     /* Stopped with a checkpoint right after epoch 2's evaluation (that is,
      * one outer iteration into epoch 3), then resumed. */
-    watch b = {.stop_after_eval = 2};
+    test_watch b = {.stop_after_eval = 2};
     CHECK(run(&cfg, db, &b, &res) == 0 && res.stopped && !b.final, "stopped run: stopped %d",
           res.stopped);
-    watch b2 = {.stop_after_eval = -1};
+    test_watch b2 = {0};
     CHECK(run(&cfg, db, &b2, &res) == 0 && b2.final, "resumed run");
-    CHECK(b2.resumes_logged == 1 && res.resumed_k > 0, "resumed from k %ld", res.resumed_k);
+    CHECK(b2.resumes == 1 && res.resumed_k > 0, "resumed from k %ld", res.resumed_k);
     CHECK(a.final && b2.final && a.n == b2.n && memcmp(a.final, b2.final, a.n * sizeof(float)) == 0,
           "a resumed run differs from the uninterrupted one");
 
@@ -141,7 +94,7 @@ int main(void)
 
     /* A failing writer: the job still ends, says why, and leaves nothing usable. */
     setenv("PARLE_FAULT_WRITE_AFTER", "1000", 1);
-    watch c = {.stop_after_eval = -1};
+    test_watch c = {0};
     CHECK(run(&cfg, dc, &c, &res) == 0 && c.final, "job with failing checkpoints");
     unsetenv("PARLE_FAULT_WRITE_AFTER");
     CHECK(c.failures_logged >= 1, "failed checkpoints were not reported");

@@ -5,13 +5,12 @@
  * sees its own "mini-batches". Tolerance: 2e-5 relative + 1e-6 absolute
  * (float32 against float64 over ~20 fused updates). */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coupling.h"
 #include "parle.h"
-#include "testutil.h"
+#include "testjob.h"
 
 #define DIM 37
 #define MAXN 4
@@ -133,28 +132,19 @@ typedef struct run_ctx {
     double err_x[MAXN], err_y[MAXN], err_zvu[MAXN];
 } run_ctx;
 
-typedef struct thread_arg { run_ctx *rc; int rank; } thread_arg;
-
 static double rel_err(float got, double want) { return fabs(got - want) / (1e-6 / 2e-5 + fabs(want)); }
 
-static void *replica_thread(void *q)
+static void replica_thread(void *ctx, int a)
 {
-    thread_arg *ta = q;
-    run_ctx *rc = ta->rc;
+    run_ctx *rc = ctx;
     const problem *p = rc->p;
-    int a = ta->rank;
     float params[DIM], grads[DIM];
-    replica r = {.rank = a, .n = p->n, .cfg = &rc->cfg, .comm = &rc->comm};
-    r.model.nparams = DIM;
-    r.model.params = params;
-    r.model.grads = grads;
-    backend_ctx_init_cpu(&r.ctx, 1);
-    for (int i = 0; i < DIM; i++)
-        params[i] = (float)p->x0[a][i];
+    replica r;
+    test_replica_init(&r, a, p->n, &rc->cfg, &rc->comm, params, grads, DIM, p->x0[a]);
     const coupling_rule *rule = coupling_find(rc->cfg.algorithm.name);
     char err[256];
     if (rule->init(&r, err, sizeof err) != 0)
-        return NULL;
+        return;
     int S = rule->steps_per_sync(&rc->cfg), step = 0;
     r.inner_lr = (float)p->inner_lr;
     r.lr = (float)p->lr;
@@ -184,9 +174,7 @@ static void *replica_thread(void *q)
             }
         }
     }
-    rule->free(&r);
-    backend_ctx_free(&r.ctx);
-    return NULL;
+    test_replica_free(&r, rule);
 }
 
 static void run_rule(const char *name, const problem *p, const trajectory *t)
@@ -195,25 +183,9 @@ static void run_rule(const char *name, const problem *p, const trajectory *t)
     memset(&rc, 0, sizeof rc);
     rc.p = p;
     rc.t = t;
-    job_config_defaults(&rc.cfg);
-    snprintf(rc.cfg.algorithm.name, sizeof rc.cfg.algorithm.name, "%s", name);
-    rc.cfg.algorithm.replicas = p->n;
-    rc.cfg.algorithm.L = p->L;
+    test_rule_config(&rc.cfg, name, p->n, p->L, p->mu, p->wd, true);
     rc.cfg.algorithm.alpha = p->alpha;
-    rc.cfg.optim.momentum = p->mu;
-    rc.cfg.optim.weight_decay = p->wd;
-    rc.cfg.optim.nesterov = true;
-    char err[256];
-    CHECK(comm_init(&rc.comm, p->n, DIM, err, sizeof err) == 0, "%s", err);
-    pthread_t tid[MAXN];
-    thread_arg ta[MAXN];
-    for (int a = 0; a < p->n; a++) {
-        ta[a] = (thread_arg){&rc, a};
-        pthread_create(&tid[a], NULL, replica_thread, &ta[a]);
-    }
-    for (int a = 0; a < p->n; a++)
-        pthread_join(tid[a], NULL);
-    comm_free(&rc.comm);
+    test_run_replicas(&rc.comm, p->n, DIM, replica_thread, &rc);
     for (int a = 0; a < p->n; a++) {
         char what[96];
         snprintf(what, sizeof what, "%s n=%d L=%d replica %d", name, p->n, p->L, a);
@@ -285,8 +257,6 @@ int main(void)
     p.rho0 *= 1.01;
     int before = test_failures;
     run_rule("elastic-sgd", &p, &t);
-    int caught = test_failures > before;
-    test_failures = before;
-    CHECK(caught, "a 1%% error in rho went unnoticed");
+    CHECK(test_forget_failures(before), "a 1%% error in rho went unnoticed");
     return test_main_end();
 }

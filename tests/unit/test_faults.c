@@ -13,24 +13,16 @@
 
 #include "comm.h"
 #include "runner.h"
-#include "testutil.h"
+#include "testjob.h"
 
 static const double RUN_LIMIT_S = 20.0;
 
+/* 3 MLP replicas, 3 epochs; 512 training images: 16 outer iterations per
+ * epoch at batch 32. */
 static void base_config(job_config *cfg)
 {
-    job_config_defaults(cfg);
-    strcpy(cfg->model.arch, "mlp");
-    strcpy(cfg->data.dataset, "synthetic");
-    cfg->data.train_limit = 512; /* 16 outer iterations per epoch at batch 32 */
+    test_synthetic_job(cfg, "mlp", 3, 3, test_seed() % 100000);
     cfg->data.test_limit = 128;
-    strcpy(cfg->algorithm.name, "parle");
-    cfg->algorithm.replicas = 3;
-    cfg->algorithm.L = 3;
-    cfg->optim.lr = 0.05;
-    cfg->optim.batch = 32;
-    cfg->epochs = 3;
-    cfg->seed = test_seed() % 100000;
     cfg->log_every = 1000;
 }
 

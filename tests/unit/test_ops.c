@@ -168,41 +168,20 @@ typedef struct conv_case {
     double *x, *w, *b, *r; /* b may be NULL */
 } conv_case;
 
-static void ref_conv(const conv2d_desc *d, int n, const double *x, const double *w,
-                     const double *b, double *y)
+/* The convolution in float64, one pass over its taps: with y, the forward
+ * y = conv(x, w) + b (b may be NULL); with r, adds the gradients of sum(y r)
+ * to dx and dw, and to db if not NULL. */
+static void ref_conv_pass(const conv2d_desc *d, int n, const double *x, const double *w,
+                          const double *b, double *y, const double *r, double *dx, double *dw,
+                          double *db)
 {
     for (int i = 0; i < n; i++)
         for (int o = 0; o < d->out_c; o++)
             for (int oh = 0; oh < d->out_h; oh++)
                 for (int ow = 0; ow < d->out_w; ow++) {
+                    size_t yi = ((size_t)(i * d->out_c + o) * d->out_h + oh) * d->out_w + ow;
+                    const double g = r ? r[yi] : 0.0;
                     double s = b ? b[o] : 0.0;
-                    for (int c = 0; c < d->in_c; c++)
-                        for (int ki = 0; ki < d->k; ki++)
-                            for (int kj = 0; kj < d->k; kj++) {
-                                int ih = oh * d->stride - d->pad + ki;
-                                int iw = ow * d->stride - d->pad + kj;
-                                if (ih < 0 || ih >= d->in_h || iw < 0 || iw >= d->in_w)
-                                    continue;
-                                s += x[((i * d->in_c + c) * d->in_h + ih) * d->in_w + iw] *
-                                     w[((o * d->in_c + c) * d->k + ki) * d->k + kj];
-                            }
-                    y[((i * d->out_c + o) * d->out_h + oh) * d->out_w + ow] = s;
-                }
-}
-
-/* The exact gradients of sum(y r) in float64: dx, dw and db (if b). */
-static void ref_conv_grads(const conv_case *cc, double *dx, double *dw, double *db)
-{
-    const conv2d_desc *d = &cc->d;
-    memset(dx, 0, (size_t)cc->n * d->in_c * d->in_h * d->in_w * sizeof(double));
-    memset(dw, 0, (size_t)d->out_c * d->in_c * d->k * d->k * sizeof(double));
-    if (db)
-        memset(db, 0, (size_t)d->out_c * sizeof(double));
-    for (int i = 0; i < cc->n; i++)
-        for (int o = 0; o < d->out_c; o++)
-            for (int oh = 0; oh < d->out_h; oh++)
-                for (int ow = 0; ow < d->out_w; ow++) {
-                    const double g = cc->r[((i * d->out_c + o) * d->out_h + oh) * d->out_w + ow];
                     if (db)
                         db[o] += g;
                     for (int c = 0; c < d->in_c; c++)
@@ -215,10 +194,32 @@ static void ref_conv_grads(const conv_case *cc, double *dx, double *dw, double *
                                 size_t xi = ((size_t)(i * d->in_c + c) * d->in_h + ih) * d->in_w;
                                 size_t wi = ((size_t)(o * d->in_c + c) * d->k + ki) * d->k + kj;
                                 xi += iw;
-                                dx[xi] += g * cc->w[wi];
-                                dw[wi] += g * cc->x[xi];
+                                s += x[xi] * w[wi];
+                                if (r) {
+                                    dx[xi] += g * w[wi];
+                                    dw[wi] += g * x[xi];
+                                }
                             }
+                    if (y)
+                        y[yi] = s;
                 }
+}
+
+static void ref_conv(const conv2d_desc *d, int n, const double *x, const double *w,
+                     const double *b, double *y)
+{
+    ref_conv_pass(d, n, x, w, b, y, NULL, NULL, NULL, NULL);
+}
+
+/* The exact gradients of sum(y r) in float64: dx, dw and db (if b). */
+static void ref_conv_grads(const conv_case *cc, double *dx, double *dw, double *db)
+{
+    const conv2d_desc *d = &cc->d;
+    memset(dx, 0, (size_t)cc->n * d->in_c * d->in_h * d->in_w * sizeof(double));
+    memset(dw, 0, (size_t)d->out_c * d->in_c * d->k * d->k * sizeof(double));
+    if (db)
+        memset(db, 0, (size_t)d->out_c * sizeof(double));
+    ref_conv_pass(d, cc->n, cc->x, cc->w, NULL, NULL, cc->r, dx, dw, db);
 }
 
 static size_t conv_out_count(const conv_case *cc)

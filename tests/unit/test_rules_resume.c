@@ -9,56 +9,15 @@
 #include <string.h>
 
 #include "runner.h"
-#include "testutil.h"
+#include "testjob.h"
 
-typedef struct watch {
-    float *final;
-    size_t n;
-    int stop_after_eval;
-    volatile int stop;
-    int resumes;
-    char rule_json[1024];
-} watch;
-
-static void on_event(void *user, const run_event *ev)
-{
-    watch *w = user;
-    if (ev->kind == RUN_EV_EVAL && ev->epoch == w->stop_after_eval)
-        __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_RESUME)
-        w->resumes++;
-    if (ev->kind == RUN_EV_EVAL)
-        snprintf(w->rule_json, sizeof w->rule_json, "%s", ev->rule);
-}
-
-static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last)
-{
-    (void)stats, (void)epochs_done;
-    watch *w = user;
-    if (!last)
-        return;
-    w->n = master->nparams;
-    w->final = malloc(w->n * sizeof(float));
-    memcpy(w->final, params, w->n * sizeof(float));
-}
-
-static int run_job_in(const job_config *cfg, const char *dir, watch *w)
+static int run_job_in(const job_config *cfg, const char *dir, test_watch *w)
 {
     char err[512];
-    dataset tr, te;
     run_result res;
-    if (run_load_data(cfg, &tr, &te, err, sizeof err) != 0)
-        return -1;
-    int cores[2] = {0, 1};
-    run_hooks hooks = {.on_event = on_event, .on_master = on_master, .user = w, .stop = &w->stop,
-                       .checkpoint_dir = dir};
-    int rc = run_job(cfg, &tr, &te, &(run_devices){.cores = cores, .ncores = 2}, &hooks, &res,
-                     err, sizeof err);
+    int rc = test_run_job(cfg, NULL, dir, w, &res, err, sizeof err);
     if (rc != 0)
         printf("run_job: %s\n", err);
-    dataset_free(&tr);
-    dataset_free(&te);
     return rc;
 }
 
@@ -78,7 +37,7 @@ static void check_resume(const char *rule, const char *json_fields, const char *
     }
     snprintf(da, sizeof da, "%s/%s-a", root, rule);
     snprintf(db, sizeof db, "%s/%s-b", root, rule);
-    watch a = {.stop_after_eval = -1}, b = {.stop_after_eval = 2}, b2 = {.stop_after_eval = -1};
+    test_watch a = {0}, b = {.stop_after_eval = 2}, b2 = {0};
     CHECK(run_job_in(&cfg, da, &a) == 0 && a.final, "%s: uninterrupted run", rule);
     CHECK(run_job_in(&cfg, db, &b) == 0 && !b.final, "%s: stopped run", rule);
     CHECK(run_job_in(&cfg, db, &b2) == 0 && b2.final && b2.resumes == 1, "%s: resumed run", rule);

@@ -11,12 +11,11 @@
  * exactly. The peer schedules are recomputed here from their descriptions.
  * test_rules_resume.c checks their checkpoints through the runner. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coupling.h"
-#include "testutil.h"
+#include "testjob.h"
 
 #define DIM 37
 #define MAXN 8
@@ -320,8 +319,6 @@ typedef struct run_ctx {
     double mass[STEPS][MAXN];/* sgp: w_i + w_in_flight_i after each step */
 } run_ctx;
 
-typedef struct thread_arg { run_ctx *rc; int rank; } thread_arg;
-
 static const double ATOL = 1e-6, RTOL = 2e-5;
 
 static void compare(run_ctx *rc, int a, int k, const char *name, const float *got,
@@ -374,26 +371,19 @@ static void check_scalars(run_ctx *rc, const coupling_rule *rule, replica *r, in
     }
 }
 
-static void *replica_thread(void *q)
+static void replica_thread(void *ctx, int a)
 {
-    thread_arg *ta = q;
-    run_ctx *rc = ta->rc;
+    run_ctx *rc = ctx;
     const problem *p = rc->p;
-    int a = ta->rank;
     float params[DIM], grads[DIM];
-    replica r = {.rank = a, .n = p->n, .cfg = &rc->cfg, .comm = &rc->comm};
-    r.model.nparams = DIM;
-    r.model.params = params;
-    r.model.grads = grads;
-    backend_ctx_init_cpu(&r.ctx, 1);
-    for (int i = 0; i < DIM; i++)
-        params[i] = (float)p->x0[a][i];
+    replica r;
+    test_replica_init(&r, a, p->n, &rc->cfg, &rc->comm, params, grads, DIM, p->x0[a]);
     const coupling_rule *rule = coupling_find(p->rule);
     char err[256];
     if (!rule || rule->init(&r, err, sizeof err) != 0 || rule->steps_per_sync(&rc->cfg) != 1) {
         rc->failed[a] = 1;
         comm_abort(&rc->comm, "init");
-        return NULL;
+        return;
     }
     r.lr = (float)p->lr;
     for (int k = 1; k <= p->steps; k++) {
@@ -435,9 +425,7 @@ static void *replica_thread(void *q)
             compare(rc, a, k, "master", m, rc->t->master[k - 1], DIM);
         }
     }
-    rule->free(&r);
-    backend_ctx_free(&r.ctx);
-    return NULL;
+    test_replica_free(&r, rule);
 }
 
 static void run_rule(const problem *p, const trajectory *t, const char *label)
@@ -447,13 +435,7 @@ static void run_rule(const problem *p, const trajectory *t, const char *label)
     rc.p = p;
     rc.t = t;
     job_config *cfg = &rc.cfg;
-    job_config_defaults(cfg);
-    snprintf(cfg->algorithm.name, sizeof cfg->algorithm.name, "%s", p->rule);
-    cfg->algorithm.replicas = p->n;
-    cfg->algorithm.L = 0;
-    cfg->optim.momentum = p->mu;
-    cfg->optim.weight_decay = p->wd;
-    cfg->optim.nesterov = p->nesterov;
+    test_rule_config(cfg, p->rule, p->n, 0, p->mu, p->wd, p->nesterov);
     snprintf(cfg->algorithm.graph, sizeof cfg->algorithm.graph, "%s",
              p->ring ? "ring" : "bipartite-exponential");
     cfg->algorithm.mix_after_step = p->after;
@@ -465,17 +447,7 @@ static void run_rule(const problem *p, const trajectory *t, const char *label)
     cfg->algorithm.avg_size = p->avg;
     cfg->algorithm.c1 = p->c1, cfg->algorithm.c2 = p->c2;
     cfg->algorithm.p1 = p->p1, cfg->algorithm.p2 = p->p2;
-    char err[256];
-    CHECK(comm_init(&rc.comm, p->n, DIM, err, sizeof err) == 0, "%s", err);
-    pthread_t tid[MAXN];
-    thread_arg ta[MAXN];
-    for (int a = 0; a < p->n; a++) {
-        ta[a] = (thread_arg){&rc, a};
-        pthread_create(&tid[a], NULL, replica_thread, &ta[a]);
-    }
-    for (int a = 0; a < p->n; a++)
-        pthread_join(tid[a], NULL);
-    comm_free(&rc.comm);
+    test_run_replicas(&rc.comm, p->n, DIM, replica_thread, &rc);
     for (int a = 0; a < p->n; a++) {
         CHECK(!rc.failed[a], "%s replica %d: the rule failed", label, a);
         CHECK(rc.err[a] <= RTOL, "%s replica %d: off by %.3g (relative): %s", label, a, rc.err[a],
@@ -595,9 +567,7 @@ int main(void)
     p.c2 *= 1.01;
     int before = test_failures;
     run_rule(&p, &t, "lsgd with a wrong c2");
-    int caught = test_failures > before;
-    test_failures = before;
-    CHECK(caught, "a 1%% error in c2 went unnoticed");
+    CHECK(test_forget_failures(before), "a 1%% error in c2 went unnoticed");
 
     return test_main_end();
 }

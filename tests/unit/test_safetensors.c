@@ -53,10 +53,9 @@ static unsigned char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-/* A LeNet-like model with random sizes. */
-static const tensor_spec *random_spec(int *n)
+/* A LeNet-like model with random sizes, its tensors in t. */
+static void random_model(model *m, tensor_info t[8])
 {
-    static tensor_spec s[8];
     int c1 = 2 + (int)test_uniform(0, 5), k = 3 + 2 * (int)test_uniform(0, 2);
     int hidden = 3 + (int)test_uniform(0, 20), classes = 2 + (int)test_uniform(0, 9);
     tensor_spec spec[8] = {
@@ -69,9 +68,7 @@ static const tensor_spec *random_spec(int *n)
         {"fc.weight", 0, 2, {classes, hidden}},
         {"fc.bias", 0, 1, {classes}},
     };
-    memcpy(s, spec, sizeof s);
-    *n = 8;
-    return s;
+    make_model(m, t, spec, 8);
 }
 
 static int buffers_equal(const float *a, const float *b, size_t n)
@@ -81,11 +78,9 @@ static int buffers_equal(const float *a, const float *b, size_t n)
 
 static void test_round_trip(void)
 {
-    int n;
-    const tensor_spec *spec = random_spec(&n);
     tensor_info t[8];
     model m;
-    make_model(&m, t, spec, n);
+    random_model(&m, t);
     float *params = malloc(m.nparams * sizeof(float)), *stats = malloc(m.nstats * sizeof(float));
     float *p2 = malloc(m.nparams * sizeof(float)), *s2 = malloc(m.nstats * sizeof(float));
     test_fill_uniform(params, m.nparams, -2, 2);
@@ -123,7 +118,7 @@ static void test_round_trip(void)
     CHECK(file[8] == '{' && file[8 + hlen - 1] != '\n', "header starts with {");
     cJSON *h = cJSON_ParseWithLength((const char *)file + 8, hlen);
     CHECK(h != NULL, "header parses");
-    for (int i = 0; h && i < n; i++) {
+    for (int i = 0; h && i < m.ntensors; i++) {
         cJSON *e = cJSON_GetObjectItem(h, t[i].name);
         cJSON *offs = cJSON_GetObjectItem(e, "data_offsets");
         CHECK(e && strcmp(cJSON_GetObjectItem(e, "dtype")->valuestring, "F32") == 0,
@@ -353,11 +348,9 @@ static void test_python(void)
     fputs(python_script, f);
     fclose(f);
 
-    int n;
-    const tensor_spec *spec = random_spec(&n);
     tensor_info t[8];
     model m;
-    make_model(&m, t, spec, n);
+    random_model(&m, t);
     float *params = malloc(m.nparams * sizeof(float)), *stats = malloc(m.nstats * sizeof(float));
     test_fill_uniform(params, m.nparams, -3, 3);
     test_fill_uniform(stats, m.nstats, 0, 2);
@@ -381,9 +374,9 @@ static void test_python(void)
         if (sscanf(line, "%63s %7s %63s %n", name, dtype, shape, &used) != 3)
             continue;
         int i = 0;
-        while (i < n && strcmp(t[i].name, name) != 0)
+        while (i < m.ntensors && strcmp(t[i].name, name) != 0)
             i++;
-        if (i == n) {
+        if (i == m.ntensors) {
             CHECK(0, "python found an unknown tensor %s", name);
             continue;
         }
@@ -407,12 +400,12 @@ static void test_python(void)
     }
     free(line);
     CHECK(py && pclose(py) == 0, "python reader exit status");
-    CHECK(tensors_seen == n && meta_seen == 2, "python saw %d of %d tensors, %d metadata",
-          tensors_seen, n, meta_seen);
+    CHECK(tensors_seen == m.ntensors && meta_seen == 2, "python saw %d of %d tensors, %d metadata",
+          tensors_seen, m.ntensors, meta_seen);
 
     /* Python writes; we read. */
     int len = snprintf(cmd, sizeof cmd, PYTHON " %s write %s", script, path);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < m.ntensors; i++) {
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s:", t[i].name);
         for (int d = 0; d < t[i].ndim; d++)
             len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%d", d ? "x" : "",
@@ -421,7 +414,7 @@ static void test_python(void)
     CHECK(system(cmd) == 0, "python writer: %s", cmd);
     CHECK(safetensors_read(path, &m, params, stats, NULL, err, sizeof err) == 0, "%s", err);
     size_t bad = 0;
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < m.ntensors; j++) {
         const float *src = (t[j].is_stat ? stats : params) + t[j].offset;
         for (size_t i = 0; i < t[j].count; i++)
             bad += src[i] != (float)(j + (double)i / 1024);

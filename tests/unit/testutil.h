@@ -37,4 +37,8 @@ double test_uniform(double lo, double hi);
 void test_fill_uniform(float *x, size_t n, double lo, double hi);
 uint64_t test_seed(void);
 
+/* For checks that must fail: forgets the failures since `before` (a value
+ * of test_failures) and returns whether there were any. */
+int test_forget_failures(int before);
+
 #endif
