@@ -11,10 +11,15 @@ also asks ours for the GFLOP/s of a --sgemm-size cube sgemm (oneDNN) at each
 thread count: the machine's peak, beside which a step's GFLOP/s (3x its
 forward's conv and linear multiply-adds, x 2) is put as a fraction.
 
-PyTorch runs as installed (Debian's libtorch takes its GEMM from the system
-libblas.so.3, the netlib reference BLAS unless an optimised one is installed)
-and, with --openblas DIR, a second time with DIR's libblas.so.3 first on
-LD_LIBRARY_PATH (bench/run.sh --fetch-openblas unpacks one there)."""
+PyTorch runs under each --python interpreter (default: this one; Debian's
+libtorch takes its GEMM from the system libblas.so.3, the netlib reference BLAS
+unless an optimised one is installed; bench/pip_torch.sh makes a venv with
+pip's torch, MKL + oneDNN) and, with --openblas DIR, once more under the first
+with DIR's libblas.so.3 first on LD_LIBRARY_PATH (bench/run.sh --fetch-openblas
+unpacks one there). --precision bf16 runs ours with `--precision bf16` and
+PyTorch under torch.autocast('cpu', dtype=torch.bfloat16).
+
+bench/cpu_table.py builds its table from this file's servers and measure()."""
 import argparse
 import os
 import statistics
@@ -47,8 +52,9 @@ def build_torch(arch):
     return (torch_cifar.allcnn() if arch == "allcnn" else torch_cifar.wrn(16, 4)), (3, 32, 32)
 
 
-def serve_torch(arch, batch):
+def serve_torch(arch, batch, precision):
     """Child role: PyTorch's step, same protocol as lenet_step.c --serve."""
+    import contextlib
     import torch
     import torch.nn.functional as F
 
@@ -57,14 +63,20 @@ def serve_torch(arch, batch):
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)
     x, y = torch.rand(batch, *shape), torch.randint(0, 10, (batch,))
-    print(f"torch {torch.__version__}, BLAS: {loaded_blas()}", flush=True)
+    cast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+            else contextlib.nullcontext())
+    print(f"torch {torch.__version__}, BLAS: {loaded_blas()}, MKL "
+          f"{'yes' if torch.backends.mkl.is_available() else 'no'}, oneDNN "
+          f"{'yes' if torch.backends.mkldnn.is_available() else 'no'}", flush=True)
     for line in sys.stdin:
         threads, steps = map(int, line.split())
         torch.set_num_threads(threads)
         t0 = time.perf_counter()
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
+            with cast:
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
             opt.step()
         print(f"{1e3 * (time.perf_counter() - t0) / steps:.6f}", flush=True)
 
@@ -75,6 +87,8 @@ class Server:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         self.banner = self.proc.stdout.readline().strip() if banner else ""
+        if banner and not self.banner:
+            sys.exit(f"lenet_step.py: {name} ({argv[0]}) ended (exit {self.proc.wait()})")
 
     def ask(self, request):
         self.proc.stdin.write(request + "\n")
@@ -92,6 +106,51 @@ class Server:
         self.proc.wait()
 
 
+def ours_server(binary, arch, batch, precision="fp32", env=None, name="ours"):
+    argv = [binary, "--serve", "--arch", arch, "--batch", str(batch)]
+    if precision != "fp32":
+        argv += ["--precision", precision]
+    return Server(name, argv, env=env)
+
+
+def torch_server(python, arch, batch, precision="fp32", env=None, name=None):
+    """PyTorch under `python`; named "torch X.Y" from its version unless
+    `name` is given."""
+    argv = [python, os.path.abspath(__file__), "--serve-torch", "--arch", arch,
+            "--batch", str(batch), "--precision", precision]
+    s = Server(name or "torch", argv, env=env, banner=True)
+    if name is None:
+        s.name = "torch " + ".".join(s.banner.split()[1].split(".")[:2])
+    return s
+
+
+def ours_supports(binary, option):
+    """Whether our benchmark binary's usage names `option` (--precision)."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True)
+    return option in out.stdout + out.stderr
+
+
+def measure(servers, threads, reps, steps, warmup, sgemm_size=0, peak_server=None):
+    """Interleaved blocks: after `warmup` untimed steps of every server at
+    every thread count, `reps` rounds, each asking `peak_server` (if any) for
+    the sgemm GFLOP/s and every server for the ms/step of `steps` steps at
+    each thread count, servers in rotating order. Returns ({(name, threads):
+    [ms]}, {threads: [GFLOP/s]})."""
+    times = {(s.name, t): [] for s in servers for t in threads}
+    peak = {t: [] for t in threads}
+    for t in threads:
+        for s in servers:
+            s.ms_per_step(t, warmup)
+    for k in range(reps):
+        for t in threads:
+            if peak_server and sgemm_size > 0:
+                peak[t].append(peak_server.ask(f"sgemm {t} {sgemm_size}"))
+            for j in range(len(servers)):
+                s = servers[(j + k) % len(servers)]
+                times[(s.name, t)].append(s.ms_per_step(t, steps))
+    return times, peak
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,6 +158,11 @@ def main():
                     help="our benchmark binary (default: %(default)s)")
     ap.add_argument("--arch", choices=sorted(ARCHS), default="lenet",
                     help="the network (default: %(default)s)")
+    ap.add_argument("--python", action="append", metavar="PY",
+                    help="interpreter to run PyTorch with, repeatable (default: this one; "
+                         "bench/pip_torch.sh makes build-bench/torch-pip/bin/python)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="ours with --precision, PyTorch under autocast for bf16")
     ap.add_argument("--openblas", metavar="DIR",
                     help="also run PyTorch with DIR/libblas.so.3 (an optimised BLAS; empty: no)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default: %(default)s)")
@@ -112,40 +176,38 @@ def main():
                     help="also PyTorch as installed (netlib BLAS: minutes a step on the CIFAR "
                          "nets; default: yes)")
     ap.add_argument("--serve-torch", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--print-gflop", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_torch:
-        return serve_torch(args.arch, args.batch)
+        return serve_torch(args.arch, args.batch, args.precision)
+    if args.print_gflop:
+        return print(step_gflop(args.arch, args.batch))
     threads = [int(t) for t in args.threads.split(",")]
-    title = ARCHS[args.arch]
+    title = ARCHS[args.arch] + (f", {args.precision}" if args.precision != "fp32" else "")
+    pythons = args.python or [sys.executable]
 
-    me = [sys.executable, os.path.abspath(__file__), "--serve-torch", "--arch", args.arch,
-          "--batch", str(args.batch)]
-    servers = [Server("ours", [args.ours, "--serve", "--arch", args.arch,
-                               "--batch", str(args.batch)])]
+    if args.precision != "fp32" and not ours_supports(args.ours, "--precision"):
+        sys.exit(f"lenet_step.py: {args.ours} has no --precision")
+    servers = [ours_server(args.ours, args.arch, args.batch, args.precision)]
     if args.plain_torch:
-        servers.append(Server("torch", me, banner=True))
+        for py in pythons:
+            servers.append(torch_server(py, args.arch, args.batch, args.precision))
     if args.openblas:
         if not os.path.exists(os.path.join(args.openblas, "libblas.so.3")):
             sys.exit(f"lenet_step.py: no libblas.so.3 in {args.openblas}")
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = args.openblas + ":" + env.get("LD_LIBRARY_PATH", "")
-        servers.append(Server("torch+openblas", me, env=env, banner=True))
-    times = {(s.name, t): [] for s in servers for t in threads}
-    peak = {t: [] for t in threads}
-    for t in threads:
-        for s in servers:
-            s.ms_per_step(t, args.warmup)
-    for k in range(args.reps):
-        for t in threads:
-            if args.sgemm_size > 0:
-                peak[t].append(servers[0].ask(f"sgemm {t} {args.sgemm_size}"))
-            for j in range(len(servers)):
-                s = servers[(j + k) % len(servers)]
-                times[(s.name, t)].append(s.ms_per_step(t, args.steps))
+        servers.append(torch_server(pythons[0], args.arch, args.batch, args.precision, env=env,
+                                    name="torch+openblas"))
+    names = [s.name for s in servers]
+    if len(set(names)) != len(names):
+        sys.exit(f"lenet_step.py: two references named alike ({', '.join(names)})")
+    times, peak = measure(servers, threads, args.reps, args.steps, args.warmup,
+                          args.sgemm_size, servers[0])
     for s in servers:
         s.close()
 
-    flops = step_gflop(args.arch, args.batch)
+    flops = torch_step_gflop(pythons[0], args.arch, args.batch)
     print(f"{title} training step, batch {args.batch}, {flops:.2f} GFLOP/step: median ms/step "
           f"[min-max] over {args.reps} interleaved blocks of {args.steps} steps")
     for s in servers[1:]:
@@ -186,6 +248,13 @@ def main():
             line += (f"\t{s.name} {m:.2f} ms ({args.batch * 1e3 / m:.1f} img/s, "
                      f"{s.name}/ours {m / ours:.2f})")
         print(line)
+
+
+def torch_step_gflop(python, arch, batch):
+    """step_gflop under `python` (this one may have no torch)."""
+    out = subprocess.run([python, os.path.abspath(__file__), "--print-gflop", "--arch", arch,
+                          "--batch", str(batch)], capture_output=True, text=True, check=True)
+    return float(out.stdout)
 
 
 def step_gflop(arch, batch):

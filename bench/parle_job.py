@@ -13,9 +13,18 @@ same job file, for wall time.
   parle_job.py [JOB.json] --budget 0
       runs the whole job in PyTorch alone and prints each epoch's test error
       of the master (a check that this reference learns as ours does).
+  parle_job.py [JOB.json] --breakdown [--train-limit N]
+      ours alone against its ideal: runs parle-train on the job cut to one
+      epoch of N examples, up to its evaluation, and splits its wall time into
+      start-up (data loading), training (first to last progress line) and the
+      evaluation, with the sync seconds the runner reports; the training time
+      is put beside (its replicas' step time x steps), the step time of one
+      replica on its share of the cores timed by lenet_step in the same run.
 
-The n replicas run one after another in this process (each uses all the
-threads); ours runs them as parallel threads, each on its share of the cores."""
+--python PY runs all of this under another interpreter (bench/pip_torch.sh's
+venv: PyTorch as users install it). The n replicas of the reference run one
+after another in this process (each uses all the threads); ours runs them as
+parallel threads, each on its share of the cores."""
 import argparse
 import gzip
 import json
@@ -26,13 +35,32 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+
+
+def reexec_under_python():
+    """--python PY: this script again under PY, before torch is imported (a
+    venv's python is a link to the base one: only the path tells them apart,
+    so the child is marked in the environment instead)."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == "--python" or a.startswith("--python="):
+            py = a.split("=", 1)[1] if "=" in a else argv[i + 1]
+            rest = argv[:i] + argv[i + (1 if "=" in a else 2):]
+            if os.environ.get("PARLE_JOB_PYTHON") != py:
+                os.environ["PARLE_JOB_PYTHON"] = py
+                os.execv(py, [py, os.path.abspath(__file__)] + rest + ["--python", py])
+            sys.argv = [sys.argv[0]] + rest
+            return
+
+
+reexec_under_python()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 from torch_lenet import lenet  # noqa: E402
 
 
@@ -223,6 +251,76 @@ def time_ours(binary, job, L, outer, warmup):
     return (stamps[warmup + outer] - stamps[warmup]) / outer
 
 
+def replica_step_ms(binary, threads, env, reps=5, steps=20):
+    """One replica's LeNet step at its thread count (lenet_step --serve, the
+    job's batch is LeNet's 128): median ms over `reps` blocks."""
+    import lenet_step as ls
+    ours = ls.ours_server(binary, "lenet", 128, env=env)
+    ours.ms_per_step(threads, 5)
+    ms = statistics.median(ours.ms_per_step(threads, steps) for _ in range(reps))
+    ours.close()
+    return ms
+
+
+def breakdown(args, job, s):
+    """Ours alone: where the wall time of a cut-down job goes, against its
+    replicas' step time x steps."""
+    cores = len(os.sched_getaffinity(0))
+    per = max(1, cores // s["n"])  # the runner's cores per replica
+    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+    cut = dict(job, epochs=1, log_every=1, checkpoint={"every_epochs": 0},
+               data=dict(job.get("data", {}), train_limit=args.train_limit))
+    step_before = replica_step_ms(args.lenet_step, per, env)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cut, f)
+    try:
+        t0 = time.monotonic()
+        proc = subprocess.Popen([args.ours, f.name], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        progress, evaluated, sync_s = [], None, None
+        for line in proc.stderr:
+            words = line.split()
+            if len(words) > 3 and words[0] == "epoch" and words[2] == "step":
+                progress.append(time.monotonic())
+            elif len(words) > 2 and words[0] == "epoch" and words[2] == "done:":
+                evaluated = time.monotonic()
+                sync_s = float(line.rsplit("sync ", 1)[1].split("s")[0])
+            else:
+                sys.stderr.write("parle-train: " + line)
+        _, status, usage = os.wait4(proc.pid, 0)  # its CPU time too
+        end = time.monotonic()
+        rc = os.waitstatus_to_exitcode(status)
+    finally:
+        os.unlink(f.name)
+    step_after = replica_step_ms(args.lenet_step, per, env)
+    if rc != 0 or len(progress) < 2 or evaluated is None:
+        sys.exit(f"parle_job.py: parle-train failed (exit {rc})")
+    step_ms = statistics.mean([step_before, step_after])
+    outer = len(progress) - 1
+    # n replicas of `per` threads share `cores`; each does its L steps in turn.
+    ideal = outer * s["L"] * step_ms * 1e-3 * max(1.0, s["n"] * per / cores)
+    train = progress[-1] - progress[0]
+    print(f"breakdown: {s['n']} replicas x {per} thread{'s' if per > 1 else ''} on {cores} "
+          f"cores, L={s['L']}, {args.train_limit} examples, {len(progress)} outer iterations; "
+          f"OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}")
+    print(f"  replica step alone ({per} thread{'s' if per > 1 else ''}): {step_before:.2f} ms "
+          f"before, {step_after:.2f} ms after")
+    print(f"  start-up to the first progress line: {progress[0] - t0:.2f} s (data loading, "
+          f"set-up and the first outer iteration, ideally {ideal / outer:.2f} s)")
+    print(f"  training, first to last progress line ({outer} outer iterations): {train:.2f} s "
+          f"against ideal {ideal:.2f} s (steps x step time): {train / ideal:.3f}x, "
+          f"{(train - ideal) / outer * 1e3:.0f} ms lost per outer iteration")
+    print(f"  sync, as the runner reports it (whole run, rank 0): {sync_s:.2f} s")
+    work = (outer + 1) * s["L"] * s["n"] * step_ms * 1e-3 * per
+    print(f"  CPU time of parle-train: {usage.ru_utime + usage.ru_stime:.2f} s for "
+          f"{end - t0:.2f} s of wall on {cores} cores, against {work:.2f} s of replica steps "
+          f"(wall x cores beyond the CPU time: waiting, for a barrier or for a core)")
+    print(f"  evaluation (last progress to the eval line): {evaluated - progress[-1]:.2f} s; "
+          f"exit: {end - evaluated:.2f} s")
+    print(f"SUMMARY\tParle job, ours vs its ideal\ttraining {train / ideal:.3f}x of "
+          f"(steps x step time); whole run {(end - t0) / ideal:.3f}x")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -234,10 +332,19 @@ def main():
                     help="PyTorch's thread counts, e.g. 1,2: each is timed and the fastest is "
                          "the reference (default: the cores this process may use)")
     ap.add_argument("--ours", default=os.path.join(ROOT, "build-bench", "daemon", "parle-train"))
+    ap.add_argument("--lenet-step", default=os.path.join(ROOT, "build-bench", "bench",
+                                                         "lenet_step"),
+                    help="our step benchmark, for --breakdown's step time")
+    ap.add_argument("--python", metavar="PY", help="run under this interpreter (see above)")
+    ap.add_argument("--breakdown", action="store_true", help="ours against its ideal (above)")
+    ap.add_argument("--train-limit", type=int, default=12800,
+                    help="--breakdown's examples (default: %(default)s)")
     args = ap.parse_args()
     with open(args.job) as f:
         job = json.load(f)
     s = job_settings(job)
+    if args.breakdown:
+        return breakdown(args, job, s)
     threads = [int(t) for t in args.threads.split(",")]
     torch.set_num_threads(max(threads))
     train = load_split(s["root"], "train", s["train_limit"])
