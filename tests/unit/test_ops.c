@@ -828,6 +828,10 @@ int main(void)
     test_conv_case(3, 3, 7, 6, 4, 3, 2, 1, 1);
     test_conv_case(2, 2, 9, 8, 3, 3, 1, 1, 1);
     test_conv_case(2, 1, 12, 11, 3, 5, 1, 0, 1); /* LeNet's first layer, smaller */
+    /* LeNet's two shapes: the stride-1 unpadded fast paths for 24- and 4-wide
+     * outputs, on enough images to be split across threads (5: unevenly). */
+    test_conv_case(5, 1, 28, 28, 4, 5, 1, 0, 1);
+    test_conv_case(5, 20, 8, 8, 8, 5, 1, 0, 1);
     test_conv_case(2, 4, 7, 7, 3, 1, 2, 0, 0);   /* WRN's 1x1 shortcut */
     test_conv_case(2, 3, 8, 5, 2, 3, 2, 1, 0);   /* even input, stride 2 */
     /* 32 or more channels in and out: oneDNN's primitives, where built in. */
