@@ -16,6 +16,7 @@
 #define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
 #define MAX_GPU_ID 62
+#define MAX_RANK_ID 63
 
 static const char *const archs[] = {"lenet", "allcnn", "wrn", "mlp", NULL};
 static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic",
@@ -385,9 +386,58 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
 }
 
 /* Parsed here so that every reader of a job file agrees (jobconfig.h). */
+int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen)
+{
+    *ranks = 0;
+    if (strncmp(s, "rank", 4) != 0)
+        return 0;
+    for (const char *at = s;;) {
+        int id = 0;
+        if (strncmp(at, "rank", 4) != 0 || !isdigit((unsigned char)at[4])) {
+            snprintf(why, whylen, "expected rankN:cpu items separated by commas");
+            return -1;
+        }
+        for (at += 4; isdigit((unsigned char)*at); at++)
+            if ((id = id * 10 + (*at - '0')) > MAX_RANK_ID) {
+                snprintf(why, whylen, "MPI ranks are 0..%d here", MAX_RANK_ID);
+                return -1;
+            }
+        if (strncmp(at, ":cpu", 4) != 0 || (at[4] && at[4] != ',')) {
+            snprintf(why, whylen, "rank%d must be followed by \":cpu\" (GPUs over MPI "
+                     "are not supported yet)", id);
+            return -1;
+        }
+        if (*ranks & (1ull << id)) {
+            snprintf(why, whylen, "rank%d is named twice", id);
+            return -1;
+        }
+        *ranks |= 1ull << id;
+        at += 4;
+        if (!*at)
+            break;
+        if (!*++at) {
+            snprintf(why, whylen, "ends with a comma");
+            return -1;
+        }
+    }
+    if (!(*ranks & 1)) {
+        snprintf(why, whylen, "must include rank0 (it serves the job and runs replica "
+                 "0, the master)");
+        return -1;
+    }
+    return 1;
+}
+
 int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
 {
     *ids = 0;
+    char why[8];
+    if (!strncmp(s, "rank", 4)) {
+        /* Ranks run on their CPUs: for everything but MPI, a CPU job. */
+        uint64_t ranks;
+        *kind = DEVICES_CPU;
+        return job_devices_ranks(s, &ranks, why, sizeof why) == 1 ? 0 : -1;
+    }
     if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
         *kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
         return 0;
@@ -591,7 +641,12 @@ static void finish(parser *p)
         if (!*cfg->name || *c)
             report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
     }
-    if (state_of(p, "devices") == SET && !devices_valid(cfg->devices))
+    uint64_t ranks;
+    char why[200];
+    if (state_of(p, "devices") == SET &&
+        job_devices_ranks(cfg->devices, &ranks, why, sizeof why) < 0)
+        report(p, "devices: \"%s\": %s", shown(cfg->devices, buf), why);
+    else if (state_of(p, "devices") == SET && !devices_valid(cfg->devices))
         report(p, "devices: \"%s\" is not \"cpu\", \"auto\", \"gpu\" or distinct GPU ids like "
                "\"0,1\" or \"cuda:0,1\"",
                shown(cfg->devices, buf));

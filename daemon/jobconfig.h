@@ -77,6 +77,14 @@ int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, s
 enum job_devices { DEVICES_CPU, DEVICES_AUTO, DEVICES_GPU, DEVICES_IDS };
 int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
 
+/* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
+ * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU
+ * cores (ranks 0..63, distinct, rank0 among them); job_devices_parse calls it
+ * a CPU job. Returns 1 with *ranks (bit r for rank r), 0 if `s` does not
+ * name ranks (*ranks = 0: every rank), -1 with `why` (without `s`) if it is
+ * malformed. */
+int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen);
+
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);
 

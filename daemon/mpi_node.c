@@ -7,9 +7,13 @@
  * run_job's supervise, which makes no MPI call. So calls come from several
  * threads but never at once, which is what SERIALIZED promises.
  *
- * Each job gets two fresh communicators (duplicates of MPI_COMM_WORLD): one
- * for its collectives and one for failure notices. A job that ends early can
- * leave a collective pending that MPI has no way to cancel; its
+ * Rank 0 hands a job to the ranks that run it (every rank not lost, or those
+ * its `devices` names) point to point, each acknowledging it, so that a rank
+ * that is gone or stuck is named once comm.timeout_s has passed instead of
+ * hanging the hand-off; such a rank is lost for this MPI job's life. The job
+ * then gets two communicators over its ranks (MPI_Comm_create_group): one for
+ * its collectives, one for failure notices and arrival notes. A job that ends
+ * early can leave a collective pending that MPI has no way to cancel; its
  * communicators are then abandoned, never freed, so the next job's
  * collectives cannot match the stale ones. */
 #include "mpi_node.h"
@@ -24,20 +28,36 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "coupling.h"
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
 
-enum { TAG_FAIL = 1, WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
+enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5,
+       TAG_GROUP = 1000, WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
+/* How long rank 0 waits for the others to acknowledge "stop". */
+#define STOP_WAIT_S 30.0
 
 struct mpi_job {
-    MPI_Comm coll, notice;   /* the job's collectives; failure notices */
+    MPI_Comm coll, notice;   /* the job's collectives; notices (MPI_COMM_NULL: rank 0 alone) */
     int broken;              /* a collective may be left pending: abandon the comms */
     int failed_sent;
+    int nranks, me;          /* the job's ranks, and this one's place among them */
+    int *world;              /* each job rank's rank in MPI_COMM_WORLD */
+    int replicas;
+    long entered;            /* cross-rank sums this rank began */
+    long *arrived;           /* per job rank: the sums it said it began */
+    long nsums, nagree;      /* what the syncs cost, logged at the end */
+    double floats, in_sums_s, t_ready;
     comm_net net;
 };
 
 static int node_rank, node_size = 1;
+static unsigned char *lost;  /* rank 0: ranks that did not take a job in time */
+/* Rank 0: the job header last sent to each rank. A send to a rank that never
+ * takes it stays pending, reading it, but nothing is sent there again. */
+static long (*headers)[4];
+static long job_seq;
 
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -69,6 +89,13 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &node_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &node_size);
+    lost = calloc((size_t)node_size, 1);
+    headers = calloc((size_t)node_size, sizeof *headers);
+    if (!lost || !headers) {
+        snprintf(err, errlen, "--mpi: out of memory");
+        MPI_Finalize();
+        return -1;
+    }
     return 0;
 }
 
@@ -84,15 +111,92 @@ static void mpi_message(int rc, char *out, size_t len)
     snprintf(out, len, "%s", text);
 }
 
+static void nap(long ns) { nanosleep(&(struct timespec){.tv_nsec = ns}, NULL); }
+
 /* A blocking wait that does not spin a core: poll, then sleep a little. */
-static int wait_polling(MPI_Request *req)
+static int wait_polling(MPI_Request *req, MPI_Status *st)
 {
     for (long spins = 0;; spins++) {
-        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        int done = 0, rc = MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
         if (spins > 2000)
-            nanosleep(&(struct timespec){.tv_nsec = spins > 100000 ? 5000000 : 50000}, NULL);
+            nap(spins > 100000 ? 5000000 : 50000);
+    }
+}
+
+/* Wait for n requests until `deadline` (comm_now_s). Finished ones become
+ * MPI_REQUEST_NULL, so those left name the ranks that did not answer.
+ * 0: all done; 1: the deadline passed; -1: an MPI error. */
+static int wait_until(int n, MPI_Request *reqs, double deadline)
+{
+    for (long spins = 0;; spins++) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            int done = 0;
+            if (reqs[i] == MPI_REQUEST_NULL)
+                continue;
+            if (MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return -1;
+            left += !done;
+        }
+        if (!left)
+            return 0;
+        if (comm_now_s() > deadline)
+            return 1;
+        if (spins > 2000)
+            nap(1000000);
+    }
+}
+
+/* Replicas first..last of the job's rank j, in a message. */
+static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
+{
+    int first = (int)((long)mj->replicas * j / mj->nranks);
+    int last = (int)((long)mj->replicas * (j + 1) / mj->nranks) - 1;
+    snprintf(out, len, first == last ? "replica %d" : "replicas %d..%d", first, last);
+}
+
+/* Arrival notes: each rank tells the others that it began its sum number
+ * `entered` (an empty message), so that a rank whose sum does not complete can
+ * name those that never came (a stuck replica, a hung process) rather than
+ * only say that it waited. */
+static void announce(mpi_job *mj)
+{
+    static char none;
+    mj->entered++;
+    for (int j = 0; j < mj->nranks; j++) {
+        MPI_Request req;
+        if (j != mj->me &&
+            MPI_Isend(&none, 0, MPI_BYTE, j, TAG_ARRIVE, mj->notice, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req); /* empty: completes without us */
+    }
+}
+
+static void take_arrivals(mpi_job *mj)
+{
+    int flag = 0;
+    MPI_Status st;
+    char none;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVE, mj->notice, &flag, &st) == MPI_SUCCESS && flag &&
+           MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, TAG_ARRIVE, mj->notice,
+                    MPI_STATUS_IGNORE) == MPI_SUCCESS)
+        mj->arrived[st.MPI_SOURCE]++;
+}
+
+/* "rank 1 (replicas 2..3)", for each rank that has not begun our sum yet. */
+static void missing_ranks(mpi_job *mj, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    take_arrivals(mj);
+    for (int j = 0; j < mj->nranks && at < len; j++) {
+        if (j == mj->me || mj->arrived[j] >= mj->entered)
+            continue;
+        char reps[64];
+        replicas_of(mj, j, reps, sizeof reps);
+        at += (size_t)snprintf(out + at, len - at, "%srank %d (%s)", at ? ", " : "",
+                               mj->world[j], reps);
     }
 }
 
@@ -109,7 +213,7 @@ static int take_notice(mpi_job *mj, comm *c)
         len = WHY_MAX - 1;
     MPI_Recv(why, WHY_MAX, MPI_CHAR, st.MPI_SOURCE, TAG_FAIL, mj->notice, MPI_STATUS_IGNORE);
     why[len] = '\0';
-    comm_abort(c, "MPI rank %d: %s", st.MPI_SOURCE, why);
+    comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
     return 1;
 }
 
@@ -135,9 +239,18 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
             return -1;
         }
         if (comm_now_s() > deadline) {
-            comm_abort(c, "MPI rank %d: the %s across the %d ranks did not complete within "
-                       "comm.timeout_s = %g s: another rank stopped, hangs or lost its "
-                       "network", node_rank, what, node_size, mj->net.timeout_s);
+            char who[WHY_MAX / 2];
+            missing_ranks(mj, who, sizeof who);
+            if (who[0])
+                comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
+                           "within comm.timeout_s = %g s: %s never began it (stuck, hung, or "
+                           "its network is lost)", node_rank, what, mj->nranks,
+                           mj->net.timeout_s, who);
+            else
+                comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
+                           "within comm.timeout_s = %g s although every rank began it: the "
+                           "network between them stalls", node_rank, what, mj->nranks,
+                           mj->net.timeout_s);
             mj->broken = 1;
             return -1;
         }
@@ -145,13 +258,15 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
          * (a large vector moves in many pieces), then let the core go, which
          * matters where ranks share cores (oversubscribed). */
         if (spins > 100)
-            nanosleep(&(struct timespec){.tv_nsec = 10000}, NULL);
+            nap(10000);
     }
 }
 
 static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
 {
     mpi_job *mj = net->user;
+    double t0 = comm_now_s();
+    announce(mj);
     /* MPI counts are ints: large vectors go in pieces. */
     for (size_t at = 0; at < len; at += (size_t)1 << 30) {
         size_t n = len - at < (size_t)1 << 30 ? len - at : (size_t)1 << 30;
@@ -164,19 +279,30 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
         if (net_wait(mj, c, &req, "all-reduce") != 0)
             return -1;
     }
+    take_arrivals(mj);
+    mj->nsums++;
+    mj->floats += (double)len;
+    mj->in_sums_s += comm_now_s() - t0;
     return 0;
 }
 
 static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
 {
     mpi_job *mj = net->user;
+    double t0 = comm_now_s();
     MPI_Request req;
+    announce(mj);
     if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, buf, len, MPI_DOUBLE, MPI_SUM, mj->coll,
                                           &req) != MPI_SUCCESS) {
         comm_abort(c, "MPI rank %d: could not start an agreement across ranks", node_rank);
         return -1;
     }
-    return net_wait(mj, c, &req, "agreement");
+    if (net_wait(mj, c, &req, "agreement") != 0)
+        return -1;
+    take_arrivals(mj);
+    mj->nagree++;
+    mj->in_sums_s += comm_now_s() - t0;
+    return 0;
 }
 
 /* Tell every other rank, without waiting long on any: a dead or stuck one
@@ -188,76 +314,203 @@ static void net_fail(const comm_net *net, const char *reason)
         return;
     mj->broken = 1;
     int len = (int)strnlen(reason, WHY_MAX - 1);
-    MPI_Request reqs[node_size];
+    MPI_Request reqs[mj->nranks];
     int n = 0;
-    for (int r = 0; r < node_size; r++)
-        if (r != node_rank &&
-            MPI_Isend(reason, len, MPI_CHAR, r, TAG_FAIL, mj->notice, &reqs[n]) == MPI_SUCCESS)
+    for (int j = 0; j < mj->nranks; j++)
+        if (j != mj->me &&
+            MPI_Isend(reason, len, MPI_CHAR, j, TAG_FAIL, mj->notice, &reqs[n]) == MPI_SUCCESS)
             n++;
-    double deadline = comm_now_s() + 2.0;
-    int done = 0;
-    while (n > 0 && !done && comm_now_s() < deadline) {
-        if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            break;
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    }
-    for (int i = 0; i < n && !done; i++)
-        if (reqs[i] != MPI_REQUEST_NULL)
-            MPI_Request_free(&reqs[i]);
+    if (wait_until(n, reqs, comm_now_s() + 2.0) != 0)
+        for (int i = 0; i < n; i++)
+            if (reqs[i] != MPI_REQUEST_NULL)
+                MPI_Request_free(&reqs[i]);
 }
 
-/* Every rank: the job's communicators, after its description arrived. */
-static mpi_job *job_new(char *err, size_t errlen)
+/* Every rank of a job: its communicators over its ranks (world ranks
+ * `world`, n of them, taken over), after its description arrived. */
+static mpi_job *job_new(int *world, int n, long seq, char *err, size_t errlen)
 {
     mpi_job *mj = calloc(1, sizeof *mj);
-    if (!mj || MPI_Comm_dup(MPI_COMM_WORLD, &mj->coll) != MPI_SUCCESS ||
-        MPI_Comm_dup(MPI_COMM_WORLD, &mj->notice) != MPI_SUCCESS) {
-        snprintf(err, errlen, "MPI rank %d: could not set up the job's communicators", node_rank);
+    long *arrived = calloc((size_t)n, sizeof *arrived);
+    if (!mj || !arrived) {
+        snprintf(err, errlen, "MPI rank %d: out of memory", node_rank);
         free(mj);
+        free(arrived);
+        free(world);
         return NULL;
     }
-    MPI_Comm_set_errhandler(mj->coll, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(mj->notice, MPI_ERRORS_RETURN);
+    *mj = (mpi_job){.coll = MPI_COMM_NULL, .notice = MPI_COMM_NULL, .nranks = n, .world = world,
+                    .arrived = arrived};
+    for (int j = 0; j < n; j++)
+        if (world[j] == node_rank)
+            mj->me = j;
+    if (n > 1) {
+        /* Collective over the job's ranks only: the others never take part. */
+        MPI_Group all, mine;
+        int tag = TAG_GROUP + 2 * (int)(seq % 10000), ok;
+        ok = MPI_Comm_group(MPI_COMM_WORLD, &all) == MPI_SUCCESS;
+        ok = ok && MPI_Group_incl(all, n, world, &mine) == MPI_SUCCESS;
+        ok = ok && MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag, &mj->coll) == MPI_SUCCESS &&
+             MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag + 1, &mj->notice) == MPI_SUCCESS;
+        if (!ok) {
+            snprintf(err, errlen, "MPI rank %d: could not set up the job's communicators",
+                     node_rank);
+            mj->broken = 1;
+            mpi_job_end(mj);
+            return NULL;
+        }
+        MPI_Group_free(&mine);
+        MPI_Group_free(&all);
+        MPI_Comm_set_errhandler(mj->coll, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(mj->notice, MPI_ERRORS_RETURN);
+    }
     mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
                          .fail = net_fail, .user = mj};
     return mj;
 }
 
-/* Header: the job text's length (0: stop serving) and the checkpoint dir's. */
-static int send_job(const char *text, size_t len, const char *ckpt)
+/* Rank 0: a job (text and checkpoint dir, then its ranks) to the job's ranks
+ * > 0, or "stop" (len 0) to them. Each acknowledges the header before the
+ * rest comes; those that do not within timeout_s are lost: named in err, and
+ * the others are told to forget the job. 0, or -1. */
+static int hand_off(const int *world, int n, const char *text, size_t len, const char *ckpt,
+                    double timeout_s, char *err, size_t errlen)
 {
-    long hdr[2] = {(long)len, ckpt ? (long)strlen(ckpt) : 0};
-    MPI_Request req;
-    if (MPI_Ibcast(hdr, 2, MPI_LONG, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
-        wait_polling(&req) != MPI_SUCCESS)
+    size_t clen = ckpt ? strlen(ckpt) : 0, size = len + clen + (size_t)n * sizeof(int);
+    int *acks = calloc((size_t)n, sizeof *acks);
+    MPI_Request *sends = calloc((size_t)n, sizeof *sends);
+    MPI_Request *recvs = calloc((size_t)n, sizeof *recvs);
+    char *body = len ? malloc(size) : NULL;
+    if (!acks || !sends || !recvs || (len && !body)) {
+        snprintf(err, errlen, "MPI: out of memory");
+        free(acks), free(sends), free(recvs), free(body);
         return -1;
-    if (len == 0)
-        return 0;
-    char *buf = malloc(len + (size_t)hdr[1] + 1);
-    if (!buf)
-        abort(); /* the others already wait for these bytes */
-    memcpy(buf, text, len);
-    memcpy(buf + len, ckpt, (size_t)hdr[1]);
-    int rc = MPI_Bcast(buf, (int)(len + (size_t)hdr[1]), MPI_CHAR, 0, MPI_COMM_WORLD);
-    free(buf);
-    return rc == MPI_SUCCESS ? 0 : -1;
+    }
+    job_seq++;
+    sends[0] = recvs[0] = MPI_REQUEST_NULL;
+    for (int j = 1; j < n; j++) {
+        long *hdr = headers[world[j]];
+        hdr[0] = (long)len, hdr[1] = (long)clen, hdr[2] = n, hdr[3] = job_seq;
+        if (MPI_Isend(hdr, 4, MPI_LONG, world[j], TAG_JOB, MPI_COMM_WORLD, &sends[j]) !=
+                MPI_SUCCESS ||
+            MPI_Irecv(&acks[j], 1, MPI_INT, world[j], TAG_ACK, MPI_COMM_WORLD, &recvs[j]) !=
+                MPI_SUCCESS) {
+            snprintf(err, errlen, "MPI: could not send the job to rank %d", world[j]);
+            return -1; /* MPI itself is broken: what was started stays */
+        }
+    }
+    int rc = wait_until(n, recvs, comm_now_s() + timeout_s);
+    size_t at = 0;
+    for (int j = 1; j < n && rc == 1; j++) {
+        MPI_Status st;
+        int cancelled = 1;
+        if (recvs[j] == MPI_REQUEST_NULL)
+            continue;
+        MPI_Cancel(&recvs[j]);
+        MPI_Wait(&recvs[j], &st);
+        MPI_Test_cancelled(&st, &cancelled);
+        if (!cancelled) /* its acknowledgement came just now */
+            continue;
+        lost[world[j]] = 1;
+        if (at < errlen)
+            at += (size_t)snprintf(err + at, errlen - at, "%s%d", at ? ", " : "MPI: rank ",
+                                   world[j]);
+    }
+    if (rc == 1 && at == 0)
+        rc = 0;
+    if (rc == 1 && at < errlen)
+        snprintf(err + at, errlen - at, " did not take the %s within %g s (gone, or stuck in the "
+                 "previous job): it is left out of later jobs; restart the MPI job to get it back",
+                 len ? "job" : "order to stop", timeout_s);
+    else if (rc < 0)
+        snprintf(err, errlen, "MPI: the ranks' acknowledgements of the job failed");
+    if (body) {
+        /* The ranks that took the header wait for the rest; empty means "forget it". */
+        memcpy(body, text, len);
+        memcpy(body + len, ckpt, clen);
+        memcpy(body + len + clen, world, (size_t)n * sizeof(int));
+        for (int j = 1; j < n; j++) {
+            if (lost[world[j]])
+                continue;
+            MPI_Wait(&sends[j], MPI_STATUS_IGNORE);
+            if (MPI_Isend(body, rc ? 0 : (int)size, MPI_BYTE, world[j], TAG_TEXT, MPI_COMM_WORLD,
+                          &sends[j]) != MPI_SUCCESS)
+                sends[j] = MPI_REQUEST_NULL, rc = -1;
+        }
+        /* They are waiting for it: this cannot take long. */
+        if (wait_until(n, sends, comm_now_s() + timeout_s) != 0) {
+            if (rc == 0)
+                snprintf(err, errlen, "MPI: the job's text did not reach every rank within "
+                         "%g s", timeout_s);
+            rc = -1;
+            body = NULL; /* left to MPI, which may still read it */
+        }
+    }
+    for (int j = 1; j < n; j++) /* a lost rank's header send may be pending still */
+        if (sends[j] != MPI_REQUEST_NULL)
+            MPI_Request_free(&sends[j]);
+    free(acks), free(sends), free(recvs), free(body);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Rank 0: the ranks a job runs on (world ranks, rank 0 first), from its
+ * `devices`: those named, or every rank not lost. */
+static int job_ranks(const char *devices, int **out, char *err, size_t errlen)
+{
+    uint64_t named;
+    char why[256];
+    if (job_devices_ranks(devices, &named, why, sizeof why) < 0) {
+        snprintf(err, errlen, "devices: \"%s\": %s", devices, why);
+        return -1;
+    }
+    int *world = malloc((size_t)node_size * sizeof *world), n = 0;
+    if (!world) {
+        snprintf(err, errlen, "MPI: out of memory");
+        return -1;
+    }
+    for (int r = 0; r < node_size; r++) {
+        int wanted = named ? r < 64 && (named >> r) & 1 : !lost[r];
+        if (wanted && lost[r]) {
+            snprintf(err, errlen, "devices: rank%d did not take an earlier job in time and is "
+                     "left out (restart the MPI job to use it again)", r);
+            free(world);
+            return -1;
+        }
+        if (wanted)
+            world[n++] = r;
+    }
+    for (int r = node_size; named && r < 64; r++)
+        if ((named >> r) & 1) {
+            snprintf(err, errlen, "devices: rank%d: this MPI job has %d ranks (0..%d)", r,
+                     node_size, node_size - 1);
+            free(world);
+            return -1;
+        }
+    *out = world;
+    return n;
 }
 
 int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir, char *err,
                   size_t errlen)
 {
     size_t len = 0;
+    job_config cfg;
+    int *world = NULL, n = -1;
     *out = NULL;
     char *text = read_file_text(job_json_path, JOB_TEXT_MAX, &len, err, errlen);
     if (!text)
         return -1;
-    int rc = len > 0 ? send_job(text, len, ckpt_dir) : -1;
+    job_config_defaults(&cfg);
+    if (len > 0 && job_config_parse(text, len, &cfg, err, errlen) == 0)
+        n = job_ranks(cfg.devices, &world, err, errlen);
+    int rc = n > 0 ? hand_off(world, n, text, len, ckpt_dir, cfg.comm.timeout_s, err, errlen) : -1;
     free(text);
     if (rc != 0) {
-        snprintf(err, errlen, "MPI: could not send the job to the other ranks");
+        free(world);
         return -1;
     }
-    return (*out = job_new(err, errlen)) ? 0 : -1;
+    log_line("job %ld: on %d of the %d ranks", job_seq, n, node_size);
+    return (*out = job_new(world, n, job_seq, err, errlen)) ? 0 : -1;
 }
 
 int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cfg,
@@ -265,35 +518,50 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
 {
     int replicas = cfg->algorithm.replicas;
     char mine[WHY_MAX];
-    if (!failed && replicas < node_size) {
+    const coupling_rule *rule = coupling_find(cfg->algorithm.name);
+    if (!failed && replicas < mj->nranks) {
         snprintf(mine, sizeof mine, "algorithm.replicas = %d: across %d MPI ranks a job needs at "
-                 "least one replica per rank", replicas, node_size);
+                 "least one replica per rank", replicas, mj->nranks);
+        failed = 1;
+    } else if (!failed && mj->nranks > 1 && rule != coupling_find("parle") &&
+               rule != coupling_find("allreduce")) {
+        /* Their read_peer, push and comm_shared work within one process only. */
+        snprintf(mine, sizeof mine, "algorithm.name = \"%s\": across MPI ranks only parle (and "
+                 "sgd, elastic-sgd, entropy-sgd) and allreduce run; the gossip and asynchronous "
+                 "rules read or push other replicas' weights, which is not built across "
+                 "processes (docs/mpi.md); name one rank in devices (\"rank0:cpu\") to run it "
+                 "there", cfg->algorithm.name);
         failed = 1;
     } else {
         snprintf(mine, sizeof mine, "%s", failed ? why : "");
     }
     /* The lowest failing rank's message is everyone's. */
-    int first_bad = failed ? node_rank : node_size;
-    if (MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, mj->coll) != MPI_SUCCESS) {
+    int first_bad = failed ? mj->me : mj->nranks;
+    if (mj->nranks > 1 &&
+        MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, mj->coll) != MPI_SUCCESS) {
         snprintf(err, errlen, "MPI: the ranks could not agree to start the job");
         mj->broken = 1;
         return -1;
     }
-    if (first_bad < node_size) {
-        if (MPI_Bcast(mine, WHY_MAX, MPI_CHAR, first_bad, mj->coll) != MPI_SUCCESS)
+    if (first_bad < mj->nranks) {
+        if (mj->nranks > 1 &&
+            MPI_Bcast(mine, WHY_MAX, MPI_CHAR, first_bad, mj->coll) != MPI_SUCCESS)
             snprintf(mine, sizeof mine, "(its message was lost)");
         mine[WHY_MAX - 1] = '\0';
-        snprintf(err, errlen, "MPI rank %d: %s", first_bad, mine);
+        snprintf(err, errlen, "MPI rank %d: %s", mj->world[first_bad], mine);
         return -1;
     }
     /* Contiguous shares, replica 0 (the master's) on rank 0. */
-    where->first = (int)((long)replicas * node_rank / node_size);
-    where->count = (int)((long)replicas * (node_rank + 1) / node_size) - where->first;
+    mj->replicas = replicas;
+    where->first = (int)((long)replicas * mj->me / mj->nranks);
+    where->count = (int)((long)replicas * (mj->me + 1) / mj->nranks) - where->first;
     where->gpus = NULL;
     where->ngpus = 0;
     mj->net.total = replicas;
     mj->net.timeout_s = cfg->comm.timeout_s;
-    where->net = &mj->net;
+    /* A job on rank 0 alone runs as in one process. */
+    where->net = mj->nranks > 1 ? &mj->net : NULL;
+    mj->t_ready = comm_now_s();
     return 0;
 }
 
@@ -301,25 +569,30 @@ void mpi_job_end(mpi_job *mj)
 {
     if (!mj)
         return;
-    if (!mj->broken) {
+    if (mj->nsums > 0) {
+        double t = comm_now_s() - mj->t_ready;
+        log_line("job sync: %ld all-reduces of %.0f floats each (%.3f MB sent in all), %ld "
+                 "agreements; %.3f s of %.3f s in them (%.1f%%)", mj->nsums,
+                 mj->floats / (double)mj->nsums, mj->floats * 4e-6, mj->nagree, mj->in_sums_s, t,
+                 t > 0 ? 100.0 * mj->in_sums_s / t : 0.0);
+    }
+    if (!mj->broken && mj->nranks > 1) {
         MPI_Comm_free(&mj->coll);
         MPI_Comm_free(&mj->notice);
     }
+    free(mj->world);
+    free(mj->arrived);
     free(mj);
 }
 
 /* A job on a rank > 0: as rank 0's job thread runs it, without the events
  * (replica 0, which reports, is on rank 0). */
-static void serve_job(char *text, size_t len, const char *ckpt, int *cores, int ncores)
+static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int *cores,
+                      int ncores)
 {
     char err[1024] = "";
     job_config cfg;
     dataset train = {0}, test = {0};
-    mpi_job *mj = job_new(err, sizeof err);
-    if (!mj) {
-        log_line("%s", err);
-        return;
-    }
     job_config_defaults(&cfg);
     int failed = job_config_parse(text, len, &cfg, err, sizeof err) != 0;
     if (!failed)
@@ -339,7 +612,50 @@ static void serve_job(char *text, size_t len, const char *ckpt, int *cores, int 
     }
     dataset_free(&train);
     dataset_free(&test);
-    mpi_job_end(mj);
+}
+
+/* Rank > 0: the next word from rank 0, acknowledged: 0 with the job's text
+ * (NULL: stop), checkpoint dir and ranks; 1 when rank 0 called it off (a
+ * rank did not take it); -1 when rank 0 is gone. */
+static int next_job(char **text, size_t *len, char **ckpt, int **world, int *n, long *seq)
+{
+    long hdr[4];
+    MPI_Request req;
+    MPI_Status st;
+    int ack = 1, got = 0;
+    *text = *ckpt = NULL;
+    *world = NULL;
+    if (MPI_Irecv(hdr, 4, MPI_LONG, 0, TAG_JOB, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+        wait_polling(&req, NULL) != MPI_SUCCESS ||
+        MPI_Send(&ack, 1, MPI_INT, 0, TAG_ACK, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return -1;
+    if (hdr[0] <= 0)
+        return 0;
+    *len = (size_t)hdr[0];
+    *n = (int)hdr[2];
+    *seq = hdr[3];
+    size_t clen = (size_t)hdr[1], size = *len + clen + (size_t)*n * sizeof(int);
+    char *buf = malloc(size + 1);
+    *ckpt = malloc(clen + 1);
+    *world = malloc((size_t)*n * sizeof(int));
+    if (!buf || !*ckpt || !*world)
+        abort(); /* rank 0 waits for us: nothing sensible is left */
+    if (MPI_Irecv(buf, (int)size, MPI_BYTE, 0, TAG_TEXT, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+        wait_polling(&req, &st) != MPI_SUCCESS ||
+        MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS) {
+        free(buf);
+        return -1;
+    }
+    if (got == 0) {
+        free(buf);
+        return 1;
+    }
+    memcpy(*ckpt, buf + *len, clen);
+    (*ckpt)[clen] = '\0';
+    memcpy(*world, buf + *len + clen, (size_t)*n * sizeof(int));
+    buf[*len] = '\0';
+    *text = buf;
+    return 0;
 }
 
 int mpi_node_serve(void)
@@ -358,31 +674,29 @@ int mpi_node_serve(void)
     log_line("serving rank 0 (rank %d of %d, pid %ld, %d cores)", node_rank, node_size,
              (long)getpid(), ncores);
     for (;;) {
-        long hdr[2];
-        MPI_Request req;
-        if (MPI_Ibcast(hdr, 2, MPI_LONG, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
-            wait_polling(&req) != MPI_SUCCESS) {
+        char *text, *ckpt;
+        int *world, n = 0;
+        size_t len = 0;
+        long seq = 0;
+        int rc = next_job(&text, &len, &ckpt, &world, &n, &seq);
+        if (rc < 0)
             log_line("lost rank 0: exiting");
-            break;
+        else if (rc > 0)
+            log_line("job called off by rank 0 (another rank did not take it)");
+        else if (text) {
+            mpi_job *mj = job_new(world, n, seq, err, sizeof err);
+            world = NULL; /* job_new's now */
+            if (mj)
+                serve_job(mj, text, len, ckpt, cores, ncores);
+            else
+                log_line("%s", err);
+            mpi_job_end(mj);
         }
-        if (hdr[0] <= 0)
-            break;
-        size_t len = (size_t)hdr[0], clen = (size_t)hdr[1];
-        char *buf = malloc(len + clen + 1);
-        if (!buf || MPI_Bcast(buf, (int)(len + clen), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-            log_line("could not receive a job from rank 0: exiting");
-            MPI_Abort(MPI_COMM_WORLD, 1);
-            return 1;
-        }
-        char *ckpt = malloc(clen + 1);
-        if (!ckpt)
-            abort();
-        memcpy(ckpt, buf + len, clen);
-        ckpt[clen] = '\0';
-        buf[len] = '\0';
-        serve_job(buf, len, ckpt, cores, ncores);
+        free(text);
         free(ckpt);
-        free(buf);
+        free(world);
+        if (rc < 0 || (rc == 0 && !text))
+            break;
     }
     free(cores);
     log_line("stopping");
@@ -392,7 +706,24 @@ int mpi_node_serve(void)
 
 void mpi_node_finalize(void)
 {
-    if (node_size > 1 && send_job(NULL, 0, NULL) != 0)
-        fprintf(stderr, "parled: could not tell the other MPI ranks to stop\n");
+    int *world = malloc((size_t)node_size * sizeof *world), n = 0, gone = 0;
+    char err[512];
+    for (int r = 0; world && r < node_size; r++) {
+        gone |= lost[r];
+        if (!lost[r])
+            world[n++] = r;
+    }
+    if (world && n > 1 && hand_off(world, n, NULL, 0, NULL, STOP_WAIT_S, err, sizeof err) != 0) {
+        fprintf(stderr, "parled: %s\n", err);
+        gone = 1;
+    }
+    free(world);
+    /* MPI_Finalize waits for every rank: a stuck one would hold it forever. */
+    if (gone) {
+        fprintf(stderr, "parled: a rank is stuck or gone: ending every rank with MPI_Abort\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     MPI_Finalize();
+    free(lost);
+    free(headers);
 }

@@ -2,7 +2,8 @@
 # mpi.sh K: `mpirun -n K parled --mpi` on this machine (loopback TCP,
 # oversubscribed, as root where CI runs so) runs a Parle job with its
 # replicas spread over the K ranks to done, and its exported master matches
-# the same job's in one parled within float tolerance. Then a rank killed
+# the same job's in one parled within float tolerance, as does the job run on
+# the ranks its `devices` names (rank 0 and the last). Then a rank killed
 # mid-job: the MPI job ends (Open MPI's runtime ends every rank) with a
 # message naming the rank, nothing hangs, and the restarted daemon resumes
 # the job from its checkpoint to done. Skipped without mpirun or an MPI build.
@@ -74,6 +75,38 @@ ctl export "$id" "$TMP/mpi.safetensors" >/dev/null || fail "export (MPI)"
 d=$(compare "$TMP/one.safetensors" "$TMP/mpi.safetensors") ||
     fail "the masters differ by $d (relative) between one process and $K ranks"
 echo "masters agree within $d (relative)"
+
+# 2b. devices naming ranks: the job runs on those alone (rank 0 and the last
+# one), with the same master; a rank beyond the MPI job is refused.
+last=$((K - 1))
+[ "$K" -gt 2 ] && only="rank0:cpu,rank$last:cpu" || only="rank0:cpu"
+[ "$K" -gt 2 ] && on=2 || on=1
+before=$(grep -c "parled\[rank 1\]: job: replicas" "$TMP/parled.err")
+id=$(ctl submit "$TMP/job.json" --set devices="$only" -q) || fail "submit ($only)"
+timeout 120 "$PARLECTL" --socket "$SOCK" wait "$id" || fail "the $only job did not end done"
+grep -q "parled\[rank 0\]: job [0-9]*: on $on of the $K ranks" "$TMP/parled.err" ||
+    fail "the $only job did not run on $on ranks"
+[ "$(grep -c "parled\[rank 1\]: job: replicas" "$TMP/parled.err")" = "$before" ] ||
+    fail "rank 1 took part in the $only job"
+ctl export "$id" "$TMP/only.safetensors" >/dev/null || fail "export ($only)"
+d=$(compare "$TMP/one.safetensors" "$TMP/only.safetensors") ||
+    fail "the masters differ by $d (relative) between one process and $only"
+echo "$only: masters agree within $d (relative)"
+id=$(ctl submit "$TMP/job.json" --set devices="rank0:cpu,rank$K:cpu" -q) || fail "submit (rank$K)"
+"$PARLECTL" --socket "$SOCK" wait "$id" 2>/dev/null && fail "a job naming rank$K ran"
+grep -q "devices: rank$K: this MPI job has $K ranks (0..$last)" "$STATE/jobs/$id/status.json" ||
+    fail "the job naming rank$K does not say why it failed"
+# The gossip and asynchronous rules do not run across ranks: refused, saying so.
+cat >"$TMP/gossip.json" <<JOB
+{"model": {"arch": "mlp"},
+ "data": {"dataset": "synthetic", "train_limit": 256, "test_limit": 64},
+ "algorithm": {"name": "gossip", "replicas": $K}, "devices": "cpu"}
+JOB
+id=$(ctl submit "$TMP/gossip.json" -q) || fail "submit (gossip)"
+"$PARLECTL" --socket "$SOCK" wait "$id" 2>/dev/null && fail "a gossip job ran across ranks"
+grep -q 'algorithm.name = \\"gossip\\": across MPI ranks only parle' \
+    "$STATE/jobs/$id/status.json" ||
+    fail "the gossip job does not say why it was refused: $(cat "$STATE/jobs/$id/status.json")"
 
 # 3. A rank killed mid-job: everything ends, with the rank named; no hang.
 parle_job "$TMP/long.json" 4 1024

@@ -162,6 +162,8 @@ static void test_defaults(void)
         "\"zca\", \"augment\": true, \"sampling\": \"replacement\", \"split\": true}, "
         "\"algorithm\": {\"name\": \"parle\", \"replicas\": 64, \"L\": 0, \"alpha\": 0, "
         "\"init\": \"same\", \"gamma\": 0, \"rho\": 0}}",
+        JOB("\"devices\": \"rank0:cpu\""),
+        JOB("\"devices\": \"rank0:cpu,rank63:cpu,rank2:cpu\""),
     };
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
         CHECK(parse(valid[i], &cfg, err, sizeof err) == 0, "valid[%zu]: %s", i, err);
@@ -307,6 +309,15 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"1,\""), "devices: \"1,\" is not"},
     {JOB("\"devices\": \"\""), "devices: \"\" is not"},
     {JOB("\"devices\": \"256\""), "devices: \"256\" is not"},
+    {JOB("\"devices\": \"rank1:cpu\""), "devices: \"rank1:cpu\": must include rank0"},
+    {JOB("\"devices\": \"rank0:cpu,rank0:cpu\""), "devices: \"rank0:cpu,rank0:cpu\": rank0 is named twice"},
+    {JOB("\"devices\": \"rank0:cpu,rank64:cpu\""), "devices: \"rank0:cpu,rank64:cpu\": MPI ranks are 0..63"},
+    {JOB("\"devices\": \"rank0:0\""), "devices: \"rank0:0\": rank0 must be followed by \":cpu\""},
+    {JOB("\"devices\": \"rank0\""), "devices: \"rank0\": rank0 must be followed by \":cpu\""},
+    {JOB("\"devices\": \"rank0:cpu,\""), "devices: \"rank0:cpu,\": ends with a comma"},
+    {JOB("\"devices\": \"rank0:cpu,1\""), "devices: \"rank0:cpu,1\": expected rankN:cpu items"},
+    {JOB("\"devices\": \"rank:cpu\""), "devices: \"rank:cpu\": expected rankN:cpu items"},
+    {JOB("\"devices\": \"rank0:cpu\\u0001\""), "devices: \"rank0:cpu?\": rank0 must be followed"},
     {JOB("\"checkpoint\": {\"every_epochs\": -1}"),
      "checkpoint.every_epochs: must be an integer >= 0"},
     {JOB("\"checkpoint\": {\"keep\": 0}"), "checkpoint.keep: must be an integer in 1..1000"},
@@ -656,6 +667,28 @@ static void test_async_rules(void)
           "adpsgd n = 2: %s", err);
 }
 
+/* The ranks a `devices` names, against the bits written out by hand. */
+static void test_devices_ranks(void)
+{
+    static const struct { const char *s; int rc; uint64_t ranks; } cases[] = {
+        {"rank0:cpu", 1, 1}, {"rank0:cpu,rank2:cpu", 1, 5}, {"rank3:cpu,rank0:cpu", 1, 9},
+        {"rank0:cpu,rank63:cpu", 1, 1 | 1ull << 63}, {"auto", 0, 0}, {"cpu", 0, 0},
+        {"0,1", 0, 0}, {"rank1:cpu", -1, 0}, {"rank0:cpu,rank0:cpu", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t ranks = 7;
+        char why[200] = "";
+        int rc = job_devices_ranks(cases[i].s, &ranks, why, sizeof why);
+        CHECK(rc == cases[i].rc && (rc < 0 || ranks == cases[i].ranks) && (rc >= 0 || *why),
+              "%s: rc %d ranks %#llx (%s)", cases[i].s, rc, (unsigned long long)ranks, why);
+        enum job_devices kind;
+        uint64_t ids = 1;
+        if (rc == 1)
+            CHECK(job_devices_parse(cases[i].s, &kind, &ids) == 0 && kind == DEVICES_CPU && !ids,
+                  "%s is not a CPU job", cases[i].s);
+    }
+}
+
 int main(void)
 {
     test_init("jobconfig");
@@ -668,5 +701,6 @@ int main(void)
     test_truncation();
     test_lr_at_epoch();
     test_mutations();
+    test_devices_ranks();
     return test_main_end();
 }
