@@ -277,14 +277,18 @@ def breakdown(args, job, s):
         t0 = time.monotonic()
         proc = subprocess.Popen([args.ours, f.name], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-        progress, evaluated, sync_s = [], None, None
+        progress, evaluated, spent = [], None, {}
         for line in proc.stderr:
             words = line.split()
             if len(words) > 3 and words[0] == "epoch" and words[2] == "step":
                 progress.append(time.monotonic())
             elif len(words) > 2 and words[0] == "epoch" and words[2] == "done:":
                 evaluated = time.monotonic()
-                sync_s = float(line.rsplit("sync ", 1)[1].split("s")[0])
+                # "(..., steps 12.3s, sync 1.05s, loader wait 0.01s)"
+                for part in line.rsplit("(", 1)[1].split(","):
+                    name, _, value = part.strip().rpartition(" ")
+                    if name in ("steps", "sync", "loader wait"):
+                        spent[name] = float(value.rstrip("s)"))
             else:
                 sys.stderr.write("parle-train: " + line)
         _, status, usage = os.wait4(proc.pid, 0)  # its CPU time too
@@ -310,7 +314,10 @@ def breakdown(args, job, s):
     print(f"  training, first to last progress line ({outer} outer iterations): {train:.2f} s "
           f"against ideal {ideal:.2f} s (steps x step time): {train / ideal:.3f}x, "
           f"{(train - ideal) / outer * 1e3:.0f} ms lost per outer iteration")
-    print(f"  sync, as the runner reports it (whole run, rank 0): {sync_s:.2f} s")
+    print(f"  replica 0 as the runner clocks it (whole run): steps {spent['steps']:.2f} s, "
+          f"sync {spent['sync']:.2f} s, waiting for the loader {spent['loader wait']:.2f} s; "
+          f"steps {spent['steps'] / ((outer + 1) * s['L']) * 1e3:.2f} ms each in the job "
+          f"against {step_ms:.2f} ms alone")
     work = (outer + 1) * s["L"] * s["n"] * step_ms * 1e-3 * per
     print(f"  CPU time of parle-train: {usage.ru_utime + usage.ru_stime:.2f} s for "
           f"{end - t0:.2f} s of wall on {cores} cores, against {work:.2f} s of replica steps "

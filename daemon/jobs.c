@@ -662,7 +662,6 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         /* An evaluation measures no speed: keep the last progress's. */
         merged.images_per_sec = j->last.images_per_sec;
         merged.eta_s = j->last.eta_s;
-        merged.compute_s = j->last.compute_s;
         j->test_error = ev->test_error;
         j->test_loss = ev->test_loss;
     }
@@ -684,6 +683,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     add_num_or_null(e, "eta_s", ev->eta_s);
     add_num_or_null(e, "compute_s", ev->compute_s);
     add_num_or_null(e, "sync_s", ev->sync_s);
+    add_num_or_null(e, "wait_s", ev->wait_s);
     add_rule_json(e, ev);
     if (ev->kind == RUN_EV_EVAL) {
         add_num_or_null(e, "test_error", ev->test_error);

@@ -21,6 +21,8 @@ typedef struct replica {
     float last_loss;       /* that step's mini-batch loss */
     float lr, inner_lr, gamma, rho;
     double sync_s;         /* time spent in the rule's sync, seconds */
+    double step_s;         /* time in gradient steps and the rule's per-step update */
+    double wait_s;         /* time waiting for the loader's next batch */
 } replica;
 
 #endif

@@ -281,7 +281,9 @@ static int evaluate_master(job_run *run, replica *r, int epochs_done, long step,
     run->result.test_loss = ev.test_loss;
     run->result.epochs_done = epochs_done;
     ev.elapsed_s = now_s() - run->t_start;
+    ev.compute_s = r->step_s;
     ev.sync_s = r->sync_s;
+    ev.wait_s = r->wait_s;
     snprintf(ev.message, sizeof ev.message, "eval took %.2f s", now_s() - t0);
     emit(run, &ev);
     if (run->hooks && run->hooks->on_master) {
@@ -607,7 +609,10 @@ static void *replica_main(void *p)
             const int cur_slot = slot;
             slot = (slot + 1) % BACKEND_STAGE_SLOTS;
             /* At most two held (cur and next): take cannot fail here. */
+            double t0 = now_s();
             (void)batch_loader_take(&loader, &next);
+            double t1 = now_s();
+            r.wait_s += t1 - t0;
             model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
             model_set_dropout_step(&r.model, dkey, (uint64_t)step);
             float loss = model_train_slot(&r.model, &r.ctx, cur_slot, cur.n, NULL);
@@ -632,6 +637,7 @@ static void *replica_main(void *p)
             r.step = step;
             r.last_loss = loss;
             run->rule->step(&r);
+            r.step_s += now_s() - t1;
             window_loss += loss;
             window_steps++;
             epoch_loss += loss;
@@ -657,7 +663,7 @@ static void *replica_main(void *p)
                 .lr = r.lr, .gamma = run->parle_family && cfg->algorithm.L > 0 ? r.gamma : 0,
                 .rho = run->parle_family && run->n > 1 ? r.rho : 0,
                 .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
-                .compute_s = elapsed - r.sync_s, .sync_s = r.sync_s,
+                .compute_s = r.step_s, .sync_s = r.sync_s, .wait_s = r.wait_s,
             };
             if (run->rule->describe)
                 run->rule->describe(&r, ev.rule, sizeof ev.rule);

@@ -22,7 +22,11 @@ typedef struct run_event {
     double lr, gamma, rho;
     double test_error, test_loss, train_error; /* RUN_EV_EVAL: the master's */
     double elapsed_s, eta_s;
-    double compute_s, sync_s;   /* replica 0's time in compute and in sync so far */
+    /* Replica 0's seconds so far: in gradient steps and the rule's per-step
+     * update, in the rule's sync (waiting for peers included), and waiting
+     * for the loader; the rest of elapsed_s is evaluation, checkpoints and
+     * start-up (bench/parle_job.py --breakdown reads them). */
+    double compute_s, sync_s, wait_s;
     double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
     char message[256];          /* RUN_EV_LOG */
     char rule[1024];            /* the coupling rule's own quantities, a JSON object or "" */
