@@ -3,13 +3,19 @@
  * or with --arch allcnn / wrn (WRN-16-4) on 3x32x32, 10 classes.
  *
  *   lenet_step [--arch lenet|allcnn|wrn] [--threads 1,2] [--steps N] [--reps R]
- *              [--warmup W] [--batch B]
+ *              [--warmup W] [--batch B] [--precision fp32|bf16] [--direct]
  *       prints the median ms/step at each thread count, images/s and the
- *       step's GFLOP/s (3x the forward's conv and linear multiply-adds x 2)
+ *       step's GFLOP/s (3x the forward's conv and linear multiply-adds x 2);
+ *       --precision bf16 runs the contexts at bf16 (backend_ctx_set_precision_cpu);
+ *       --direct keeps 3x3 convolutions off Winograd (the direct oneDNN
+ *       primitives: the reference for Winograd's gain); unless both are off
+ *       it first prints one step's loss and gradient against fp32 with
+ *       direct convolutions on the same batch
  *   lenet_step --layers ...
  *       also times every layer's forward and backward (conv backward split
  *       into filter and data), the rest of the driver (loss...) and the update:
- *       where a step's time goes
+ *       where a step's time goes; the "dnnl" column is the time inside
+ *       oneDNN's convolution primitive alone (without our reorders)
  *   lenet_step --serve
  *       reads "THREADS STEPS" lines on stdin and answers each with the ms/step
  *       of that many steps: bench/lenet_step.py interleaves these with PyTorch's;
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "cpu/cpu_ops.h"
 #include "model.h"
 
 enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 256, MAX_REPS = 100, SGEMM_CALLS = 3 };
@@ -36,6 +43,8 @@ typedef struct bench {
      * runs it (every CPU context can use another's memory). */
     backend_ctx host, ctx;
     int threads;         /* ctx's thread count; 0 before the first */
+    enum backend_precision precision;
+    int direct;          /* no Winograd */
     int batch;
     size_t in_size;      /* floats per example */
     double step_flops;   /* per example */
@@ -64,6 +73,7 @@ typedef struct profile {
         int fwd_row, bwd_row, bwd_data_row;
     } layers[MAX_ROWS];
     double *acc;               /* where the wrappers add their seconds */
+    double *prim;              /* and the seconds inside oneDNN's conv primitives */
 } profile;
 
 /* The wrappers find their layer's originals and rows here. */
@@ -94,9 +104,12 @@ static double step_flops(const model *m)
     return 3 * 2 * macs;
 }
 
-static int bench_init(bench *b, const char *arch, int batch, char *err, size_t errlen)
+static int bench_init(bench *b, const char *arch, int batch, enum backend_precision precision,
+                      int direct, char *err, size_t errlen)
 {
     memset(b, 0, sizeof(*b));
+    b->precision = precision;
+    b->direct = direct;
     model_spec spec = {.dropout = -1, .classes = 10, .in_c = 3, .in_h = 32, .in_w = 32};
     if (strcmp(arch, "lenet") == 0) {
         spec.in_c = 1;
@@ -107,6 +120,10 @@ static int bench_init(bench *b, const char *arch, int batch, char *err, size_t e
     }
     snprintf(spec.arch, sizeof spec.arch, "%s", arch);
     backend_ctx_init_cpu(&b->host, 1);
+    /* The host context stays fp32; this only asks whether the CPU can. */
+    if (backend_ctx_set_precision_cpu(&b->host, precision, err, errlen) != 0)
+        return -1;
+    backend_ctx_set_precision_cpu(&b->host, PRECISION_FP32, err, errlen);
     if (model_build(&b->m, &b->host, &spec, batch, 1, err, errlen) != 0)
         return -1;
     model_init_params(&b->m, &b->host, 1, 0);
@@ -140,13 +157,24 @@ static void bench_free(bench *b)
     free(b->velocity);
 }
 
+/* A context at the bench's precision, as bench_init found the CPU can. */
+static void ctx_init(const bench *b, backend_ctx *ctx, int threads,
+                     enum backend_precision precision)
+{
+    char err[256];
+    backend_ctx_init_cpu(ctx, threads);
+    backend_ctx_set_precision_cpu(ctx, precision, err, sizeof err);
+    if (ctx->impl)
+        ((cpu_impl *)ctx->impl)->conv_winograd = !b->direct;
+}
+
 static void set_threads(bench *b, int threads)
 {
     if (b->threads == threads)
         return;
     if (b->threads)
         backend_ctx_free(&b->ctx);
-    backend_ctx_init_cpu(&b->ctx, threads);
+    ctx_init(b, &b->ctx, threads, b->precision);
     b->threads = threads;
 }
 
@@ -215,18 +243,25 @@ static int add_row(profile *p, const char *name, const char *what, const char *g
     return r;
 }
 
-#define TIMED(acc, row, call)                   \
-    do {                                        \
-        double t0_ = now_s();                   \
-        call;                                   \
-        (acc)[row] += now_s() - t0_;            \
+static double prim_s(const backend_ctx *ctx)
+{
+    return ctx->impl ? ((const cpu_impl *)ctx->impl)->conv_prim_s : 0;
+}
+
+/* Adds the call's seconds, and those inside oneDNN's primitives, to row. */
+#define TIMED(ctx, row, call)                                \
+    do {                                                     \
+        double t0_ = now_s(), p0_ = prim_s(ctx);             \
+        call;                                                \
+        prof.acc[row] += now_s() - t0_;                      \
+        prof.prim[row] += prim_s(ctx) - p0_;                 \
     } while (0)
 
 static void timed_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                           enum forward_mode mode)
 {
     int i = (int)(l - m->layers);
-    TIMED(prof.acc, prof.layers[i].fwd_row, prof.layers[i].forward(l, m, ctx, x, n, mode));
+    TIMED(ctx, prof.layers[i].fwd_row, prof.layers[i].forward(l, m, ctx, x, n, mode));
 }
 
 /* A convolution's backward is timed in two parts: the original with dx NULL
@@ -236,12 +271,12 @@ static void timed_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
 {
     int i = (int)(l - m->layers);
     if (l->kind != LAYER_CONV) {
-        TIMED(prof.acc, prof.layers[i].bwd_row, prof.layers[i].backward(l, m, ctx, x, dy, dx, n));
+        TIMED(ctx, prof.layers[i].bwd_row, prof.layers[i].backward(l, m, ctx, x, dy, dx, n));
         return;
     }
-    TIMED(prof.acc, prof.layers[i].bwd_row, prof.layers[i].backward(l, m, ctx, x, dy, NULL, n));
+    TIMED(ctx, prof.layers[i].bwd_row, prof.layers[i].backward(l, m, ctx, x, dy, NULL, n));
     if (dx)
-        TIMED(prof.acc, prof.layers[i].bwd_data_row,
+        TIMED(ctx, prof.layers[i].bwd_data_row,
               conv2d_backward_data(ctx, &l->conv, n, dy, m->params + l->w, dx));
 }
 
@@ -299,14 +334,15 @@ static double layer_rows_s(const profile *p, const double *acc)
 
 /* One step with the layers wrapped: their seconds are added to acc by the
  * wrappers, the rest of model_train_grads to the driver row. */
-static void profiled_step(bench *b, profile *p, double *acc)
+static void profiled_step(bench *b, profile *p, double *acc, double *prim)
 {
     p->acc = acc;
+    p->prim = prim;
     next_step(b);
     double before = layer_rows_s(p, acc), t0 = now_s();
     model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
     acc[p->driver_row] += now_s() - t0 - (layer_rows_s(p, acc) - before);
-    TIMED(acc, p->update_row, update(b));
+    TIMED(&b->ctx, p->update_row, update(b));
 }
 
 /* The wrapped step must compute what the plain one does. */
@@ -314,7 +350,7 @@ static int check_profiled(bench *b, profile *p, char *err, size_t errlen)
 {
     size_t np = b->m.nparams;
     float *want = malloc(np * sizeof(float));
-    double acc[MAX_ROWS] = {0};
+    double acc[MAX_ROWS] = {0}, prim[MAX_ROWS] = {0};
     if (!want) {
         snprintf(err, errlen, "out of memory for the check");
         return -1;
@@ -325,6 +361,7 @@ static int check_profiled(bench *b, profile *p, char *err, size_t errlen)
     memcpy(want, b->m.grads, np * sizeof(float));
     profile_wrap(&b->m, p, 1);
     p->acc = acc;
+    p->prim = prim;
     float loss = model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
     profile_wrap(&b->m, p, 0);
     b->step++;
@@ -381,21 +418,31 @@ static int serve(bench *b)
     return 0;
 }
 
-/* Median over reps of each row's time per step, and its share of the step. */
-static void print_profile(const profile *p, double per_rep[][MAX_ROWS], int reps, int threads)
+/* Median over reps of each row's time per step, its share of the step, and
+ * the median time inside oneDNN's primitive where the row has one. */
+static void print_profile(const profile *p, double per_rep[][MAX_ROWS],
+                          double prim_rep[][MAX_ROWS], int reps, int threads)
 {
-    double med[MAX_ROWS], total = 0, col[MAX_REPS];
+    double med[MAX_ROWS], prim[MAX_ROWS], total = 0, col[MAX_REPS];
     for (int r = 0; r < p->nrows; r++) {
         for (int k = 0; k < reps; k++)
             col[k] = per_rep[k][r];
         med[r] = median(col, reps);
+        for (int k = 0; k < reps; k++)
+            col[k] = prim_rep[k][r];
+        prim[r] = median(col, reps);
         total += med[r];
     }
-    printf("\nper-layer breakdown at %d thread%s (median ms per step; total %.3f ms)\n", threads,
-           threads > 1 ? "s" : "", 1e3 * total);
-    for (int r = 0; r < p->nrows; r++)
-        if (med[r] > 0) /* a first convolution has no data gradient */
-            printf("  %-32s %8.3f ms %5.1f%%\n", p->name[r], 1e3 * med[r], 100 * med[r] / total);
+    printf("\nper-layer breakdown at %d thread%s (median ms per step; total %.3f ms; dnnl: in "
+           "oneDNN's primitive)\n", threads, threads > 1 ? "s" : "", 1e3 * total);
+    for (int r = 0; r < p->nrows; r++) {
+        if (med[r] <= 0) /* a first convolution has no data gradient */
+            continue;
+        printf("  %-32s %8.3f ms %5.1f%%", p->name[r], 1e3 * med[r], 100 * med[r] / total);
+        if (prim[r] > 0)
+            printf("  dnnl %8.3f ms", 1e3 * prim[r]);
+        printf("\n");
+    }
     /* Group totals, largest first. */
     char groups[MAX_ROWS][48];
     double gsum[MAX_ROWS];
@@ -425,18 +472,63 @@ static void print_profile(const profile *p, double per_rep[][MAX_ROWS], int reps
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lenet_step [--arch lenet|allcnn|wrn] [--threads 1,2] [--steps N] "
-               "[--reps R] [--warmup W] [--batch B] [--layers] [--serve]\n");
+               "[--reps R] [--warmup W] [--batch B] [--precision fp32|bf16] [--direct] "
+               "[--layers] [--serve]\n");
+}
+
+/* One step's loss and gradient at the bench's precision and convolutions
+ * against fp32 with direct convolutions, on the same parameters, batch and
+ * dropout draws. */
+static int compare_precision(bench *b, int threads, char *err, size_t errlen)
+{
+    size_t np = b->m.nparams;
+    float *want = malloc(np * sizeof(float));
+    if (!want) {
+        snprintf(err, errlen, "out of memory for the comparison");
+        return -1;
+    }
+    backend_ctx fp32;
+    ctx_init(b, &fp32, threads, PRECISION_FP32);
+    ((cpu_impl *)fp32.impl)->conv_winograd = 0;
+    next_step(b);
+    b->step--;
+    float want_loss = model_train_grads(&b->m, &fp32, b->x, b->labels, b->batch, NULL);
+    backend_ctx_free(&fp32);
+    memcpy(want, b->m.grads, np * sizeof(float));
+    set_threads(b, threads);
+    next_step(b);
+    float loss = model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    double d2 = 0, w2 = 0;
+    for (size_t i = 0; i < np; i++) {
+        double d = (double)b->m.grads[i] - want[i];
+        d2 += d * d;
+        w2 += (double)want[i] * want[i];
+    }
+    free(want);
+    printf("one step on the same batch: loss fp32 direct %.6f, %s%s %.6f (%+.2e relative); "
+           "gradient |g - g_ref| / |g_ref| = %.2e\n", (double)want_loss,
+           b->precision == PRECISION_BF16 ? "bf16" : "fp32", b->direct ? " direct" : "",
+           (double)loss,
+           ((double)loss - want_loss) / want_loss, sqrt(d2 / (w2 > 0 ? w2 : 1)));
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     int thread_counts[MAX_THREAD_COUNTS] = {1, 2}, nthreads = 2;
-    int steps = 20, reps = 5, warmup = 3, batch = 128, layers = 0, serve_mode = 0;
+    int steps = 20, reps = 5, warmup = 3, batch = 128, layers = 0, serve_mode = 0, direct = 0;
+    enum backend_precision precision = PRECISION_FP32;
     const char *arch = "lenet";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--layers"))
             layers = 1;
+        else if (!strcmp(a, "--direct"))
+            direct = 1;
+        else if (v && !strcmp(a, "--precision") && (!strcmp(v, "fp32") || !strcmp(v, "bf16"))) {
+            precision = !strcmp(v, "bf16") ? PRECISION_BF16 : PRECISION_FP32;
+            i++;
+        }
         else if (!strcmp(a, "--serve"))
             serve_mode = 1;
         else if (!strcmp(a, "--help")) {
@@ -465,7 +557,8 @@ int main(int argc, char **argv)
     char err[512];
     bench b;
     profile *p = &prof;
-    if (bench_init(&b, arch, batch, err, sizeof err) != 0 || profile_init(p, &b.m, err, sizeof err) != 0) {
+    if (bench_init(&b, arch, batch, precision, direct, err, sizeof err) != 0 ||
+        profile_init(p, &b.m, err, sizeof err) != 0) {
         fprintf(stderr, "lenet_step: %s\n", err);
         bench_free(&b);
         return 1;
@@ -477,6 +570,13 @@ int main(int argc, char **argv)
     }
     static double step_s[MAX_THREAD_COUNTS][MAX_REPS];
     static double rows_s[MAX_THREAD_COUNTS][MAX_REPS][MAX_ROWS];
+    static double prim_rows_s[MAX_THREAD_COUNTS][MAX_REPS][MAX_ROWS];
+    if ((precision != PRECISION_FP32 || !direct) &&
+        compare_precision(&b, thread_counts[0], err, sizeof err)) {
+        fprintf(stderr, "lenet_step: %s\n", err);
+        bench_free(&b);
+        return 1;
+    }
     for (int t = 0; t < nthreads; t++) {
         set_threads(&b, thread_counts[t]);
         if (layers && check_profiled(&b, p, err, sizeof err) != 0) {
@@ -495,16 +595,20 @@ int main(int argc, char **argv)
             step_s[t][k] = time_steps(&b, steps);
             if (!layers)
                 continue;
-            double *acc = rows_s[t][k];
+            double *acc = rows_s[t][k], *prim = prim_rows_s[t][k];
             profile_wrap(&b.m, p, 1);
             for (int s = 0; s < steps; s++)
-                profiled_step(&b, p, acc);
+                profiled_step(&b, p, acc, prim);
             profile_wrap(&b.m, p, 0);
-            for (int r = 0; r < p->nrows; r++)
+            for (int r = 0; r < p->nrows; r++) {
                 acc[r] /= steps;
+                prim[r] /= steps;
+            }
         }
-    printf("%s training step, batch %d, %zu parameters, %.3f GFLOP/step, %d reps of %d steps\n",
-           arch, batch, b.m.nparams, 1e-9 * b.step_flops * batch, reps, steps);
+    printf("%s training step, %s%s, batch %d, %zu parameters, %.3f GFLOP/step, %d reps of %d "
+           "steps\n", arch, precision == PRECISION_BF16 ? "bf16" : "fp32",
+           direct ? ", direct convolutions" : "", batch, b.m.nparams,
+           1e-9 * b.step_flops * batch, reps, steps);
     for (int t = 0; t < nthreads; t++) {
         double lo = step_s[t][0], hi = lo;
         for (int k = 1; k < reps; k++) {
@@ -517,7 +621,7 @@ int main(int argc, char **argv)
                1e-9 * b.step_flops * batch / med);
     }
     for (int t = 0; layers && t < nthreads; t++)
-        print_profile(p, rows_s[t], reps, thread_counts[t]);
+        print_profile(p, rows_s[t], prim_rows_s[t], reps, thread_counts[t]);
     bench_free(&b);
     return 0;
 }

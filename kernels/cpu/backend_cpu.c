@@ -2,11 +2,17 @@
  * and staging hands the host pointer straight back; the ops are the cpu_*
  * functions of this directory. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_ops.h"
 #include "cpu_util.h"
+#include "parle_config.h"
+
+#if PARLE_HAVE_DNNL
+#include <dnnl.h>
+#endif
 
 /* Whole 64-byte lines (at least one, so 0 bytes still gets a pointer), as
  * aligned_alloc requires and vector loads like. */
@@ -50,8 +56,10 @@ static void cpu_sync(backend_ctx *ctx)
 
 static void cpu_ctx_free(backend_ctx *ctx)
 {
-    if (ctx->impl)
+    if (ctx->impl) {
+        cpu_gemm_free(ctx->impl);
         conv_dnnl_free(ctx->impl);
+    }
     free(ctx->impl);
     ctx->impl = NULL;
 }
@@ -106,6 +114,37 @@ void backend_ctx_init_cpu(backend_ctx *ctx, int threads)
     ctx->precision = PRECISION_FP32;
     if (!(ctx->impl = calloc(1, sizeof(cpu_impl))))
         backend_fail(ctx, "cpu: out of memory creating a context");
+    else
+        ((cpu_impl *)ctx->impl)->conv_winograd = 1;
     /* oneDNN's GEMM sizes its team from the calling thread's OpenMP setting. */
     omp_set_num_threads(ctx->threads);
+}
+
+/* bf16 only where oneDNN has native bf16 kernels (AVX512-BF16 or AMX): on
+ * other CPUs it emulates bf16 on AVX-512 at below fp32's speed, so a job that
+ * asked for bf16 to be faster would be slower and compute something else than
+ * fp32 for nothing. That is an error the job reports at its start rather than
+ * a silent fallback, so that a job's numerics never depend on the machine.
+ * tf32 has no CPU counterpart: it runs as fp32 (the job default is tf32). */
+int backend_ctx_set_precision_cpu(backend_ctx *ctx, enum backend_precision precision, char *err,
+                                  size_t errlen)
+{
+    if (precision != PRECISION_BF16) {
+        ctx->precision = PRECISION_FP32;
+        return 0;
+    }
+#if PARLE_HAVE_DNNL
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) {
+        ctx->precision = PRECISION_BF16;
+        return 0;
+    }
+    snprintf(err, errlen,
+             "precision bf16 on the CPU needs AVX512-BF16, which this CPU lacks (oneDNN's ISA "
+             "0x%x); use \"precision\": \"fp32\"", (unsigned)isa);
+#else
+    snprintf(err, errlen, "precision bf16 on the CPU needs oneDNN, and this build has none; use "
+                          "\"precision\": \"fp32\"");
+#endif
+    return -1;
 }

@@ -8,18 +8,34 @@
 #include "backend.h"
 
 /* ctx->impl of a CPU context: the oneDNN convolution primitives made so far,
- * one per (direction, shape, batch, threads, bias), reused round-robin when
- * full, and the engine and stream they run on, created on first use. */
+ * one per (direction, shape, batch, threads, bias, precision, conv_winograd),
+ * reused round-robin when full, and the engine and stream they run on,
+ * created on first use. conv_winograd: 1 (the default) lets 3x3 stride-1
+ * convolutions run as Winograd where oneDNN has it (conv_dnnl.c); 0 keeps
+ * them direct, for tests that compare the two. */
 #define CPU_CONV_PLANS 48
+#define CPU_GEMM_BF16_PRIMS 8
 struct conv_plan;
 struct dnnl_engine;
 struct dnnl_stream;
+struct dnnl_primitive;
 typedef struct cpu_impl {
     struct conv_plan *conv_plans[CPU_CONV_PLANS];
     int conv_plan_next;
+    int conv_winograd;
+    double conv_prim_s; /* seconds in the convolution primitives alone (bench) */
     struct dnnl_engine *dnnl_engine;
     struct dnnl_stream *dnnl_stream;
+    /* gemm.c's bf16 matmuls (by transposes, C = or C +=), its bf16 A and B */
+    struct dnnl_primitive *gemm_bf16[CPU_GEMM_BF16_PRIMS];
+    uint16_t *gemm_buf;
+    size_t gemm_buf_len;
 } cpu_impl;
+
+/* Creates impl's oneDNN engine and stream if not yet there: 0, or -1. */
+int cpu_dnnl_ready(cpu_impl *impl);
+/* Destroys gemm.c's primitives and buffer (before conv_dnnl_free). */
+void cpu_gemm_free(cpu_impl *impl);
 
 void cpu_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
