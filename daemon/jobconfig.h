@@ -56,7 +56,7 @@ typedef struct job_config {
     int epochs;
     uint64_t seed;
     char devices[64];               /* auto, cpu, or GPU ids "0,1" */
-    char precision[8];              /* fp32, tf32, bf16 (GPU; the CPU computes fp32) */
+    char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;

@@ -512,6 +512,8 @@ static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size
             return -1;
     } else {
         backend_ctx_init_cpu(&r->ctx, threads);
+        if (backend_ctx_set_precision_cpu(&r->ctx, job_precision(cfg), err, errlen) != 0)
+            return -1;
     }
     model_spec spec = run_model_spec(cfg, run->train);
     if (model_build(&r->model, &r->ctx, &spec, cfg->optim.batch, 1, err, errlen) != 0)

@@ -34,7 +34,9 @@ extern "C" {
  * bf16: on a GPU, activations are stored in bf16 and convolutions and GEMMs
  *       compute on bf16 with fp32 accumulation; weights, gradients, optimizer
  *       and coupling state and BN statistics stay fp32 (docs/gpu.md).
- * The CPU backend runs all three as fp32. */
+ * The CPU backend runs fp32 and tf32 as fp32; bf16 (backend_ctx_set_precision_cpu,
+ * AVX512-BF16 only) converts at the op boundary of large convolutions and
+ * GEMMs and stores everything fp32. */
 enum backend_precision { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16 };
 
 /* The element type of a context's activations. */
