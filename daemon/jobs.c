@@ -139,6 +139,22 @@ static int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *e
     return 0;
 }
 
+/* Ranks other than rank0 exist only under --mpi: without it such a job would
+ * quietly run on this one process's CPU. (Under --mpi the job's start checks
+ * them against the ranks there are.) */
+static int check_ranks(const char *s, char *err, size_t errlen)
+{
+    uint64_t ranks;
+    char why[8];
+    if (mpi_node_size() > 1 || job_devices_ranks(s, &ranks, why, sizeof why) != 1 ||
+        !(ranks & ~1ull))
+        return 0;
+    snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
+             "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
+             "\"cpu\"", s, __builtin_ctzll(ranks & ~1ull));
+    return -1;
+}
+
 static void devices_text(uint64_t mask, char *buf, size_t len)
 {
     size_t n = 0;
@@ -496,7 +512,8 @@ static void *job_thread(void *arg)
         post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
                  train.h, train.w);
         if (mj)
-            post_log(j, "MPI: %d ranks; replicas %d..%d on rank 0", mpi_node_size(), where.first,
+            post_log(j, "MPI: %d rank%s; replicas %d..%d on rank 0", mpi_job_nranks(mj),
+                     mpi_job_nranks(mj) == 1 ? "" : "s", where.first,
                      where.first + where.count - 1);
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
     }
@@ -880,7 +897,8 @@ static void requeue(jobs *js, job *j)
     if (j->interrupted)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");
-    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0) {
+    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0 &&
+        check_ranks(j->cfg.devices, why, sizeof(why)) == 0) {
         write_status(j);
         return;
     }
@@ -1061,7 +1079,8 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
         goto fail;
     }
     char why[256];
-    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) != 0) {
+    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) != 0 ||
+        check_ranks(j->cfg.devices, why, sizeof(why)) != 0) {
         *code = ERR_INVALID_JOB;
         snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
         goto fail;

@@ -11,46 +11,23 @@
  * its `devices` names) point to point, each acknowledging it, so that a rank
  * that is gone or stuck is named once comm.timeout_s has passed instead of
  * hanging the hand-off; such a rank is lost for this MPI job's life. The job
- * then gets two communicators over its ranks (MPI_Comm_create_group): one for
- * its collectives, one for failure notices and arrival notes. A job that ends
- * early can leave a collective pending that MPI has no way to cancel; its
- * communicators are then abandoned, never freed, so the next job's
- * collectives cannot match the stale ones. */
-#include "mpi_node.h"
+ * then runs over its own communicators (mpi_net.c). */
+#include "mpi_net.h"
 
-#include <mpi.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "coupling.h"
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
 
-enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5,
-       TAG_GROUP = 1000, WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
+enum { WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
 /* How long rank 0 waits for the others to acknowledge "stop". */
 #define STOP_WAIT_S 30.0
-
-struct mpi_job {
-    MPI_Comm coll, notice;   /* the job's collectives; notices (MPI_COMM_NULL: rank 0 alone) */
-    int broken;              /* a collective may be left pending: abandon the comms */
-    int failed_sent;
-    int nranks, me;          /* the job's ranks, and this one's place among them */
-    int *world;              /* each job rank's rank in MPI_COMM_WORLD */
-    int replicas;
-    long entered;            /* cross-rank sums this rank began */
-    long *arrived;           /* per job rank: the sums it said it began */
-    long nsums, nagree;      /* what the syncs cost, logged at the end */
-    double floats, in_sums_s, t_ready;
-    comm_net net;
-};
 
 static int node_rank, node_size = 1;
 static unsigned char *lost;  /* rank 0: ranks that did not take a job in time */
@@ -58,18 +35,6 @@ static unsigned char *lost;  /* rank 0: ranks that did not take a job in time */
  * takes it stays pending, reading it, but nothing is sent there again. */
 static long (*headers)[4];
 static long job_seq;
-
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void log_line(const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "parled[rank %d]: %s\n", node_rank, buf);
-}
 
 int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
 {
@@ -102,17 +67,6 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
 int mpi_node_rank(void) { return node_rank; }
 int mpi_node_size(void) { return node_size; }
 
-static void mpi_message(int rc, char *out, size_t len)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, text, &n) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error %d", rc);
-    snprintf(out, len, "%s", text);
-}
-
-static void nap(long ns) { nanosleep(&(struct timespec){.tv_nsec = ns}, NULL); }
-
 /* A blocking wait that does not spin a core: poll, then sleep a little. */
 static int wait_polling(MPI_Request *req, MPI_Status *st)
 {
@@ -121,252 +75,8 @@ static int wait_polling(MPI_Request *req, MPI_Status *st)
         if (rc != MPI_SUCCESS || done)
             return rc;
         if (spins > 2000)
-            nap(spins > 100000 ? 5000000 : 50000);
+            mpi_net_nap(spins > 100000 ? 5000000 : 50000);
     }
-}
-
-/* Wait for n requests until `deadline` (comm_now_s). Finished ones become
- * MPI_REQUEST_NULL, so those left name the ranks that did not answer.
- * 0: all done; 1: the deadline passed; -1: an MPI error. */
-static int wait_until(int n, MPI_Request *reqs, double deadline)
-{
-    for (long spins = 0;; spins++) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            int done = 0;
-            if (reqs[i] == MPI_REQUEST_NULL)
-                continue;
-            if (MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                return -1;
-            left += !done;
-        }
-        if (!left)
-            return 0;
-        if (comm_now_s() > deadline)
-            return 1;
-        if (spins > 2000)
-            nap(1000000);
-    }
-}
-
-/* Replicas first..last of the job's rank j, in a message. */
-static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
-{
-    int first = (int)((long)mj->replicas * j / mj->nranks);
-    int last = (int)((long)mj->replicas * (j + 1) / mj->nranks) - 1;
-    snprintf(out, len, first == last ? "replica %d" : "replicas %d..%d", first, last);
-}
-
-/* Arrival notes: each rank tells the others that it began its sum number
- * `entered` (an empty message), so that a rank whose sum does not complete can
- * name those that never came (a stuck replica, a hung process) rather than
- * only say that it waited. */
-static void announce(mpi_job *mj)
-{
-    static char none;
-    mj->entered++;
-    for (int j = 0; j < mj->nranks; j++) {
-        MPI_Request req;
-        if (j != mj->me &&
-            MPI_Isend(&none, 0, MPI_BYTE, j, TAG_ARRIVE, mj->notice, &req) == MPI_SUCCESS)
-            MPI_Request_free(&req); /* empty: completes without us */
-    }
-}
-
-static void take_arrivals(mpi_job *mj)
-{
-    int flag = 0;
-    MPI_Status st;
-    char none;
-    while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVE, mj->notice, &flag, &st) == MPI_SUCCESS && flag &&
-           MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, TAG_ARRIVE, mj->notice,
-                    MPI_STATUS_IGNORE) == MPI_SUCCESS)
-        mj->arrived[st.MPI_SOURCE]++;
-}
-
-/* "rank 1 (replicas 2..3)", for each rank that has not begun our sum yet. */
-static void missing_ranks(mpi_job *mj, char *out, size_t len)
-{
-    size_t at = 0;
-    out[0] = '\0';
-    take_arrivals(mj);
-    for (int j = 0; j < mj->nranks && at < len; j++) {
-        if (j == mj->me || mj->arrived[j] >= mj->entered)
-            continue;
-        char reps[64];
-        replicas_of(mj, j, reps, sizeof reps);
-        at += (size_t)snprintf(out + at, len - at, "%srank %d (%s)", at ? ", " : "",
-                               mj->world[j], reps);
-    }
-}
-
-/* A notice from a rank whose part of the job ended: abort our comm with it. */
-static int take_notice(mpi_job *mj, comm *c)
-{
-    int flag = 0, len = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, mj->notice, &flag, &st) != MPI_SUCCESS || !flag)
-        return 0;
-    char why[WHY_MAX] = "";
-    MPI_Get_count(&st, MPI_CHAR, &len);
-    if (len >= WHY_MAX)
-        len = WHY_MAX - 1;
-    MPI_Recv(why, WHY_MAX, MPI_CHAR, st.MPI_SOURCE, TAG_FAIL, mj->notice, MPI_STATUS_IGNORE);
-    why[len] = '\0';
-    comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
-    return 1;
-}
-
-/* Wait for a job collective until it completes, the comm aborts, another
- * rank's notice comes or comm.timeout_s passes. MPI collectives cannot be
- * interrupted, hence the non-blocking one and this poll. */
-static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
-{
-    double deadline = comm_now_s() + mj->net.timeout_s;
-    for (long spins = 0;; spins++) {
-        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            mpi_message(rc, msg, sizeof msg);
-            comm_abort(c, "MPI rank %d: the %s across ranks failed: %s", node_rank, what, msg);
-            mj->broken = 1;
-            return -1;
-        }
-        if (done)
-            return 0;
-        if (take_notice(mj, c) || comm_aborted(c)) {
-            mj->broken = 1;
-            return -1;
-        }
-        if (comm_now_s() > deadline) {
-            char who[WHY_MAX / 2];
-            missing_ranks(mj, who, sizeof who);
-            if (who[0])
-                comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
-                           "within comm.timeout_s = %g s: %s never began it (stuck, hung, or "
-                           "its network is lost)", node_rank, what, mj->nranks,
-                           mj->net.timeout_s, who);
-            else
-                comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
-                           "within comm.timeout_s = %g s although every rank began it: the "
-                           "network between them stalls", node_rank, what, mj->nranks,
-                           mj->net.timeout_s);
-            mj->broken = 1;
-            return -1;
-        }
-        /* Open MPI progresses only inside MPI calls: test often at first
-         * (a large vector moves in many pieces), then let the core go, which
-         * matters where ranks share cores (oversubscribed). */
-        if (spins > 100)
-            nap(10000);
-    }
-}
-
-static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
-{
-    mpi_job *mj = net->user;
-    double t0 = comm_now_s();
-    announce(mj);
-    /* MPI counts are ints: large vectors go in pieces. */
-    for (size_t at = 0; at < len; at += (size_t)1 << 30) {
-        size_t n = len - at < (size_t)1 << 30 ? len - at : (size_t)1 << 30;
-        MPI_Request req;
-        if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)n, MPI_FLOAT, MPI_SUM,
-                                              mj->coll, &req) != MPI_SUCCESS) {
-            comm_abort(c, "MPI rank %d: could not start the all-reduce across ranks", node_rank);
-            return -1;
-        }
-        if (net_wait(mj, c, &req, "all-reduce") != 0)
-            return -1;
-    }
-    take_arrivals(mj);
-    mj->nsums++;
-    mj->floats += (double)len;
-    mj->in_sums_s += comm_now_s() - t0;
-    return 0;
-}
-
-static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
-{
-    mpi_job *mj = net->user;
-    double t0 = comm_now_s();
-    MPI_Request req;
-    announce(mj);
-    if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, buf, len, MPI_DOUBLE, MPI_SUM, mj->coll,
-                                          &req) != MPI_SUCCESS) {
-        comm_abort(c, "MPI rank %d: could not start an agreement across ranks", node_rank);
-        return -1;
-    }
-    if (net_wait(mj, c, &req, "agreement") != 0)
-        return -1;
-    take_arrivals(mj);
-    mj->nagree++;
-    mj->in_sums_s += comm_now_s() - t0;
-    return 0;
-}
-
-/* Tell every other rank, without waiting long on any: a dead or stuck one
- * must not hold this rank up. */
-static void net_fail(const comm_net *net, const char *reason)
-{
-    mpi_job *mj = net->user;
-    if (mj->failed_sent++)
-        return;
-    mj->broken = 1;
-    int len = (int)strnlen(reason, WHY_MAX - 1);
-    MPI_Request reqs[mj->nranks];
-    int n = 0;
-    for (int j = 0; j < mj->nranks; j++)
-        if (j != mj->me &&
-            MPI_Isend(reason, len, MPI_CHAR, j, TAG_FAIL, mj->notice, &reqs[n]) == MPI_SUCCESS)
-            n++;
-    if (wait_until(n, reqs, comm_now_s() + 2.0) != 0)
-        for (int i = 0; i < n; i++)
-            if (reqs[i] != MPI_REQUEST_NULL)
-                MPI_Request_free(&reqs[i]);
-}
-
-/* Every rank of a job: its communicators over its ranks (world ranks
- * `world`, n of them, taken over), after its description arrived. */
-static mpi_job *job_new(int *world, int n, long seq, char *err, size_t errlen)
-{
-    mpi_job *mj = calloc(1, sizeof *mj);
-    long *arrived = calloc((size_t)n, sizeof *arrived);
-    if (!mj || !arrived) {
-        snprintf(err, errlen, "MPI rank %d: out of memory", node_rank);
-        free(mj);
-        free(arrived);
-        free(world);
-        return NULL;
-    }
-    *mj = (mpi_job){.coll = MPI_COMM_NULL, .notice = MPI_COMM_NULL, .nranks = n, .world = world,
-                    .arrived = arrived};
-    for (int j = 0; j < n; j++)
-        if (world[j] == node_rank)
-            mj->me = j;
-    if (n > 1) {
-        /* Collective over the job's ranks only: the others never take part. */
-        MPI_Group all, mine;
-        int tag = TAG_GROUP + 2 * (int)(seq % 10000), ok;
-        ok = MPI_Comm_group(MPI_COMM_WORLD, &all) == MPI_SUCCESS;
-        ok = ok && MPI_Group_incl(all, n, world, &mine) == MPI_SUCCESS;
-        ok = ok && MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag, &mj->coll) == MPI_SUCCESS &&
-             MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag + 1, &mj->notice) == MPI_SUCCESS;
-        if (!ok) {
-            snprintf(err, errlen, "MPI rank %d: could not set up the job's communicators",
-                     node_rank);
-            mj->broken = 1;
-            mpi_job_end(mj);
-            return NULL;
-        }
-        MPI_Group_free(&mine);
-        MPI_Group_free(&all);
-        MPI_Comm_set_errhandler(mj->coll, MPI_ERRORS_RETURN);
-        MPI_Comm_set_errhandler(mj->notice, MPI_ERRORS_RETURN);
-    }
-    mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
-                         .fail = net_fail, .user = mj};
-    return mj;
 }
 
 /* Rank 0: a job (text and checkpoint dir, then its ranks) to the job's ranks
@@ -399,7 +109,7 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
             return -1; /* MPI itself is broken: what was started stays */
         }
     }
-    int rc = wait_until(n, recvs, comm_now_s() + timeout_s);
+    int rc = mpi_net_wait_until(n, recvs, comm_now_s() + timeout_s);
     size_t at = 0;
     for (int j = 1; j < n && rc == 1; j++) {
         MPI_Status st;
@@ -438,7 +148,7 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
                 sends[j] = MPI_REQUEST_NULL, rc = -1;
         }
         /* They are waiting for it: this cannot take long. */
-        if (wait_until(n, sends, comm_now_s() + timeout_s) != 0) {
+        if (mpi_net_wait_until(n, sends, comm_now_s() + timeout_s) != 0) {
             if (rc == 0)
                 snprintf(err, errlen, "MPI: the job's text did not reach every rank within "
                          "%g s", timeout_s);
@@ -509,8 +219,8 @@ int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir
         free(world);
         return -1;
     }
-    log_line("job %ld: on %d of the %d ranks", job_seq, n, node_size);
-    return (*out = job_new(world, n, job_seq, err, errlen)) ? 0 : -1;
+    mpi_net_log("job %ld: on %d of the %d ranks", job_seq, n, node_size);
+    return (*out = mpi_net_job_new(world, n, job_seq, err, errlen)) ? 0 : -1;
 }
 
 int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cfg,
@@ -565,25 +275,6 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
     return 0;
 }
 
-void mpi_job_end(mpi_job *mj)
-{
-    if (!mj)
-        return;
-    if (mj->nsums > 0) {
-        double t = comm_now_s() - mj->t_ready;
-        log_line("job sync: %ld all-reduces of %.0f floats each (%.3f MB sent in all), %ld "
-                 "agreements; %.3f s of %.3f s in them (%.1f%%)", mj->nsums,
-                 mj->floats / (double)mj->nsums, mj->floats * 4e-6, mj->nagree, mj->in_sums_s, t,
-                 t > 0 ? 100.0 * mj->in_sums_s / t : 0.0);
-    }
-    if (!mj->broken && mj->nranks > 1) {
-        MPI_Comm_free(&mj->coll);
-        MPI_Comm_free(&mj->notice);
-    }
-    free(mj->world);
-    free(mj->arrived);
-    free(mj);
-}
 
 /* A job on a rank > 0: as rank 0's job thread runs it, without the events
  * (replica 0, which reports, is on rank 0). */
@@ -599,16 +290,16 @@ static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int
         failed = run_load_data(&cfg, &train, &test, err, sizeof err) != 0;
     run_devices where = {.cores = cores, .ncores = ncores};
     if (mpi_job_ready(mj, failed, err, &cfg, &where, err, sizeof err) == 0) {
-        log_line("job: replicas %d..%d of %d here", where.first, where.first + where.count - 1,
-                 cfg.algorithm.replicas);
+        mpi_net_log("job: replicas %d..%d of %d here", where.first,
+                    where.first + where.count - 1, cfg.algorithm.replicas);
         run_hooks hooks = {.checkpoint_dir = ckpt};
         run_result result;
         if (run_job(&cfg, &train, &test, &where, &hooks, &result, err, sizeof err) != 0)
-            log_line("job failed: %s", err);
+            mpi_net_log("job failed: %s", err);
         else
-            log_line("job ended (%d epochs done)", result.epochs_done);
+            mpi_net_log("job ended (%d epochs done)", result.epochs_done);
     } else {
-        log_line("job not started: %s", err);
+        mpi_net_log("job not started: %s", err);
     }
     dataset_free(&train);
     dataset_free(&test);
@@ -667,12 +358,12 @@ int mpi_node_serve(void)
     char err[256];
     int ncores = run_cpu_cores(&cores, err, sizeof err);
     if (ncores < 1) {
-        log_line("%s", err);
+        mpi_net_log("%s", err);
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    log_line("serving rank 0 (rank %d of %d, pid %ld, %d cores)", node_rank, node_size,
-             (long)getpid(), ncores);
+    mpi_net_log("serving rank 0 (rank %d of %d, pid %ld, %d cores)", node_rank,
+                node_size, (long)getpid(), ncores);
     for (;;) {
         char *text, *ckpt;
         int *world, n = 0;
@@ -680,16 +371,16 @@ int mpi_node_serve(void)
         long seq = 0;
         int rc = next_job(&text, &len, &ckpt, &world, &n, &seq);
         if (rc < 0)
-            log_line("lost rank 0: exiting");
+            mpi_net_log("lost rank 0: exiting");
         else if (rc > 0)
-            log_line("job called off by rank 0 (another rank did not take it)");
+            mpi_net_log("job called off by rank 0 (another rank did not take it)");
         else if (text) {
-            mpi_job *mj = job_new(world, n, seq, err, sizeof err);
-            world = NULL; /* job_new's now */
+            mpi_job *mj = mpi_net_job_new(world, n, seq, err, sizeof err);
+            world = NULL; /* the job's now */
             if (mj)
                 serve_job(mj, text, len, ckpt, cores, ncores);
             else
-                log_line("%s", err);
+                mpi_net_log("%s", err);
             mpi_job_end(mj);
         }
         free(text);
@@ -699,7 +390,7 @@ int mpi_node_serve(void)
             break;
     }
     free(cores);
-    log_line("stopping");
+    mpi_net_log("stopping");
     MPI_Finalize();
     return 0;
 }

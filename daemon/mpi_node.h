@@ -3,7 +3,8 @@
  * job to them, every rank loads the data and runs its share of the replicas
  * with run_job, and the processes' comms meet through a comm_net.
  *
- * mpi_node.c implements this when meson finds MPI; mpi_node_none.c otherwise
+ * mpi_node.c (with mpi_net.c, a job's communicators and cross-rank sums)
+ * implements this when meson finds MPI; mpi_node_none.c otherwise
  * (one process: mpi_node_size() is 1 and --mpi is refused), so no caller
  * needs mpi.h or an #ifdef. */
 #ifndef PARLE_MPI_NODE_H
@@ -37,5 +38,7 @@ int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir
 int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cfg,
                   run_devices *where, char *err, size_t errlen);
 void mpi_job_end(mpi_job *mj);
+/* The ranks the job runs on (its `devices` may name fewer than all). */
+int mpi_job_nranks(const mpi_job *mj);
 
 #endif

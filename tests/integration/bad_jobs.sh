@@ -27,6 +27,11 @@ expect_invalid "unknown field" "optim.learning_rate" --set optim.learning_rate=0
 expect_invalid "unknown section" "extra" --set extra.x=1
 expect_invalid "bad devices" "devices:" --set devices=gpu-please
 expect_invalid "a GPU outside --devices" "devices:" --set devices=3
+# Ranks other than rank0 exist only under parled --mpi (docs/mpi.md): refused,
+# not run on this process's CPU.
+expect_invalid "MPI ranks without --mpi" 'devices: "rank0:cpu,rank2:cpu" names rank2' \
+    --set devices=rank0:cpu,rank2:cpu
+grep -qF "not running under MPI" "$TMP/err" || fail "MPI ranks without --mpi: $(cat "$TMP/err")"
 # Every bad field is reported, not only the first.
 ctl submit "$TMP/good.json" --set optim.lr=-1 --set epochs=0 --set model.arch=x 2>"$TMP/err" &&
     fail "three bad fields were accepted"
@@ -51,5 +56,8 @@ field "$TMP/st.json" error | grep -q "/nonexistent/fmnist" || fail "status error
 # ... and the daemon goes on with the next job.
 good=$(ctl submit "$TMP/good.json" -q) || fail "submit after a failed job"
 ctl wait "$good" || fail "a good job after a failed one did not end done"
+# rank0 alone is this one process: accepted without --mpi, and runs.
+r0=$(ctl submit "$TMP/good.json" -q --set devices=rank0:cpu) || fail "rank0:cpu was refused"
+ctl wait "$r0" || fail "a rank0:cpu job did not end done"
 stop_daemon
 echo PASS

@@ -88,6 +88,8 @@ grep -q "parled\[rank 0\]: job [0-9]*: on $on of the $K ranks" "$TMP/parled.err"
     fail "the $only job did not run on $on ranks"
 [ "$(grep -c "parled\[rank 1\]: job: replicas" "$TMP/parled.err")" = "$before" ] ||
     fail "rank 1 took part in the $only job"
+grep -q "MPI: $on ranks\?; replicas 0\.\." "$STATE/jobs/$id/log.txt" ||
+    fail "the $only job's log does not give its own rank count"
 ctl export "$id" "$TMP/only.safetensors" >/dev/null || fail "export ($only)"
 d=$(compare "$TMP/one.safetensors" "$TMP/only.safetensors") ||
     fail "the masters differ by $d (relative) between one process and $only"
