@@ -8,10 +8,12 @@ threads, with bf16 columns for the CIFAR nets when our lenet_step has
 Everything of one network runs interleaved in one run (lenet_step.py's
 servers and measure()): medians of blocks, the sgemm GFLOP/s of our gemm at
 each thread count asked in every round, and the load average printed at the
-start and the end. Children run with OMP_WAIT_POLICY=passive, as parle-train's
+start and the end. Our child runs with OMP_WAIT_POLICY=passive, as parle-train's
 replicas do (daemon/runner.c; --wait-policy '' keeps the environment's): on a
 shared machine a spinning OpenMP team collapses whenever a thread is
-descheduled.
+descheduled. PyTorch runs as a user runs it, with the inherited environment
+(its OpenMP threads spin: passive cost it about a third of its 2-thread rate
+here).
 
     bench/cpu_table.py            about 10-15 min on 2 cores
     bench/cpu_table.py --quick    about 5 min, noisier
@@ -52,7 +54,7 @@ def load():
         return " ".join(f.read().split()[:3])
 
 
-def run_arch(args, arch, env, bf16):
+def run_arch(args, arch, env, torch_env, bf16):
     """Measures one network; returns rows of (precision, threads, {name: ms}, sgemm)."""
     reps, steps, warmup = PLAN[arch][1 if args.quick else 0]
     precisions = ["fp32"] + (["bf16"] if bf16 and arch != "lenet" else [])
@@ -60,12 +62,12 @@ def run_arch(args, arch, env, bf16):
     for prec in precisions:
         tag = "" if prec == "fp32" else " bf16"
         servers.append(ls.ours_server(args.ours, arch, args.batch, prec, env, "ours" + tag))
-        pip = ls.torch_server(args.pip_python, arch, args.batch, prec, env)
+        pip = ls.torch_server(args.pip_python, arch, args.batch, prec, torch_env)
         pip.name += tag
         servers.append(pip)
         columns.append((prec, "ours" + tag, [pip.name]))
     if arch == "lenet" and args.debian:
-        deb = ls.torch_server(args.debian_python, arch, args.batch, "fp32", env)
+        deb = ls.torch_server(args.debian_python, arch, args.batch, "fp32", torch_env)
         deb.name += " (Debian)"
         servers.append(deb)
         columns[0][2].append(deb.name)
@@ -99,7 +101,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--sgemm-size", type=int, default=2048)
     ap.add_argument("--wait-policy", default="passive",
-                    help="OMP_WAIT_POLICY for every child ('': as inherited)")
+                    help="OMP_WAIT_POLICY for our child ('': as inherited)")
     ap.add_argument("--quick", action="store_true", help="fewer rounds (about 5 min)")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
@@ -107,13 +109,14 @@ def main():
         sys.exit(f"cpu_table.py: no torch under {args.pip_python}: run bench/pip_torch.sh")
     args.debian = has_torch(args.debian_python)
     bf16 = ls.ours_supports(args.ours, "--precision")
-    env = dict(os.environ)
+    env, torch_env = dict(os.environ), dict(os.environ)
     if args.wait_policy:
         env["OMP_WAIT_POLICY"] = args.wait_policy
 
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; OMP_WAIT_POLICY="
-          f"{env.get('OMP_WAIT_POLICY', '(unset)')}")
+    print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; OMP_WAIT_POLICY ours "
+          f"{env.get('OMP_WAIT_POLICY', '(unset)')}, PyTorch's "
+          f"{torch_env.get('OMP_WAIT_POLICY', '(unset)')}")
     print(f"command: {' '.join(sys.argv)}")
     print(f"load average at start: {load()}")
     if not args.debian:
@@ -123,7 +126,7 @@ def main():
     table = []
     for arch in args.archs.split(","):
         print(f"{ls.ARCHS[arch]}...", flush=True)
-        rows, how = run_arch(args, arch, env, bf16)
+        rows, how = run_arch(args, arch, env, torch_env, bf16)
         gflop = ls.torch_step_gflop(args.pip_python, arch, args.batch)
         print(f"  {gflop:.2f} GFLOP/step, {how}", flush=True)
         table += [(arch, gflop) + r for r in rows]
