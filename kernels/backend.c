@@ -260,6 +260,43 @@ void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, 
                                      dgamma, dbeta);
 }
 
+/* Composed where the backend has no fused pass: both ops are element-wise
+ * after their statistics, so running them in place is safe. */
+void batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                  const float *gamma, const float *beta, float *running_mean,
+                                  float *running_var, float momentum, float eps, float *y,
+                                  float *save_mean, float *save_invstd)
+{
+    if (ctx->failed)
+        return;
+    if (ctx->ops->batchnorm_relu_forward_train) {
+        ctx->ops->batchnorm_relu_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean,
+                                               running_var, momentum, eps, y, save_mean,
+                                               save_invstd);
+        return;
+    }
+    batchnorm_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean, running_var, momentum,
+                            eps, y, save_mean, save_invstd);
+    relu_forward(ctx, (size_t)n * c * hw, y, y);
+}
+
+/* Composed: dy masked in place by y, then BN's backward on it. */
+void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                             const float *y, float *dy, const float *gamma, const float *beta,
+                             const float *save_mean, const float *save_invstd, float *dx,
+                             float *dgamma, float *dbeta)
+{
+    if (ctx->failed)
+        return;
+    if (ctx->ops->batchnorm_relu_backward) {
+        ctx->ops->batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, save_mean,
+                                          save_invstd, dx, dgamma, dbeta);
+        return;
+    }
+    relu_backward(ctx, (size_t)n * c * hw, y, dy, dy);
+    batchnorm_backward(ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
 {
     if (!ctx->failed)

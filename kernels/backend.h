@@ -201,6 +201,18 @@ void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float
 void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
                         const float *gamma, const float *save_mean, const float *save_invstd,
                         float *dx, float *dgamma, float *dbeta);
+/* Batch normalisation followed by ReLU, one pass over the maps where the
+ * backend has it: y = max(BN(x), 0), training statistics as above. Backward
+ * takes y and dy, its gradient, and may overwrite dy; dx may alias dy, and
+ * y may alias x or dx (exactly, element for element). */
+void batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                  const float *gamma, const float *beta, float *running_mean,
+                                  float *running_var, float momentum, float eps, float *y,
+                                  float *save_mean, float *save_invstd);
+void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                             const float *y, float *dy, const float *gamma, const float *beta,
+                             const float *save_mean, const float *save_invstd, float *dx,
+                             float *dgamma, float *dbeta);
 
 /* ---- activations ---- */
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);

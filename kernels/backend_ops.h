@@ -54,6 +54,17 @@ struct backend_ops {
     void (*batchnorm_backward)(backend_ctx *ctx, int n, int c, int hw, const float *x,
                                const float *dy, const float *gamma, const float *save_mean,
                                const float *save_invstd, float *dx, float *dgamma, float *dbeta);
+    /* Optional (NULL: backend.c runs batchnorm_* and relu_* one after the other). */
+    void (*batchnorm_relu_forward_train)(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                         const float *gamma, const float *beta,
+                                         float *running_mean, float *running_var, float momentum,
+                                         float eps, float *y, float *save_mean,
+                                         float *save_invstd);
+    void (*batchnorm_relu_backward)(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                    const float *y, float *dy, const float *gamma,
+                                    const float *beta, const float *save_mean,
+                                    const float *save_invstd, float *dx, float *dgamma,
+                                    float *dbeta);
     void (*relu_forward)(backend_ctx *ctx, size_t count, const float *x, float *y);
     void (*relu_backward)(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                           float *dx);

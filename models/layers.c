@@ -20,6 +20,27 @@ static void conv_backward(layer *l, model *m, backend_ctx *ctx, const float *x, 
         conv2d_backward_data(ctx, &l->conv, n, dy, param(m, l->w), dx);
 }
 
+/* A BN layer whose only consumer is the ReLU right after it runs that ReLU
+ * in its own passes with batch statistics (batchnorm_relu_*): it writes the
+ * ReLU's output and, backward, reads the ReLU's dy, and the ReLU does
+ * nothing. The plan's lifetimes still hold: the ReLU's y is written one step
+ * early, when nothing but BN's input can have ended (kept for BN's backward
+ * in training; in an evaluation model sharing its bytes, element for
+ * element), and its y and dy are read one step late, when only BN's dx can
+ * have started in their bytes, each element read before dx's is written.
+ * Layer indices, and so dropout's draws, stay as they were. */
+static int bn_feeds_relu(const model *m, int i)
+{
+    return i >= 0 && i + 1 < m->nlayers && m->layers[i].kind == LAYER_BN &&
+           m->layers[i].consumers == 1 && m->layers[i + 1].kind == LAYER_RELU &&
+           m->layers[i + 1].src == i;
+}
+
+static int fused_relu(const layer *l, const model *m, enum forward_mode mode)
+{
+    return mode != MODE_INFER && bn_feeds_relu(m, l->src);
+}
+
 static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                        enum forward_mode mode)
 {
@@ -32,29 +53,43 @@ static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int
     }
     /* PyTorch's momentum 0.1 in training; 1/k folds batch k into a plain mean. */
     float momentum = mode == MODE_TRAIN ? 0.1f : 1.0f / (float)(m->bn_batches + 1);
-    batchnorm_forward_train(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm, rv,
-                            momentum, BN_EPS, l->y, l->save_mean, l->save_invstd);
+    const int i = (int)(l - m->layers);
+    if (bn_feeds_relu(m, i))
+        batchnorm_relu_forward_train(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm,
+                                     rv, momentum, BN_EPS, m->layers[i + 1].y, l->save_mean,
+                                     l->save_invstd);
+    else
+        batchnorm_forward_train(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm, rv,
+                                momentum, BN_EPS, l->y, l->save_mean, l->save_invstd);
 }
 
 static void bn_backward(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
                         float *dx, int n)
 {
-    batchnorm_backward(ctx, n, l->out_c, l->out_h * l->out_w, x, dy, param(m, l->w), l->save_mean,
+    const int i = (int)(l - m->layers), hw = l->out_h * l->out_w;
+    if (bn_feeds_relu(m, i)) {
+        const layer *r = &m->layers[i + 1];
+        batchnorm_relu_backward(ctx, n, l->out_c, hw, x, r->y, r->dy, param(m, l->w),
+                                param(m, l->b), l->save_mean, l->save_invstd, dx, grad(m, l->w),
+                                grad(m, l->b));
+        return;
+    }
+    batchnorm_backward(ctx, n, l->out_c, hw, x, dy, param(m, l->w), l->save_mean,
                        l->save_invstd, dx, grad(m, l->w), grad(m, l->b));
 }
 
 static void relu_layer_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                                enum forward_mode mode)
 {
-    (void)m, (void)mode;
-    relu_forward(ctx, (size_t)n * l->out_size, x, l->y);
+    if (!fused_relu(l, m, mode))
+        relu_forward(ctx, (size_t)n * l->out_size, x, l->y);
 }
 
 static void relu_layer_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
                                 const float *dy, float *dx, int n)
 {
-    (void)m, (void)x;
-    if (dx)
+    (void)x;
+    if (dx && !fused_relu(l, m, MODE_TRAIN))
         relu_backward(ctx, (size_t)n * l->out_size, l->y, dy, dx);
 }
 

@@ -2,11 +2,20 @@
  * Channels are independent, so threads split them; sums run in float over a
  * row of hw and in double across rows. With hw = 1 (after a linear layer) a
  * row is one element, so channels are taken CHANNEL_BLOCK at a time instead,
- * each sample's block contiguous. */
+ * each sample's block contiguous.
+ *
+ * With `relu` the ReLU after it runs in the same passes (LeNet's conv1 maps
+ * are 5.9 MB: each pass is a trip to L3). Backward then recomputes the ReLU's
+ * mask from x, a x + b > 0 with forward's a and b, rather than read y. The
+ * writes go element for element after the reads of the same index, so y may
+ * alias x and dx may alias dy (model plans put them in one buffer). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cpu_ops.h"
 #include "cpu_util.h"
+#include "elementwise.h"
 
 enum { CHANNEL_BLOCK = 64 };
 
@@ -24,34 +33,68 @@ static inline void row_moments(int count, const float *x, float shift, double *s
     *s2 += b;
 }
 
-/* y = a x + b over a row; the affine form of every BN output. */
-static inline void row_affine(int count, float a, float b, const float *restrict x,
-                               float *restrict y)
+/* y = a x + b over a row, the affine form of every BN output, then ReLU. */
+static inline void row_affine(int count, float a, float b, int relu, const float *x, float *y)
 {
-    for (int j = 0; j < count; j++)
-        y[j] = a * x[j] + b;
+    if (relu)
+        for (int j = 0; j < count; j++)
+            y[j] = relu_elem(a * x[j] + b);
+    else
+        for (int j = 0; j < count; j++)
+            y[j] = a * x[j] + b;
 }
 
-/* Sums of dy and dy (x - mean) over a row. */
-static inline void row_grad_moments(int count, const float *restrict x, const float *restrict dy,
-                                     float mean, double *s1, double *s2)
+/* dy where the forward's affine output ya x + yb was positive (the ReLU's
+ * mask), else 0. Without a ReLU, ya = 0 and yb = 1 keep every dy (of a
+ * finite x): one branch-free loop either way. */
+typedef struct bn_mask {
+    float ya, yb;
+} bn_mask;
+
+/* relu_grad_elem(ya x + yb, dy) as a bit mask: GCC branched on the select
+ * where the loop stayed scalar. */
+static inline float masked(bn_mask m, float x, float dy)
+{
+    uint32_t bits;
+    memcpy(&bits, &dy, sizeof bits);
+    bits &= -(uint32_t)(m.ya * x + m.yb > 0.0f);
+    memcpy(&dy, &bits, sizeof dy);
+    return dy;
+}
+
+/* Sums of dy and dy (x - mean) over a row, dy masked. */
+static inline void row_grad_moments(int count, const float *x, const float *dy, float mean,
+                                     bn_mask m, double *s1, double *s2)
 {
     float s = 0.0f, sx = 0.0f;
 #pragma omp simd reduction(+ : s, sx)
     for (int j = 0; j < count; j++) {
-        s += dy[j];
-        sx += dy[j] * (x[j] - mean);
+        const float g = masked(m, x[j], dy[j]);
+        s += g;
+        sx += g * (x[j] - mean);
     }
     *s1 += s;
     *s2 += sx;
 }
 
-/* dx = k dy + a x + b over a row. */
-static inline void row_grad_affine(int count, float k, float a, float b, const float *restrict x,
-                                    const float *restrict dy, float *restrict dx)
+/* dx = k dy + a x + b over a row, dy masked. */
+static inline void row_grad_affine(int count, float k, float a, float b, bn_mask m,
+                                    const float *x, const float *dy, float *dx)
 {
     for (int j = 0; j < count; j++)
-        dx[j] = k * dy[j] + a * x[j] + b;
+        dx[j] = k * masked(m, x[j], dy[j]) + a * x[j] + b;
+}
+
+/* The mask of a fused ReLU with shift beta (NULL: none), from the forward's
+ * coefficients recomputed as bn_channel_stats did. */
+static bn_mask channel_mask(const float *beta, float gamma, float mean, float invstd)
+{
+    bn_mask m = {0.0f, 1.0f};
+    if (beta) {
+        m.ya = gamma * invstd;
+        m.yb = *beta - m.ya * mean;
+    }
+    return m;
 }
 
 /* Per-channel results of the forward statistics. */
@@ -83,8 +126,8 @@ static bn_affine bn_channel_stats(double sum, double sum_sq, double count, float
 /* hw = 1: channels [c0, c0 + cb) of every sample, rows of x[i * c + ch]. */
 CPU_HOT static void bn_forward_block(int n, int c, int c0, int cb, const float *x,
                                      const float *gamma, const float *beta, float *running_mean,
-                                     float *running_var, float momentum, float eps, float *y,
-                                     float *save_mean, float *save_invstd)
+                                     float *running_var, float momentum, float eps, int relu,
+                                     float *y, float *save_mean, float *save_invstd)
 {
     double sum[CHANNEL_BLOCK] = {0}, sum_sq[CHANNEL_BLOCK] = {0};
     float a[CHANNEL_BLOCK], b[CHANNEL_BLOCK];
@@ -107,18 +150,22 @@ CPU_HOT static void bn_forward_block(int n, int c, int c0, int cb, const float *
         b[j] = s.b;
     }
     for (int i = 0; i < n; i++) {
-        const float *restrict xr = x + (size_t)i * c + c0;
-        float *restrict yr = y + (size_t)i * c + c0;
-        for (int j = 0; j < cb; j++)
-            yr[j] = a[j] * xr[j] + b[j];
+        const float *xr = x + (size_t)i * c + c0;
+        float *yr = y + (size_t)i * c + c0;
+        if (relu)
+            for (int j = 0; j < cb; j++)
+                yr[j] = relu_elem(a[j] * xr[j] + b[j]);
+        else
+            for (int j = 0; j < cb; j++)
+                yr[j] = a[j] * xr[j] + b[j];
     }
 }
 
 /* One channel, rows x[i][ch][0..hw). */
 CPU_HOT static void bn_forward_channel(int n, int c, int hw, int ch, const float *x,
                                        const float *gamma, const float *beta, float *running_mean,
-                                       float *running_var, float momentum, float eps, float *y,
-                                       float *save_mean, float *save_invstd)
+                                       float *running_var, float momentum, float eps, int relu,
+                                       float *y, float *save_mean, float *save_invstd)
 {
     const float shift = x[(size_t)ch * hw];
     double sum = 0.0, sum_sq = 0.0;
@@ -129,13 +176,14 @@ CPU_HOT static void bn_forward_channel(int n, int c, int hw, int ch, const float
     save_mean[ch] = s.mean;
     save_invstd[ch] = s.invstd;
     for (int i = 0; i < n; i++)
-        row_affine(hw, s.a, s.b, x + ((size_t)i * c + ch) * hw, y + ((size_t)i * c + ch) * hw);
+        row_affine(hw, s.a, s.b, relu, x + ((size_t)i * c + ch) * hw,
+                   y + ((size_t)i * c + ch) * hw);
 }
 
-void cpu_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                                 const float *gamma, const float *beta, float *running_mean,
-                                 float *running_var, float momentum, float eps, float *y,
-                                 float *save_mean, float *save_invstd)
+static void bn_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *beta, float *running_mean,
+                             float *running_var, float momentum, float eps, int relu, float *y,
+                             float *save_mean, float *save_invstd)
 {
     const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
     if (hw == 1) {
@@ -144,14 +192,32 @@ void cpu_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const f
         for (int blk = 0; blk < blocks; blk++) {
             const int c0 = blk * CHANNEL_BLOCK, cb = c - c0 < CHANNEL_BLOCK ? c - c0 : CHANNEL_BLOCK;
             bn_forward_block(n, c, c0, cb, x, gamma, beta, running_mean, running_var, momentum,
-                             eps, y, save_mean, save_invstd);
+                             eps, relu, y, save_mean, save_invstd);
         }
         return;
     }
 #pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
     for (int ch = 0; ch < c; ch++)
         bn_forward_channel(n, c, hw, ch, x, gamma, beta, running_mean, running_var, momentum, eps,
-                           y, save_mean, save_invstd);
+                           relu, y, save_mean, save_invstd);
+}
+
+void cpu_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, float *running_mean,
+                                 float *running_var, float momentum, float eps, float *y,
+                                 float *save_mean, float *save_invstd)
+{
+    bn_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean, running_var, momentum, eps, 0,
+                     y, save_mean, save_invstd);
+}
+
+void cpu_batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                      const float *gamma, const float *beta,
+                                      float *running_mean, float *running_var, float momentum,
+                                      float eps, float *y, float *save_mean, float *save_invstd)
+{
+    bn_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean, running_var, momentum, eps, 1,
+                     y, save_mean, save_invstd);
 }
 
 void cpu_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
@@ -164,7 +230,8 @@ void cpu_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const f
         const float a = gamma[ch] / sqrtf(running_var[ch] + eps);
         const float b = beta[ch] - a * running_mean[ch];
         for (int i = 0; i < n; i++)
-            row_affine(hw, a, b, x + ((size_t)i * c + ch) * hw, y + ((size_t)i * c + ch) * hw);
+            row_affine(hw, a, b, 0, x + ((size_t)i * c + ch) * hw,
+                       y + ((size_t)i * c + ch) * hw);
     }
 }
 
@@ -189,20 +256,29 @@ static bn_grad bn_channel_grad(double sum_dy, double sum_dy_xc, double count, fl
     return g;
 }
 
-/* hw = 1: channels [c0, c0 + cb) of every sample. */
+/* hw = 1: channels [c0, c0 + cb) of every sample; beta: the fused ReLU's
+ * (NULL: none). */
 CPU_HOT static void bn_backward_block(int n, int c, int c0, int cb, const float *x,
-                                      const float *dy, const float *gamma, const float *save_mean,
-                                      const float *save_invstd, float *dx, float *dgamma,
-                                      float *dbeta)
+                                      const float *dy, const float *gamma, const float *beta,
+                                      const float *save_mean, const float *save_invstd, float *dx,
+                                      float *dgamma, float *dbeta)
 {
     double sum[CHANNEL_BLOCK] = {0}, sum_x[CHANNEL_BLOCK] = {0};
     float k[CHANNEL_BLOCK], a[CHANNEL_BLOCK], b[CHANNEL_BLOCK];
+    float ya[CHANNEL_BLOCK], yb[CHANNEL_BLOCK]; /* the masks, apart: they vectorise */
     const float *mean = save_mean + c0;
+    for (int j = 0; j < cb; j++) {
+        const bn_mask m = channel_mask(beta ? beta + c0 + j : NULL, gamma[c0 + j], mean[j],
+                                       save_invstd[c0 + j]);
+        ya[j] = m.ya;
+        yb[j] = m.yb;
+    }
     for (int i = 0; i < n; i++) {
         const float *xr = x + (size_t)i * c + c0, *gr = dy + (size_t)i * c + c0;
         for (int j = 0; j < cb; j++) {
-            sum[j] += gr[j];
-            sum_x[j] += gr[j] * (xr[j] - mean[j]);
+            const float g = masked((bn_mask){ya[j], yb[j]}, xr[j], gr[j]);
+            sum[j] += g;
+            sum_x[j] += g * (xr[j] - mean[j]);
         }
     }
     for (int j = 0; j < cb; j++) {
@@ -214,35 +290,37 @@ CPU_HOT static void bn_backward_block(int n, int c, int c0, int cb, const float 
         b[j] = g.b;
     }
     for (int i = 0; i < n; i++) {
-        const float *restrict xr = x + (size_t)i * c + c0, *restrict gr = dy + (size_t)i * c + c0;
-        float *restrict dr = dx + (size_t)i * c + c0;
+        const float *xr = x + (size_t)i * c + c0, *gr = dy + (size_t)i * c + c0;
+        float *dr = dx + (size_t)i * c + c0;
         for (int j = 0; j < cb; j++)
-            dr[j] = k[j] * gr[j] + a[j] * xr[j] + b[j];
+            dr[j] = k[j] * masked((bn_mask){ya[j], yb[j]}, xr[j], gr[j]) + a[j] * xr[j] + b[j];
     }
 }
 
 /* One channel, rows x[i][ch][0..hw). */
 CPU_HOT static void bn_backward_channel(int n, int c, int hw, int ch, const float *x,
-                                        const float *dy, const float *gamma,
+                                        const float *dy, const float *gamma, const float *beta,
                                         const float *save_mean, const float *save_invstd,
                                         float *dx, float *dgamma, float *dbeta)
 {
+    const bn_mask m = channel_mask(beta ? beta + ch : NULL, gamma[ch], save_mean[ch],
+                                   save_invstd[ch]);
     double sum_dy = 0.0, sum_dy_xc = 0.0;
     for (int i = 0; i < n; i++) {
         const size_t row = ((size_t)i * c + ch) * hw;
-        row_grad_moments(hw, x + row, dy + row, save_mean[ch], &sum_dy, &sum_dy_xc);
+        row_grad_moments(hw, x + row, dy + row, save_mean[ch], m, &sum_dy, &sum_dy_xc);
     }
     const bn_grad g = bn_channel_grad(sum_dy, sum_dy_xc, (double)n * hw, gamma[ch],
                                       save_mean[ch], save_invstd[ch], &dgamma[ch], &dbeta[ch]);
     for (int i = 0; i < n; i++) {
         const size_t row = ((size_t)i * c + ch) * hw;
-        row_grad_affine(hw, g.k, g.a, g.b, x + row, dy + row, dx + row);
+        row_grad_affine(hw, g.k, g.a, g.b, m, x + row, dy + row, dx + row);
     }
 }
 
-void cpu_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
-                            const float *gamma, const float *save_mean, const float *save_invstd,
-                            float *dx, float *dgamma, float *dbeta)
+static void bn_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
+                        const float *gamma, const float *beta, const float *save_mean,
+                        const float *save_invstd, float *dx, float *dgamma, float *dbeta)
 {
     const int parallel = (size_t)n * c * hw >= CPU_PARALLEL_MIN;
     if (hw == 1) {
@@ -250,13 +328,30 @@ void cpu_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float 
 #pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
         for (int blk = 0; blk < blocks; blk++) {
             const int c0 = blk * CHANNEL_BLOCK, cb = c - c0 < CHANNEL_BLOCK ? c - c0 : CHANNEL_BLOCK;
-            bn_backward_block(n, c, c0, cb, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
-                              dbeta);
+            bn_backward_block(n, c, c0, cb, x, dy, gamma, beta, save_mean, save_invstd, dx,
+                              dgamma, dbeta);
         }
         return;
     }
 #pragma omp parallel for schedule(static) num_threads(ctx->threads) if (parallel)
     for (int ch = 0; ch < c; ch++)
-        bn_backward_channel(n, c, hw, ch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
-                            dbeta);
+        bn_backward_channel(n, c, hw, ch, x, dy, gamma, beta, save_mean, save_invstd, dx,
+                            dgamma, dbeta);
+}
+
+void cpu_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
+                            const float *gamma, const float *save_mean, const float *save_invstd,
+                            float *dx, float *dgamma, float *dbeta)
+{
+    bn_backward(ctx, n, c, hw, x, dy, gamma, NULL, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+/* y is not read: the mask comes from x (see the top). */
+void cpu_batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *y, float *dy, const float *gamma, const float *beta,
+                                 const float *save_mean, const float *save_invstd, float *dx,
+                                 float *dgamma, float *dbeta)
+{
+    (void)y;
+    bn_backward(ctx, n, c, hw, x, dy, gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta);
 }

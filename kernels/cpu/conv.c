@@ -14,7 +14,9 @@
  * split across threads they were barely faster than on one, and every
  * im2col, GEMM and scatter was a team wake-up and a barrier of its own.
  * Convolutions with many channels go to oneDNN's primitives (conv_dnnl.c)
- * when it has them; these loops do the rest. */
+ * when it has them, and the forward and filter gradient of thin stride-1
+ * ones (a first layer's) to conv_thin.c, within the same thread split;
+ * these loops do the rest. */
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -353,15 +355,35 @@ static void forward_slice(backend_ctx *ctx, const conv_args *a, size_t lo, size_
     }
 }
 
+#if CONV_THIN
+static void thin_forward_slice(backend_ctx *ctx, const conv_args *a, size_t lo, size_t hi,
+                               int t)
+{
+    (void)ctx, (void)t;
+    const conv2d_desc *d = a->d;
+    const size_t out_size = (size_t)d->out_c * d->out_h * d->out_w;
+    const size_t in_size = (size_t)d->in_c * d->in_h * d->in_w;
+    for (size_t i = lo; i < hi; i++)
+        conv_thin_forward_image(d, a->x + i * in_size, a->w, a->b, a->y + i * out_size);
+}
+#endif
+
 void cpu_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                         const float *w, const float *b, float *y)
 {
     if (conv_dnnl_forward(ctx, d, n, x, w, b, y) == 0)
         return;
     conv_args a = {.d = d, .s = conv_split_make(ctx, d, n), .x = x, .w = w, .b = b, .y = y};
+    conv_slice_fn fn = forward_slice;
+#if CONV_THIN
+    if (conv_thin_fits(d)) {
+        fn = thin_forward_slice;
+        a.s.chunk_floats = 0;
+    }
+#endif
     a.ws = backend_workspace(ctx, a.s.chunk_floats * a.s.threads);
     if (a.ws)
-        conv_run(ctx, &a, n, forward_slice);
+        conv_run(ctx, &a, n, fn);
 }
 
 static void backward_data_slice(backend_ctx *ctx, const conv_args *a, size_t lo, size_t hi,
@@ -431,6 +453,25 @@ static void backward_filter_slice(backend_ctx *ctx, const conv_args *a, size_t l
     }
 }
 
+#if CONV_THIN
+/* conv_thin.c's filter gradient: image by image, bias from row sums. */
+static void thin_filter_slice(backend_ctx *ctx, const conv_args *a, size_t lo, size_t hi, int t)
+{
+    (void)ctx;
+    const conv2d_desc *d = a->d;
+    const size_t P = (size_t)d->out_h * d->out_w, in_size = (size_t)d->in_c * d->in_h * d->in_w;
+    const size_t grad_floats = filter_grad_floats(d);
+    float *gw = a->ws + grad_floats * t, *gb = gw + grad_floats - d->out_c;
+    memset(gw, 0, grad_floats * sizeof(float));
+    for (size_t i = lo; i < hi; i++) {
+        const float *dy = a->dy + i * d->out_c * P;
+        conv_thin_filter_image(d, a->x + i * in_size, dy, gw);
+        for (int o = 0; o < d->out_c; o++)
+            gb[o] += row_sum(P, dy + o * P);
+    }
+}
+#endif
+
 /* Each thread sums its images' gradients into its own block; the blocks are
  * then added up in thread order (the same sums for the same thread count).
  * They are small (25,050 floats on LeNet's conv2): the team is not woken
@@ -441,11 +482,18 @@ void cpu_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, c
     if (conv_dnnl_backward_filter(ctx, d, n, x, dy, dw, db) == 0)
         return;
     conv_args a = {.d = d, .s = conv_split_make(ctx, d, n), .x = x, .dy = dy};
+    conv_slice_fn fn = backward_filter_slice;
+#if CONV_THIN
+    if (conv_thin_fits(d)) {
+        fn = thin_filter_slice;
+        a.s.chunk_floats = 0;
+    }
+#endif
     const size_t grad_floats = filter_grad_floats(d), nw = grad_floats - d->out_c;
     a.ws = backend_workspace(ctx, (a.s.chunk_floats + grad_floats) * a.s.threads);
     if (!a.ws)
         return;
-    conv_run(ctx, &a, n, backward_filter_slice);
+    conv_run(ctx, &a, n, fn);
     const float *grads = a.ws + a.s.chunk_floats * a.s.threads;
     for (size_t j = 0; j < grad_floats; j++) {
         float sum = grads[j];

@@ -67,6 +67,14 @@ void cpu_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const f
 void cpu_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dx, float *dgamma, float *dbeta);
+void cpu_batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                      const float *gamma, const float *beta,
+                                      float *running_mean, float *running_var, float momentum,
+                                      float eps, float *y, float *save_mean, float *save_invstd);
+void cpu_batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *y, float *dy, const float *gamma, const float *beta,
+                                 const float *save_mean, const float *save_invstd, float *dx,
+                                 float *dgamma, float *dbeta);
 
 void cpu_relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);
 void cpu_relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy,

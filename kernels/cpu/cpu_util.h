@@ -41,4 +41,18 @@ int conv_dnnl_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, con
 /* Destroys the context's primitives, stream and engine. */
 void conv_dnnl_free(cpu_impl *impl);
 
+/* conv_thin.c (x86-64 with AVX-512VL at run time): stride-1 unpadded
+ * convolutions with thin filters, image by image. conv_thin_fits says
+ * whether d is one and this CPU has the instructions; the forward writes y
+ * (bias included, b may be NULL), the filter gradient adds into dw. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CONV_THIN 1
+int conv_thin_fits(const conv2d_desc *d);
+void conv_thin_forward_image(const conv2d_desc *d, const float *x, const float *w,
+                             const float *b, float *y);
+void conv_thin_filter_image(const conv2d_desc *d, const float *x, const float *dy, float *dw);
+#else
+#define CONV_THIN 0
+#endif
+
 #endif

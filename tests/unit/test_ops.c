@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_ops.h"
 #include "cpu/cpu_ops.h"
 #include "testutil.h"
 
@@ -613,6 +614,97 @@ static void test_bn_case(int n, int c, int hw, double offset)
     free(bc.x), free(bc.gamma), free(bc.beta), free(bc.r);
 }
 
+/* BN then ReLU in one op (batchnorm_relu_*): on ctx, against float64, with
+ * dL/dy = r masked where the op's own y is 0 (as relu_backward reads y),
+ * then BN's exact gradient: dx = gamma invstd (g - mean(g) - xhat
+ * mean(g xhat)). Also in place (y over x, dx over dy), as model plans may
+ * lay them out. */
+static void check_bn_relu(const char *name, backend_ctx *ctx, int n, int c, int hw)
+{
+    const size_t count = (size_t)n * c * hw;
+    float *x = new_floats(count, -1, 3), *gamma = new_floats(c, 0.5, 1.5);
+    float *beta = new_floats(c, -1, 1), *r = new_floats(count, -1, 1);
+    float *rmean = new_floats(c, -1, 1), *rvar = new_floats(c, 0.5, 2);
+    bn_case bc = {.n = n, .c = c, .hw = hw, .eps = 1e-5};
+    bc.x = to_double(x, count), bc.gamma = to_double(gamma, c), bc.beta = to_double(beta, c);
+    float *y = malloc(count * sizeof(float)), *smean = malloc(c * sizeof(float));
+    float *sinv = malloc(c * sizeof(float)), *dx = malloc(count * sizeof(float));
+    float *dy = malloc(count * sizeof(float)), *dg = malloc(c * sizeof(float));
+    float *db = malloc(c * sizeof(float));
+    double *want = malloc(count * sizeof(double)), *mean = malloc(c * sizeof(double));
+    double *var = malloc(c * sizeof(double)), *gx = malloc(count * sizeof(double));
+    double *gg = malloc(c * sizeof(double)), *gb = malloc(c * sizeof(double));
+    char what[160];
+
+    ref_bn_train(&bc, want, mean, var);
+    for (size_t i = 0; i < count; i++)
+        want[i] = want[i] > 0 ? want[i] : 0.0;
+    batchnorm_relu_forward_train(ctx, n, c, hw, x, gamma, beta, rmean, rvar, 0.1f, (float)bc.eps,
+                                 y, smean, sinv);
+    snprintf(what, sizeof what, "%s: forward", name);
+    check_array(what, y, want, count, FWD_ATOL, FWD_RTOL);
+
+    for (int ch = 0; ch < c; ch++) {
+        const double invstd = 1.0 / sqrt(var[ch] + bc.eps), N = (double)n * hw;
+        double sg = 0.0, sgx = 0.0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                const double g = y[at] > 0 ? r[at] : 0.0;
+                sg += g;
+                sgx += g * (bc.x[at] - mean[ch]) * invstd;
+            }
+        gb[ch] = sg, gg[ch] = sgx;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                const double g = y[at] > 0 ? r[at] : 0.0, xhat = (bc.x[at] - mean[ch]) * invstd;
+                gx[at] = bc.gamma[ch] * invstd * (g - sg / N - xhat * sgx / N);
+            }
+    }
+    memcpy(dy, r, count * sizeof(float));
+    batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, smean, sinv, dx, dg, db);
+    snprintf(what, sizeof what, "%s: backward x", name);
+    check_array(what, dx, gx, count, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward gamma", name);
+    check_array(what, dg, gg, c, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward beta", name);
+    check_array(what, db, gb, c, BWD_ATOL, BWD_RTOL);
+
+    /* In place: y over x, then dx over dy. */
+    memcpy(dy, x, count * sizeof(float));
+    batchnorm_relu_forward_train(ctx, n, c, hw, dy, gamma, beta, rmean, rvar, 0.1f,
+                                 (float)bc.eps, dy, smean, sinv);
+    snprintf(what, sizeof what, "%s: forward in place", name);
+    check_array(what, dy, want, count, FWD_ATOL, FWD_RTOL);
+    memcpy(dy, r, count * sizeof(float));
+    batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, smean, sinv, dy, dg, db);
+    snprintf(what, sizeof what, "%s: backward in place", name);
+    check_array(what, dy, gx, count, BWD_ATOL, BWD_RTOL);
+
+    free(x), free(gamma), free(beta), free(r), free(rmean), free(rvar), free(y), free(smean);
+    free(sinv), free(dx), free(dy), free(dg), free(db), free(want), free(mean), free(var);
+    free(gx), free(gg), free(gb), free(bc.x), free(bc.gamma), free(bc.beta);
+}
+
+/* The CPU's fused passes on 1 and 2 threads, and backend.c's composition of
+ * batchnorm_* and relu_* that backends without them (CUDA) run. */
+static void test_bn_relu_case(int n, int c, int hw)
+{
+    char name[96];
+    backend_ops composed = *ctx1.ops;
+    composed.batchnorm_relu_forward_train = NULL;
+    composed.batchnorm_relu_backward = NULL;
+    backend_ctx ctxc = ctx1;
+    ctxc.ops = &composed;
+    snprintf(name, sizeof name, "batchnorm+relu n%d c%d hw%d", n, c, hw);
+    check_bn_relu(name, &ctx1, n, c, hw);
+    snprintf(name, sizeof name, "batchnorm+relu n%d c%d hw%d, 2 threads", n, c, hw);
+    check_bn_relu(name, &ctx2, n, c, hw);
+    snprintf(name, sizeof name, "batchnorm+relu n%d c%d hw%d, composed", n, c, hw);
+    check_bn_relu(name, &ctxc, n, c, hw);
+}
+
 /* ---------------- ReLU and dropout ---------------- */
 
 typedef struct act_case {
@@ -832,6 +924,10 @@ int main(void)
      * outputs, on enough images to be split across threads (5: unevenly). */
     test_conv_case(5, 1, 28, 28, 4, 5, 1, 0, 1);
     test_conv_case(5, 20, 8, 8, 8, 5, 1, 0, 1);
+    /* conv.c's direct filter gradient (out_w a multiple of 8, thin filters):
+     * an odd output count, 2 channels, k 3 without bias. */
+    test_conv_case(3, 2, 19, 20, 5, 5, 1, 0, 1);
+    test_conv_case(4, 1, 9, 10, 3, 3, 1, 0, 0);
     test_conv_case(2, 4, 7, 7, 3, 1, 2, 0, 0);   /* WRN's 1x1 shortcut */
     test_conv_case(2, 3, 8, 5, 2, 3, 2, 1, 0);   /* even input, stride 2 */
     /* 32 or more channels in and out: oneDNN's primitives, where built in. */
@@ -853,6 +949,9 @@ int main(void)
     test_bn_case(6, 5, 1, 0);
     test_bn_case(8, 70, 1, 20); /* hw = 1 spans two channel blocks */
     test_bn_case(5, 2, 9, 100);
+    /* Big enough for 2 threads to split (CPU_PARALLEL_MIN). */
+    test_bn_relu_case(32, 5, 221);
+    test_bn_relu_case(128, 300, 1); /* hw = 1: five channel blocks */
     test_relu();
     test_dropout();
     test_linear(5, 7, 4);
