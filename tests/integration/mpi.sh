@@ -9,15 +9,7 @@
 # the job from its checkpoint to done. Skipped without mpirun or an MPI build.
 . "$(dirname "$0")/lib.sh"
 K=${1:-2}
-if [ "${PARLE_HAVE_MPI:-0}" != 1 ]; then
-    echo "SKIP: parled was built without MPI (-Dmpi=auto found none)"
-    exit 77
-fi
-MPIRUN=$(command -v mpirun) || { echo "SKIP: mpirun not found"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Under -Db_sanitize=address: Open MPI's own allocations at init are never
-# freed; only those are suppressed (docs/mpi.md).
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(dirname "$0")/lsan-mpi.supp:print_suppressions=0}
+mpi_setup
 # Loopback only; rank 0's daemon needs no special network.
 MPI_WRAP="$MPIRUN --allow-run-as-root --oversubscribe --mca btl self,tcp
           --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -n $K"

@@ -11,13 +11,7 @@
 #      wait for the stuck rank forever).
 # Skipped without mpirun or an MPI build.
 . "$(dirname "$0")/lib.sh"
-if [ "${PARLE_HAVE_MPI:-0}" != 1 ]; then
-    echo "SKIP: parled was built without MPI (-Dmpi=auto found none)"
-    exit 77
-fi
-MPIRUN=$(command -v mpirun) || { echo "SKIP: mpirun not found"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(dirname "$0")/lsan-mpi.supp:print_suppressions=0}
+mpi_setup
 T=3 # comm.timeout_s
 
 # The fault on rank 1 only: its local replica 0 (replica 1 of the job)
