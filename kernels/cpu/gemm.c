@@ -89,7 +89,8 @@ static int matmul_arg(dnnl_engine_t engine, int rows, int cols, int trans, dnnl_
                : -1;
 }
 
-/* C = alpha op(A) op(B) + beta C on bf16 inputs; -1 (C untouched) if oneDNN
+/* C = alpha op(A) op(B) + beta C on bf16 inputs, beta 0 or 1 (the primitive's
+ * sum post-op adds C as it is); -1 (C untouched) for another beta, if oneDNN
  * could not or C has gaps between rows, and the caller then runs sgemm. */
 static int gemm_bf16(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
@@ -98,7 +99,7 @@ static int gemm_bf16(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, i
     cpu_impl *impl = ctx->impl;
     const int accumulate = beta != 0.0f, which = 4 * !!trans_a + 2 * !!trans_b + accumulate;
     dnnl_primitive_t *prim = &impl->gemm_bf16[which];
-    if (ldc != N || cpu_dnnl_ready(impl) != 0 ||
+    if (ldc != N || (accumulate && beta != 1.0f) || cpu_dnnl_ready(impl) != 0 ||
         (!*prim && !(*prim = make_matmul(impl->dnnl_engine, trans_a, trans_b, accumulate))))
         return -1;
     const size_t na = (size_t)M * K, need = na + (size_t)K * N;
@@ -112,10 +113,6 @@ static int gemm_bf16(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, i
     uint16_t *a = impl->gemm_buf, *b = impl->gemm_buf + na;
     rows_to_bf16(trans_a ? K : M, trans_a ? M : K, alpha, A, lda, a);
     rows_to_bf16(trans_b ? N : K, trans_b ? K : N, 1.0f, B, ldb, b);
-    if (accumulate && beta != 1.0f)
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(size_t)i * ldc + j] *= beta;
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
     int rc = -1;
     if (matmul_arg(impl->dnnl_engine, M, K, trans_a, dnnl_bf16, a, &ma) ||
