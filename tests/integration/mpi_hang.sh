@@ -8,7 +8,10 @@
 #   3. jobs go on on rank 0: one whose devices names rank 0 alone, and one
 #      with "auto"; one that names rank 1 fails at once saying why;
 #   4. SIGTERM ends every rank (rank 0 aborts the MPI job: MPI_Finalize would
-#      wait for the stuck rank forever).
+#      wait for the stuck rank forever);
+#   5. mpirun itself killed (Open MPI 4.1's can crash while it ends a job):
+#      the ranks it launched end too (Open MPI's runtime sees to it), so no
+#      orphaned rank 0 keeps the socket.
 # Skipped without mpirun or an MPI build.
 . "$(dirname "$0")/lib.sh"
 mpi_setup
@@ -90,4 +93,15 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 pgrep -af "parled --socket $SOCK" && fail "a rank outlived the MPI job by 20 s"
+
+# 5. The launcher gone: no orphaned rank keeps the socket.
+rm -rf "$STATE"
+PARLED_WRAP=$PARLED_WRAP start_daemon --mpi
+kill -KILL "$DAEMON_PID"
+wait_exit 10 || fail "mpirun did not die of SIGKILL"
+for _ in $(seq 50); do
+    pgrep -f "parled --socket $SOCK" >/dev/null || break
+    sleep 0.2
+done
+pgrep -af "parled --socket $SOCK" && fail "a rank outlived its killed mpirun by 10 s"
 echo PASS
