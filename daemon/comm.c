@@ -408,6 +408,28 @@ static int gpu_failed(comm *c, int rank, backend_ctx *ctx)
     return 1;
 }
 
+/* With other processes: where this one's GPU groups fall among all of
+ * theirs (their NCCL ranks) and how many replicas the means divide by. */
+static int gpu_plan_net(comm *c)
+{
+    char err[256];
+    int all[c->net->procs], before = 0, groups = 0;
+    net_enter(c, 1);
+    int rc = c->net->gather_int(c->net, c, c->topo->ngroups, all);
+    net_enter(c, 0);
+    if (rc != 0)
+        return -1;
+    for (int p = 0; p < c->net->procs; p++) {
+        before += p < c->net->proc ? all[p] : 0;
+        groups += all[p];
+    }
+    if (topology_join(c->topo, before, groups, c->net->total, err, sizeof err) != 0) {
+        comm_abort(c, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
 /* Rank 0, between the start barriers: the groups, their state and the
  * NCCL id. A failure aborts the comm, so no rank passes the next barrier. */
 static void gpu_plan(comm *c, size_t capacity)
@@ -432,8 +454,17 @@ static void gpu_plan(comm *c, size_t capacity)
     for (int g = 0; g < c->topo->ngroups; g++)
         c->dev[g].attached = c->topo->size[g];
     c->capacity = capacity;
-    if (c->topo->ngroups > 1 && nccl_new_id(c->nccl_id, err, sizeof err) != 0)
+    if (c->net && gpu_plan_net(c) != 0)
+        return;
+    /* Process 0 makes the id, the net hands it to the others. */
+    if (c->topo->nccl_ranks > 1 && (!c->net || c->net->proc == 0) &&
+        nccl_new_id(c->nccl_id, err, sizeof err) != 0)
         comm_abort(c, "replica 0: %s", err);
+    if (c->topo->nccl_ranks > 1 && c->net) {
+        net_enter(c, 1);
+        c->net->bcast_bytes(c->net, c, c->nccl_id, NCCL_ID_BYTES);
+        net_enter(c, 0);
+    }
 }
 
 static int attach_stopped(comm *c, int rank, char *err, size_t errlen)
@@ -459,12 +490,12 @@ static int gpu_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char
     if (rank == t->leader[g]) {
         d->result = backend_alloc(ctx, (capacity ? capacity : 1) * sizeof(float));
         d->done = gpucomm_event_new(ctx);
-        if (t->ngroups > 1) {
+        if (t->nccl_ranks > 1) {
             gpucomm_enable_peers(ctx, t->group_device, t->ngroups);
             /* Every leader joins at once, each from its own thread. */
             busy(c, rank, "end of the NCCL setup");
-            d->nccl = nccl_rank_new(ctx, t->ngroups, g, c->nccl_id, topology_weight(t, g),
-                                    comm_stop, c);
+            d->nccl = nccl_rank_new(ctx, t->nccl_ranks, t->nccl_first + g, c->nccl_id,
+                                    topology_weight(t, g), comm_stop, c);
             idle(c, rank);
         }
     }

@@ -25,11 +25,17 @@ struct comm;
  * wait, and give up after timeout_s (aborting the comm with the reason). */
 typedef struct comm_net {
     int total;          /* replicas in all processes: the divisor of the means */
+    int procs, proc;    /* the job's processes, and this one's place among them */
     double timeout_s;   /* comm.timeout_s: a cross-process sum never waits longer */
     /* In place, the sum over processes of len values. 0, or -1 once the comm
      * is aborted (the op aborts it itself with the reason when it fails). */
     int (*sum_floats)(const struct comm_net *net, struct comm *c, float *buf, size_t len);
     int (*sum_doubles)(const struct comm_net *net, struct comm *c, double *buf, int len);
+    /* For GPU jobs' setup (one NCCL communicator over every process's
+     * GPUs): every process's `mine` into all[procs]; process 0's len bytes
+     * into everyone's buf. 0, or -1 as above. */
+    int (*gather_int)(const struct comm_net *net, struct comm *c, int mine, int *all);
+    int (*bcast_bytes)(const struct comm_net *net, struct comm *c, void *buf, int len);
     /* The job failed or stopped here: tell the other processes (once). */
     void (*fail)(const struct comm_net *net, const char *reason);
     void *user;
@@ -77,8 +83,10 @@ void comm_free(comm *c);
  * is also the start line: it fails on every rank once any has aborted. On
  * the CPU the result lives in host memory. On GPUs each GPU's lowest rank
  * leads the ranks on it: it holds the GPU's result buffer and, with two or
- * more GPUs, the GPU's rank of the job's NCCL communicator (created here,
- * destroyed at detach) and enables peer access to the job's other GPUs;
+ * more GPUs in the job (counting other processes' under a net), the GPU's
+ * rank of the job's NCCL communicator (created here, its id sent to the
+ * other processes by the net, destroyed at detach) and enables peer access
+ * to the process's other GPUs;
  * its detach waits until the other ranks on its GPU have detached. Returns
  * 0, or -1 with a message (out of memory; a CUDA or NCCL failure; some
  * ranks on the CPU and some on a GPU). */
@@ -96,12 +104,13 @@ const char *comm_abort_reason(comm *c);
 int comm_barrier(comm *c, int rank, const char *what);
 
 /* The element-wise mean of every rank's `vec` (len <= capacity), in the
- * rank's memory; with a net, of every replica's in every process (CPU only). On the CPU each rank reduces its own slice (a
- * reduce-scatter), then all read the whole result (the all-gather is the
- * shared buffer itself). On GPUs each group's leader sums its group's
- * vectors in rank order on its GPU and, with two or more GPUs, the leaders
- * add up the group means with NCCL, each weighed size / n; every GPU then
- * holds the result. Ordered by CUDA events, without waiting for the device:
+ * rank's memory; with a net, of every replica's in every process. On the
+ * CPU each rank reduces its own slice (a reduce-scatter), then all read the
+ * whole result (the all-gather is the shared buffer itself), and rank 0
+ * adds up the processes' results over the net. On GPUs each group's leader
+ * sums its group's vectors in rank order on its GPU and, with two or more
+ * GPUs in the job, the leaders (of every process) add up the group means
+ * with NCCL, each weighed size / total; every GPU then holds the result. Ordered by CUDA events, without waiting for the device:
  * vec may change (in stream order) as soon as this returns. NULL once
  * aborted (a failure on a GPU aborts the comm with its reason). */
 const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const float *vec,

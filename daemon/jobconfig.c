@@ -391,10 +391,12 @@ int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen)
     *ranks = 0;
     if (strncmp(s, "rank", 4) != 0)
         return 0;
+    const char *kind = NULL; /* ":cpu" or ":gpu", the same for every rank */
+    int first = 0;
     for (const char *at = s;;) {
         int id = 0;
         if (strncmp(at, "rank", 4) != 0 || !isdigit((unsigned char)at[4])) {
-            snprintf(why, whylen, "expected rankN:cpu items separated by commas");
+            snprintf(why, whylen, "expected rankN:cpu or rankN:gpu items separated by commas");
             return -1;
         }
         for (at += 4; isdigit((unsigned char)*at); at++)
@@ -402,9 +404,16 @@ int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen)
                 snprintf(why, whylen, "MPI ranks are 0..%d here", MAX_RANK_ID);
                 return -1;
             }
-        if (strncmp(at, ":cpu", 4) != 0 || (at[4] && at[4] != ',')) {
-            snprintf(why, whylen, "rank%d must be followed by \":cpu\" (GPUs over MPI "
-                     "are not supported yet)", id);
+        if ((strncmp(at, ":cpu", 4) != 0 && strncmp(at, ":gpu", 4) != 0) ||
+            (at[4] && at[4] != ',')) {
+            snprintf(why, whylen, "rank%d must be followed by \":cpu\" or \":gpu\"", id);
+            return -1;
+        }
+        if (!kind) {
+            kind = at, first = id;
+        } else if (strncmp(at, kind, 4) != 0) {
+            snprintf(why, whylen, "rank%d is on %.3s and rank%d on %.3s: a job runs on CPUs "
+                     "everywhere or on GPUs everywhere", first, kind + 1, id, at + 1);
             return -1;
         }
         if (*ranks & (1ull << id)) {
@@ -433,9 +442,10 @@ int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
     *ids = 0;
     char why[8];
     if (!strncmp(s, "rank", 4)) {
-        /* Ranks run on their CPUs: for everything but MPI, a CPU job. */
+        /* Each named rank on its CPU or all its GPUs, as "cpu" or "gpu". */
         uint64_t ranks;
-        *kind = DEVICES_CPU;
+        *kind = strncmp(strchr(s, ':') ? strchr(s, ':') : s, ":gpu", 4) ? DEVICES_CPU
+                                                                        : DEVICES_GPU;
         return job_devices_ranks(s, &ranks, why, sizeof why) == 1 ? 0 : -1;
     }
     if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {

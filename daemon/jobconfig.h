@@ -79,8 +79,10 @@ int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
 
 /* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
  * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU
- * cores (ranks 0..63, distinct, rank0 among them); job_devices_parse calls it
- * a CPU job. Returns 1 with *ranks (bit r for rank r), 0 if `s` does not
+ * cores, or "rank0:gpu,rank2:gpu", each on all its GPUs (ranks 0..63,
+ * distinct, rank0 among them, all on CPUs or all on GPUs); job_devices_parse
+ * calls it a CPU or a GPU ("gpu") job, which each rank resolves on its own
+ * machine. Returns 1 with *ranks (bit r for rank r), 0 if `s` does not
  * name ranks (*ranks = 0: every rank), -1 with `why` (without `s`) if it is
  * malformed. */
 int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen);

@@ -485,19 +485,14 @@ static void *job_thread(void *arg)
     job_path(j, "ckpt", ckpt, sizeof(ckpt));
     run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop,
                        .checkpoint_dir = ckpt, .on_master = on_master};
-    /* Under --mpi every job spans every rank (docs/mpi.md), on their CPUs. */
+    /* Under --mpi a job spans every rank or those its devices names
+     * (docs/mpi.md); each resolves its devices on its own machine. */
     mpi_job *mj = NULL;
     int rc = 0;
     if (mpi_node_size() > 1) {
         char path[1200];
         job_path(j, "job.json", path, sizeof(path));
-        if (j->devices != DEV_CPU) {
-            snprintf(err, sizeof(err), "devices: across MPI ranks a job runs on CPUs (\"cpu\"); "
-                     "GPUs over MPI are not supported yet (docs/mpi.md)");
-            rc = -1;
-        } else {
-            rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
-        }
+        rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
     }
     if (rc == 0)
         rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));

@@ -215,6 +215,39 @@ static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
     return 0;
 }
 
+/* A setup collective (`started`: its MPI_I* call succeeded) to its end. */
+static int net_setup_wait(mpi_job *mj, comm *c, int started, MPI_Request *req, const char *what)
+{
+    if (!started) {
+        comm_abort(c, "MPI rank %d: could not start the %s across ranks", mpi_node_rank(), what);
+        return -1;
+    }
+    if (net_wait(mj, c, req, what) != 0)
+        return -1;
+    take_arrivals(mj);
+    return 0;
+}
+
+static int net_gather_int(const comm_net *net, comm *c, int mine, int *all)
+{
+    mpi_job *mj = net->user;
+    MPI_Request req;
+    announce(mj);
+    int started = !comm_aborted(c) && MPI_Iallgather(&mine, 1, MPI_INT, all, 1, MPI_INT,
+                                                     mj->coll, &req) == MPI_SUCCESS;
+    return net_setup_wait(mj, c, started, &req, "GPU count");
+}
+
+static int net_bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
+{
+    mpi_job *mj = net->user;
+    MPI_Request req;
+    announce(mj);
+    int started = !comm_aborted(c) &&
+                  MPI_Ibcast(buf, len, MPI_BYTE, 0, mj->coll, &req) == MPI_SUCCESS;
+    return net_setup_wait(mj, c, started, &req, "NCCL id's broadcast");
+}
+
 /* Tell every other rank, without waiting long on any: a dead or stuck one
  * must not hold this rank up. */
 static void net_fail(const comm_net *net, const char *reason)
@@ -273,6 +306,7 @@ mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
         MPI_Comm_set_errhandler(mj->notice, MPI_ERRORS_RETURN);
     }
     mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
+                         .gather_int = net_gather_int, .bcast_bytes = net_bcast_bytes,
                          .fail = net_fail, .user = mj};
     return mj;
 }

@@ -24,6 +24,7 @@
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
+#include "parle_config.h"
 
 enum { WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
 /* How long rank 0 waits for the others to acknowledge "stop". */
@@ -242,6 +243,10 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
                  "processes (docs/mpi.md); name one rank in devices (\"rank0:cpu\") to run it "
                  "there", cfg->algorithm.name);
         failed = 1;
+    } else if (!failed && where->ngpus > 0 && !PARLE_HAVE_NCCL) {
+        snprintf(mine, sizeof mine, "devices: a job on GPUs across MPI ranks needs NCCL, and this "
+                 "parled was built without it");
+        failed = 1;
     } else {
         snprintf(mine, sizeof mine, "%s", failed ? why : "");
     }
@@ -261,13 +266,28 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
         snprintf(err, errlen, "MPI rank %d: %s", mj->world[first_bad], mine);
         return -1;
     }
+    /* One comm spans the ranks: on CPUs everywhere or GPUs everywhere (an
+     * "auto" job resolves on each rank's machine). */
+    int on_gpus[2] = {where->ngpus > 0, -(where->ngpus > 0)};
+    if (mj->nranks > 1 &&
+        MPI_Allreduce(MPI_IN_PLACE, on_gpus, 2, MPI_INT, MPI_MIN, mj->coll) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI: the ranks could not agree to start the job");
+        mj->broken = 1;
+        return -1;
+    }
+    if (on_gpus[0] != -on_gpus[1]) {
+        snprintf(err, errlen, "devices: \"%s\": some of the job's MPI ranks have GPUs for it and "
+                 "some do not; across ranks a job runs on CPUs everywhere or on GPUs everywhere "
+                 "(\"cpu\" or \"gpu\")", cfg->devices);
+        return -1;
+    }
     /* Contiguous shares, replica 0 (the master's) on rank 0. */
     mj->replicas = replicas;
     where->first = (int)((long)replicas * mj->me / mj->nranks);
     where->count = (int)((long)replicas * (mj->me + 1) / mj->nranks) - where->first;
-    where->gpus = NULL;
-    where->ngpus = 0;
     mj->net.total = replicas;
+    mj->net.procs = mj->nranks;
+    mj->net.proc = mj->me;
     mj->net.timeout_s = cfg->comm.timeout_s;
     /* A job on rank 0 alone runs as in one process. */
     where->net = mj->nranks > 1 ? &mj->net : NULL;
@@ -285,10 +305,14 @@ static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int
     job_config cfg;
     dataset train = {0}, test = {0};
     job_config_defaults(&cfg);
+    int gpus[64], ngpus = 0;
     int failed = job_config_parse(text, len, &cfg, err, sizeof err) != 0;
+    if (!failed && (ngpus = run_gpus(cfg.devices, gpus, err, sizeof err)) < 0)
+        failed = 1;
     if (!failed)
         failed = run_load_data(&cfg, &train, &test, err, sizeof err) != 0;
-    run_devices where = {.cores = cores, .ncores = ncores};
+    run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus,
+                         .ngpus = ngpus > 0 ? ngpus : 0};
     if (mpi_job_ready(mj, failed, err, &cfg, &where, err, sizeof err) == 0) {
         mpi_net_log("job: replicas %d..%d of %d here", where.first,
                     where.first + where.count - 1, cfg.algorithm.replicas);

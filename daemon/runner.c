@@ -787,12 +787,11 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     }
     run.nlocal = where->net ? where->count : run.n;
     run.first = where->net ? where->first : 0;
-    if (where->net && (where->ngpus > 0 || run.nlocal < 1 || run.first < 0 ||
-                       run.first + run.nlocal > run.n ||
+    if (where->net && (run.nlocal < 1 || run.first < 0 || run.first + run.nlocal > run.n ||
                        (run.rule != coupling_find("parle") &&
                         run.rule != coupling_find("allreduce")))) {
-        snprintf(err, errlen, "run: across MPI ranks a job runs on CPUs, with the parle or "
-                 "allreduce rule and at least one replica per rank (docs/mpi.md)");
+        snprintf(err, errlen, "run: across MPI ranks a job runs with the parle or allreduce "
+                 "rule and at least one replica per rank (docs/mpi.md)");
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {

@@ -74,8 +74,8 @@ typedef struct run_devices {
     const int *gpus;
     int ngpus;
     /* Several processes (MPI, docs/mpi.md): this one runs replicas first ..
-     * first + count - 1 of the job's and net reaches the others' (CPU only,
-     * rules whose only collectives are all-reduces and agreements). Zeroes:
+     * first + count - 1 of the job's and net reaches the others' (rules
+     * whose only collectives are all-reduces and agreements). Zeroes:
      * all replicas here. */
     int first, count;
     const struct comm_net *net;

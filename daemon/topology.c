@@ -47,6 +47,24 @@ int topology_build(topology *t, int n, const int *device, char *err, size_t errl
         t->group[r] = g;
         t->size[g]++;
     }
+    t->nccl_ranks = t->ngroups;
+    t->total = n;
+    return 0;
+}
+
+int topology_join(topology *t, int groups_before, int groups_total, int replicas_total,
+                  char *err, size_t errlen)
+{
+    if (groups_before < 0 || groups_before + t->ngroups > groups_total ||
+        replicas_total < t->n) {
+        snprintf(err, errlen, "topology: %d GPU groups after %d of %d, %d replicas of %d: the "
+                 "processes disagree about the job", t->ngroups, groups_before, groups_total,
+                 t->n, replicas_total);
+        return -1;
+    }
+    t->nccl_first = groups_before;
+    t->nccl_ranks = groups_total;
+    t->total = replicas_total;
     return 0;
 }
 
@@ -59,7 +77,7 @@ int topology_members(const topology *t, int g, int *ranks)
     return k;
 }
 
-float topology_weight(const topology *t, int g) { return (float)t->size[g] / (float)t->n; }
+float topology_weight(const topology *t, int g) { return (float)t->size[g] / (float)t->total; }
 
 int topology_parse_cpulist(const char *s, int *cpus, int max)
 {

@@ -20,6 +20,12 @@ typedef struct topology {
     int group_device[TOPO_MAX_GROUPS];  /* group -> GPU id (-1: the CPU) */
     int leader[TOPO_MAX_GROUPS];        /* group -> its lowest rank */
     int size[TOPO_MAX_GROUPS];          /* group -> how many ranks */
+    /* Across processes (MPI, docs/mpi.md): the job's GPU groups in all of
+     * them are one NCCL communicator, this process's groups being its NCCL
+     * ranks nccl_first.. ; the means weigh by the replicas in all of them.
+     * In one process: 0, ngroups and n. */
+    int nccl_first, nccl_ranks;
+    int total;                          /* the job's replicas in all processes */
 } topology;
 
 /* The runner's placement: rank on gpus[rank % ngpus], or -1 (the CPU) when
@@ -31,12 +37,19 @@ int topology_device(int rank, const int *gpus, int ngpus);
  * ranks or devices; some ranks on the CPU and some on a GPU). */
 int topology_build(topology *t, int n, const int *device, char *err, size_t errlen);
 
+/* This process's part of a job over several (MPI): its groups come after
+ * `groups_before` others, `groups_total` in all, and `replicas_total`
+ * replicas weigh in the mean. 0, or -1 with a message when the counts
+ * cannot hold this process's groups and ranks. */
+int topology_join(topology *t, int groups_before, int groups_total, int replicas_total,
+                  char *err, size_t errlen);
+
 /* The ranks of group g in rank order, into ranks[]; returns how many. */
 int topology_members(const topology *t, int g, int *ranks);
 
 /* What group g's mean is multiplied by before the groups' means are summed:
- * size / n, so that the sum is the mean over all n ranks however unevenly
- * the ranks fall on the GPUs (3 on 2 GPUs: 2/3 and 1/3). */
+ * size / total, so that the sum is the mean over all the job's replicas
+ * however unevenly they fall on the GPUs (3 on 2 GPUs: 2/3 and 1/3). */
 float topology_weight(const topology *t, int g);
 
 /* A Linux CPU list ("0-15,32-47", "3", "", with an optional newline) into

@@ -315,8 +315,8 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"rank0:0\""), "devices: \"rank0:0\": rank0 must be followed by \":cpu\""},
     {JOB("\"devices\": \"rank0\""), "devices: \"rank0\": rank0 must be followed by \":cpu\""},
     {JOB("\"devices\": \"rank0:cpu,\""), "devices: \"rank0:cpu,\": ends with a comma"},
-    {JOB("\"devices\": \"rank0:cpu,1\""), "devices: \"rank0:cpu,1\": expected rankN:cpu items"},
-    {JOB("\"devices\": \"rank:cpu\""), "devices: \"rank:cpu\": expected rankN:cpu items"},
+    {JOB("\"devices\": \"rank0:cpu,1\""), "devices: \"rank0:cpu,1\": expected rankN:cpu or rankN:gpu items"},
+    {JOB("\"devices\": \"rank:cpu\""), "devices: \"rank:cpu\": expected rankN:cpu or rankN:gpu items"},
     {JOB("\"devices\": \"rank0:cpu\\u0001\""), "devices: \"rank0:cpu?\": rank0 must be followed"},
     {JOB("\"checkpoint\": {\"every_epochs\": -1}"),
      "checkpoint.every_epochs: must be an integer >= 0"},
@@ -670,10 +670,14 @@ static void test_async_rules(void)
 /* The ranks a `devices` names, against the bits written out by hand. */
 static void test_devices_ranks(void)
 {
-    static const struct { const char *s; int rc; uint64_t ranks; } cases[] = {
-        {"rank0:cpu", 1, 1}, {"rank0:cpu,rank2:cpu", 1, 5}, {"rank3:cpu,rank0:cpu", 1, 9},
-        {"rank0:cpu,rank63:cpu", 1, 1 | 1ull << 63}, {"auto", 0, 0}, {"cpu", 0, 0},
-        {"0,1", 0, 0}, {"rank1:cpu", -1, 0}, {"rank0:cpu,rank0:cpu", -1, 0},
+    static const struct { const char *s; int rc; uint64_t ranks; int gpu; } cases[] = {
+        {"rank0:cpu", 1, 1, 0}, {"rank0:cpu,rank2:cpu", 1, 5, 0}, {"rank3:cpu,rank0:cpu", 1, 9, 0},
+        {"rank0:cpu,rank63:cpu", 1, 1 | 1ull << 63, 0}, {"auto", 0, 0, 0}, {"cpu", 0, 0, 0},
+        {"0,1", 0, 0, 0}, {"rank1:cpu", -1, 0, 0}, {"rank0:cpu,rank0:cpu", -1, 0, 0},
+        {"rank0:gpu", 1, 1, 1}, {"rank2:gpu,rank0:gpu", 1, 5, 1},
+        /* All on CPUs or all on GPUs; nothing but :cpu or :gpu. */
+        {"rank0:gpu,rank1:cpu", -1, 0, 0}, {"rank0:cpu,rank1:gpu", -1, 0, 0},
+        {"rank0:cuda:0", -1, 0, 0}, {"rank0:gpux", -1, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t ranks = 7;
@@ -684,8 +688,12 @@ static void test_devices_ranks(void)
         enum job_devices kind;
         uint64_t ids = 1;
         if (rc == 1)
-            CHECK(job_devices_parse(cases[i].s, &kind, &ids) == 0 && kind == DEVICES_CPU && !ids,
-                  "%s is not a CPU job", cases[i].s);
+            CHECK(job_devices_parse(cases[i].s, &kind, &ids) == 0 &&
+                      kind == (cases[i].gpu ? DEVICES_GPU : DEVICES_CPU) && !ids,
+                  "%s is not a %s job", cases[i].s, cases[i].gpu ? "GPU" : "CPU");
+        if (rc < 0 && strstr(cases[i].s, ":gpu") && strstr(cases[i].s, ":cpu"))
+            CHECK(strstr(why, "CPUs everywhere or on GPUs everywhere") != NULL,
+                  "%s: the mix is not named: %s", cases[i].s, why);
     }
 }
 

@@ -109,6 +109,46 @@ static void groups(void)
           "too many replicas accepted");
 }
 
+/* A job over two processes (MPI): process A holds replicas 0..2 on its
+ * GPUs 0, 1 (groups of 2 and 1), B holds replicas 3..4 on its one GPU. The
+ * three groups are NCCL ranks 0, 1 | 2, each weighed by its size over all 5
+ * replicas, so the NCCL sum of weighed group means is the mean of all 5. */
+static void across_processes(void)
+{
+    const int a_dev[] = {0, 1, 0}, b_dev[] = {0, 0};
+    topology a, b;
+    char err[256] = "";
+    CHECK(topology_build(&a, 3, a_dev, err, sizeof err) == 0 &&
+              topology_build(&b, 2, b_dev, err, sizeof err) == 0, "%s", err);
+    CHECK(a.nccl_first == 0 && a.nccl_ranks == 2 && a.total == 3,
+          "one process: NCCL ranks %d.. of %d, total %d", a.nccl_first, a.nccl_ranks, a.total);
+    CHECK(topology_join(&a, 0, 3, 5, err, sizeof err) == 0 &&
+              topology_join(&b, 2, 3, 5, err, sizeof err) == 0, "join: %s", err);
+    CHECK(b.nccl_first == 2 && b.nccl_ranks == 3, "B's NCCL rank %d of %d", b.nccl_first,
+          b.nccl_ranks);
+    enum { LEN = 500 };
+    float x[5][LEN];
+    test_fill_uniform(&x[0][0], 5 * LEN, -10, 10);
+    double worst = 0;
+    for (int i = 0; i < LEN; i++) {
+        double want = 0, scale = 0;
+        for (int r = 0; r < 5; r++)
+            want += x[r][i] / 5.0, scale += fabs(x[r][i]) / 5.0;
+        float got = topology_weight(&a, 0) * ((x[0][i] + x[2][i]) * 0.5f) +
+                    topology_weight(&a, 1) * x[1][i] +
+                    topology_weight(&b, 0) * ((x[3][i] + x[4][i]) * 0.5f);
+        double e = fabs(got - want) / (1e-6 + scale);
+        worst = e > worst ? e : worst;
+    }
+    CHECK(worst <= 1e-5, "the mean over two processes is off by %.3g", worst);
+    CHECK_CLOSE(topology_weight(&a, 0) + topology_weight(&a, 1) + topology_weight(&b, 0), 1.0,
+                0, 1e-6, "the weights over both processes sum to 1");
+    /* Counts that cannot hold this process's part are refused. */
+    CHECK(topology_join(&b, 2, 2, 5, err, sizeof err) == -1 && strstr(err, "disagree"),
+          "groups past the total accepted");
+    CHECK(topology_join(&a, 0, 3, 2, err, sizeof err) == -1, "fewer replicas than here accepted");
+}
+
 static void cpulists(void)
 {
     int cpus[64];
@@ -252,6 +292,7 @@ int main(void)
 {
     test_init("topology");
     groups();
+    across_processes();
     cpulists();
     near_cpus();
     failure_ends_others();
