@@ -8,12 +8,12 @@ threads, with bf16 columns for the CIFAR nets when our lenet_step has
 Everything of one network runs interleaved in one run (lenet_step.py's
 servers and measure()): medians of blocks, the sgemm GFLOP/s of our gemm at
 each thread count asked in every round, and the load average printed at the
-start and the end. Our child runs with OMP_WAIT_POLICY=passive, as parle-train's
-replicas do (daemon/runner.c; --wait-policy '' keeps the environment's): on a
-shared machine a spinning OpenMP team collapses whenever a thread is
-descheduled. PyTorch runs as a user runs it, with the inherited environment
-(its OpenMP threads spin: passive cost it about a third of its 2-thread rate
-here).
+start and the end. Our child's OpenMP threads wait as parled's do
+(backend_openmp_defaults: 1000 polls, then sleep; --wait-policy P sets
+OMP_WAIT_POLICY=P for it instead): on a shared machine a spinning OpenMP team
+collapses whenever a thread is descheduled. PyTorch runs as a user runs it,
+with the inherited environment (its OpenMP threads spin: passive cost it
+about a third of its 2-thread rate here).
 
     bench/cpu_table.py            about 10-15 min on 2 cores
     bench/cpu_table.py --quick    about 5 min, noisier
@@ -100,8 +100,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--sgemm-size", type=int, default=2048)
-    ap.add_argument("--wait-policy", default="passive",
-                    help="OMP_WAIT_POLICY for our child ('': as inherited)")
+    ap.add_argument("--wait-policy", default="",
+                    help="OMP_WAIT_POLICY for our child ('': parled's default, or as inherited)")
     ap.add_argument("--quick", action="store_true", help="fewer rounds (about 5 min)")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
@@ -115,7 +115,7 @@ def main():
 
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; OMP_WAIT_POLICY ours "
-          f"{env.get('OMP_WAIT_POLICY', '(unset)')}, PyTorch's "
+          f"{env.get('OMP_WAIT_POLICY', '(unset: 1000 polls, then sleep)')}, PyTorch's "
           f"{torch_env.get('OMP_WAIT_POLICY', '(unset)')}")
     print(f"command: {' '.join(sys.argv)}")
     print(f"load average at start: {load()}")

@@ -515,6 +515,7 @@ static int compare_precision(bench *b, int threads, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+    backend_openmp_defaults(); /* parled's OpenMP threads, unless the environment says */
     int thread_counts[MAX_THREAD_COUNTS] = {1, 2}, nthreads = 2;
     int steps = 20, reps = 5, warmup = 3, batch = 128, layers = 0, serve_mode = 0, direct = 0;
     enum backend_precision precision = PRECISION_FP32;

@@ -267,7 +267,7 @@ def breakdown(args, job, s):
     replicas' step time x steps."""
     cores = len(os.sched_getaffinity(0))
     per = max(1, cores // s["n"])  # the runner's cores per replica
-    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+    env = dict(os.environ)  # parle-train and lenet_step set parled's OpenMP default
     cut = dict(job, epochs=1, log_every=1, checkpoint={"every_epochs": 0},
                data=dict(job.get("data", {}), train_limit=args.train_limit))
     step_before = replica_step_ms(args.lenet_step, per, env)
@@ -306,7 +306,7 @@ def breakdown(args, job, s):
     train = progress[-1] - progress[0]
     print(f"breakdown: {s['n']} replicas x {per} thread{'s' if per > 1 else ''} on {cores} "
           f"cores, L={s['L']}, {args.train_limit} examples, {len(progress)} outer iterations; "
-          f"OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}")
+          f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(parled default)')}")
     print(f"  replica step alone ({per} thread{'s' if per > 1 else ''}): {step_before:.2f} ms "
           f"before, {step_after:.2f} ms after")
     print(f"  start-up to the first progress line: {progress[0] - t0:.2f} s (data loading, "

@@ -55,7 +55,7 @@ $PY bench/cpu_table.py $table --ours "$BUILD/bench/lenet_step" --pip-python "$PI
     tee "$RESULTS/cpu_table.txt"
 
 echo "bench: LeNet step, per-layer breakdown of ours..." >&2
-OMP_WAIT_POLICY=passive "$BUILD/bench/lenet_step" --layers --threads 1,2 --reps "$layer_reps" |
+"$BUILD/bench/lenet_step" --layers --threads 1,2 --reps "$layer_reps" |
     tee "$RESULTS/lenet_layers.txt"
 
 echo "bench: Parle sync cost vs memcpy..." >&2

@@ -76,7 +76,7 @@ static int parse_log_level(const char *s)
 
 int main(int argc, char **argv)
 {
-    run_openmp_defaults();
+    backend_openmp_defaults();
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},

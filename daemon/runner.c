@@ -51,11 +51,6 @@ typedef struct job_run {
     run_result result;
 } job_run;
 
-void run_openmp_defaults(void)
-{
-    setenv("OMP_WAIT_POLICY", "passive", 0);
-}
-
 int run_cpu_cores(int **cores, char *err, size_t errlen)
 {
     cpu_set_t set;

@@ -91,15 +91,6 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
             const run_devices *where, const run_hooks *hooks, run_result *result, char *err,
             size_t errlen);
 
-/* Call first in main(), before any OpenMP use: makes idle OpenMP threads
- * sleep rather than spin unless OMP_WAIT_POLICY says otherwise. On an idle
- * machine spinning is 10-25% faster (the LeNet SGD job, one replica on 2
- * threads: 9.1-9.8 s against 10.1-12.9 s), but with one busy process on one
- * of the 2 cores the job took 19.7 s spinning, 27.8 s with libgomp's default
- * and 15.9 s asleep: a daemon cannot know its machine stays idle. A user who
- * knows sets OMP_WAIT_POLICY=active (bench/README.md). */
-void run_openmp_defaults(void);
-
 /* The CPU cores this process may run on, as a malloc'd list in *cores;
  * returns how many, or -1 with a message. */
 int run_cpu_cores(int **cores, char *err, size_t errlen);

@@ -73,7 +73,7 @@ static int evaluate_weights(const job_config *cfg, const dataset *train, const d
 
 int main(int argc, char **argv)
 {
-    run_openmp_defaults();
+    backend_openmp_defaults();
     int quiet = 0;
     const char *path = NULL, *weights = NULL;
     for (int i = 1; i < argc; i++) {

@@ -58,6 +58,18 @@ typedef struct backend_ctx {
     char err[384];
 } backend_ctx;
 
+/* Call first in main(), before any OpenMP use: unless OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT says otherwise, an idle OpenMP thread spins for 1000 polls
+ * (microseconds) before it sleeps. The LeNet step at 2 threads on 2 cores
+ * (bench/lenet_step, 3 interleaved rounds, 2026-11-23): idle, 5.8-6.5 ms
+ * against 6.8-7.7 ms asleep at once (passive) and 5.4-6.1 spinning
+ * (active); with a busy process on one of the cores, 12.6-12.8 ms against
+ * 11.9-12.6 passive, 19.7 active, 18.1 libgomp's default, and 30 ms at
+ * 30000 polls: a spinning team collapses when it shares a core, and a
+ * daemon cannot know its machine stays idle. OMP_WAIT_POLICY=active is
+ * for a user who knows. */
+void backend_openmp_defaults(void);
+
 /* A CPU context; `threads` >= 1. Sets the calling thread's OpenMP thread
  * count, so call it from the replica thread that will use it. */
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads);

@@ -107,6 +107,12 @@ const backend_ops backend_cpu_ops = {
     .vec_elastic_step = cpu_vec_elastic_step,
 };
 
+void backend_openmp_defaults(void)
+{
+    if (!getenv("OMP_WAIT_POLICY"))
+        setenv("GOMP_SPINCOUNT", "1000", 0);
+}
+
 void backend_ctx_init_cpu(backend_ctx *ctx, int threads)
 {
     memset(ctx, 0, sizeof *ctx);

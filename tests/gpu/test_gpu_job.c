@@ -195,7 +195,7 @@ static int fmnist(const char *path)
 
 int main(int argc, char **argv)
 {
-    run_openmp_defaults();
+    backend_openmp_defaults();
     if (backend_cuda_devices() == 0) {
         printf("SKIP: no CUDA device\n");
         return 77;
