@@ -91,16 +91,16 @@ def run_once(args, k):
     first, last = prog[0], prog[-1]
     out = {"s_per_outer": (last["elapsed_s"] - first["elapsed_s"]) / ((last["step"] - first["step"]) / L),
            "sync": last["sync_s"] / last["elapsed_s"], "outer": last["step"] // L, "L": L}
-    m = re.search(r"parled\[rank 0\]: job sync: (\d+) all-reduces of (\d+) floats each "
-                  r"\(([\d.]+) MB sent in all\), (\d+) agreements; ([\d.]+) s of ([\d.]+) s",
-                  stderr)
+    m = re.search(r"parled\[rank 0\]: job sync: (\d+) all-reduces and \d+ exchanges moving "
+                  r"(\d+) floats \([\d.]+ MB\) in all, (\d+) agreements; ([\d.]+) s of "
+                  r"([\d.]+) s", stderr)
     if k > 1:
         if not m:
             raise SystemExit(f"mpi_scaling.py: no 'job sync' line from rank 0:\n{stderr}")
         sums, floats = int(m.group(1)), int(m.group(2))
-        out.update(in_mpi=float(m.group(5)) / float(m.group(6)), sums=sums, floats=floats,
-                   agreements=int(m.group(4)),
-                   bytes_per_outer=sums * floats * 4 / out["outer"])
+        out.update(in_mpi=float(m.group(4)) / float(m.group(5)), sums=sums,
+                   floats=floats // sums, agreements=int(m.group(3)),
+                   bytes_per_outer=floats * 4 / out["outer"])
     return out
 
 

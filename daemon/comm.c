@@ -62,6 +62,8 @@ void comm_free(comm *c)
     free(c->busy_what);
     free(c->topo);
     free(c->dev);
+    free(c->gathered);
+    free(c->everyone);
 }
 
 static int gpu_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err,
@@ -269,12 +271,44 @@ int comm_any(comm *c, int rank, int flag)
     return any;
 }
 
-const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec)
+/* Rank 0, with a net: every replica's vector into c->gathered, and the
+ * job's view of them. Aborts the comm on failure. */
+static void net_gather(comm *c, size_t len)
+{
+    int total = c->net->total;
+    if (c->gathered_len != len) {
+        free(c->gathered);
+        c->gathered_len = 0;
+        if (!(c->gathered = malloc((size_t)total * len * sizeof(float))) ||
+            (!c->everyone && !(c->everyone = malloc((size_t)total * sizeof(*c->everyone))))) {
+            comm_abort(c, "comm: out of memory for %d replicas' vectors of %zu floats", total,
+                       len);
+            return;
+        }
+        c->gathered_len = len;
+    }
+    for (int j = 0; j < c->n; j++)
+        memcpy(c->gathered + (size_t)(c->first + j) * len, c->published[j], len * sizeof(float));
+    net_enter(c, 1);
+    int rc = c->net->gather_floats(c->net, c, c->gathered, len);
+    net_enter(c, 0);
+    for (int id = 0; rc == 0 && id < total; id++)
+        c->everyone[id] = c->gathered + (size_t)id * len;
+}
+
+const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec,
+                                  size_t len)
 {
     if (backend_sync(ctx) != 0)
         return NULL;
     c->published[rank] = vec;
-    return comm_barrier(c, rank, "exchange") == 0 ? c->published : NULL;
+    if (comm_barrier(c, rank, "exchange") != 0)
+        return NULL;
+    if (!c->net)
+        return c->published;
+    if (rank == 0)
+        net_gather(c, len);
+    return comm_barrier(c, rank, "exchange") == 0 ? c->everyone : NULL;
 }
 
 int comm_exchange_end(comm *c, int rank, backend_ctx *ctx)
@@ -288,7 +322,7 @@ int comm_exchange_end(comm *c, int rank, backend_ctx *ctx)
 const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float *scratch,
                             size_t len)
 {
-    const float *src = c->published[peer];
+    const float *src = c->net ? c->everyone[peer] : c->published[peer];
     if (comm_same_memory(c, rank, peer))
         return src;
     comm_peer_copy(c, ctx, scratch, rank, src, peer, len);
@@ -297,6 +331,8 @@ const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float
 
 int comm_same_memory(const comm *c, int a, int b)
 {
+    if (c->net) /* another process's vector is a host copy; the net runs on CPUs */
+        return 1;
     return !c->ctxs[a] || !c->ctxs[b] || c->ctxs[a]->device == c->ctxs[b]->device;
 }
 

@@ -35,6 +35,10 @@ typedef struct comm_net {
      * GPUs): every process's `mine` into all[procs]; process 0's len bytes
      * into everyone's buf. 0, or -1 as above. */
     int (*gather_int)(const struct comm_net *net, struct comm *c, int mine, int *all);
+    /* Every replica's len floats in all[total * len], by the replica's
+     * number in the job: this process's are already in place, the others'
+     * arrive. 0, or -1 as above. */
+    int (*gather_floats)(const struct comm_net *net, struct comm *c, float *all, size_t len);
     int (*bcast_bytes)(const struct comm_net *net, struct comm *c, void *buf, int len);
     /* The job failed or stopped here: tell the other processes (once). */
     void (*fail)(const struct comm_net *net, const char *reason);
@@ -71,6 +75,10 @@ typedef struct comm {
     const char **busy_what;     /* ... and on what, for the watchdog's message */
     unsigned char nccl_id[128]; /* the job's NCCL communicator, for its leaders */
     const comm_net *net;        /* other processes' replicas; NULL: none (set before attach) */
+    int first;                  /* with a net, the job's number of this process's rank 0 */
+    float *gathered;            /* with a net, every replica's vector of the last exchange */
+    size_t gathered_len;
+    const float **everyone;     /* ... and the job's view of it, by replica number */
     int net_busy;               /* rank 0 is in a cross-process sum (its own deadline) */
     double net_value[2];        /* the cross-process result of comm_any / comm_mean_double */
 } comm;
@@ -120,20 +128,28 @@ const float *comm_allreduce_mean(comm *c, int rank, backend_ctx *ctx, const floa
  * point, e.g. "stop now". -1 once aborted. */
 int comm_any(comm *c, int rank, int flag);
 
-/* Synchronous peer reads (read_peer): every rank publishes `vec` (context
- * memory, complete on return of the barrier) and gets every rank's vector,
- * indexed by rank, to read until it calls comm_exchange_end, which all
- * ranks must call before anyone's vector changes. NULL once aborted. */
-const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec);
+/* Synchronous peer reads (read_peer): every rank publishes `vec` (len
+ * floats, context memory, complete on return of the barrier) and gets every
+ * replica's vector, indexed by its number in the job (the rank, in one
+ * process), to read until it calls comm_exchange_end, which all ranks must
+ * call before anyone's vector changes. With a net (CPU only) rank 0 copies
+ * this process's vectors into one host buffer and the net fills in the
+ * other processes' (an all-gather: every replica's vector reaches every
+ * process). NULL once aborted. */
+const float *const *comm_exchange(comm *c, int rank, backend_ctx *ctx, const float *vec,
+                                  size_t len);
 int comm_exchange_end(comm *c, int rank, backend_ctx *ctx);
 
-/* Between comm_exchange and comm_exchange_end: `peer`'s vector, readable by
- * ctx's ops. The peer's own pointer when it shares rank's memory (the host,
- * or the same GPU); else a copy of len floats in `scratch` (ctx memory), made
- * on ctx's stream by comm_peer_copy. */
+/* Between comm_exchange and comm_exchange_end: the vector of replica `peer`
+ * (its number in the job), readable by ctx's ops. The peer's own pointer (or
+ * its gathered copy) when it shares rank's memory (the host, or the same
+ * GPU); else a copy of len floats in `scratch` (ctx memory), made on ctx's
+ * stream by comm_peer_copy. */
 const float *comm_read_peer(comm *c, int rank, backend_ctx *ctx, int peer, float *scratch,
                             size_t len);
-/* Do ranks a and b share one memory (the host, or one GPU)? After attach. */
+/* Do rank a and replica b (its number in the job) share one memory (the
+ * host, or one GPU)? After attach. A replica of another process is read
+ * from the host copy comm_exchange gathered. */
 int comm_same_memory(const comm *c, int a, int b);
 /* len floats from src (memory of rank src_rank) to dst (memory of rank
  * dst_rank) on ctx's stream: a copy within one memory, or between GPUs

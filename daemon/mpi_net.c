@@ -58,10 +58,11 @@ int mpi_net_wait_until(int n, MPI_Request *reqs, double deadline)
 }
 
 /* Replicas first..last of the job's rank j, in a message. */
+static long first_replica(const mpi_job *mj, int j);
+
 static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
 {
-    int first = (int)((long)mj->replicas * j / mj->nranks);
-    int last = (int)((long)mj->replicas * (j + 1) / mj->nranks) - 1;
+    int first = (int)first_replica(mj, j), last = (int)first_replica(mj, j + 1) - 1;
     snprintf(out, len, first == last ? "replica %d" : "replicas %d..%d", first, last);
 }
 
@@ -171,6 +172,20 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
     }
 }
 
+/* A job collective (`started`: its MPI_I* call succeeded) to its end, then
+ * the arrival notes that came meanwhile. */
+static int net_finish(mpi_job *mj, comm *c, int started, MPI_Request *req, const char *what)
+{
+    if (!started) {
+        comm_abort(c, "MPI rank %d: could not start the %s across ranks", mpi_node_rank(), what);
+        return -1;
+    }
+    if (net_wait(mj, c, req, what) != 0)
+        return -1;
+    take_arrivals(mj);
+    return 0;
+}
+
 static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
 {
     mpi_job *mj = net->user;
@@ -196,35 +211,48 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
     return 0;
 }
 
+/* The job's rank j holds replicas first_replica(j) .. first_replica(j + 1) - 1. */
+static long first_replica(const mpi_job *mj, int j) { return (long)mj->replicas * j / mj->nranks; }
+
+static int net_gather_floats(const comm_net *net, comm *c, float *all, size_t len)
+{
+    mpi_job *mj = net->user;
+    double t0 = comm_now_s();
+    if ((double)mj->replicas * (double)len > (double)INT32_MAX) {
+        comm_abort(c, "MPI rank %d: an exchange of %d vectors of %zu floats is more than MPI's "
+                   "int counts hold", mpi_node_rank(), mj->replicas, len);
+        return -1;
+    }
+    int counts[mj->nranks], displs[mj->nranks];
+    for (int j = 0; j < mj->nranks; j++) {
+        displs[j] = (int)(first_replica(mj, j) * (long)len);
+        counts[j] = (int)((first_replica(mj, j + 1) - first_replica(mj, j)) * (long)len);
+    }
+    MPI_Request req;
+    announce(mj);
+    int started = !comm_aborted(c) &&
+                  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs,
+                                  MPI_FLOAT, mj->coll, &req) == MPI_SUCCESS;
+    if (net_finish(mj, c, started, &req, "exchange") != 0)
+        return -1;
+    mj->ngathers++;
+    mj->floats += (double)mj->replicas * (double)len;
+    mj->in_sums_s += comm_now_s() - t0;
+    return 0;
+}
+
 static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
 {
     mpi_job *mj = net->user;
     double t0 = comm_now_s();
     MPI_Request req;
     announce(mj);
-    if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, buf, len, MPI_DOUBLE, MPI_SUM, mj->coll,
-                                          &req) != MPI_SUCCESS) {
-        comm_abort(c, "MPI rank %d: could not start an agreement across ranks", mpi_node_rank());
+    int started = !comm_aborted(c) && MPI_Iallreduce(MPI_IN_PLACE, buf, len, MPI_DOUBLE, MPI_SUM,
+                                                     mj->coll, &req) == MPI_SUCCESS;
+    if (net_finish(mj, c, started, &req, "agreement") != 0)
         return -1;
-    }
-    if (net_wait(mj, c, &req, "agreement") != 0)
-        return -1;
-    take_arrivals(mj);
     mj->nagree++;
     mj->in_sums_s += comm_now_s() - t0;
-    return 0;
-}
-
-/* A setup collective (`started`: its MPI_I* call succeeded) to its end. */
-static int net_setup_wait(mpi_job *mj, comm *c, int started, MPI_Request *req, const char *what)
-{
-    if (!started) {
-        comm_abort(c, "MPI rank %d: could not start the %s across ranks", mpi_node_rank(), what);
-        return -1;
-    }
-    if (net_wait(mj, c, req, what) != 0)
-        return -1;
-    take_arrivals(mj);
     return 0;
 }
 
@@ -235,7 +263,7 @@ static int net_gather_int(const comm_net *net, comm *c, int mine, int *all)
     announce(mj);
     int started = !comm_aborted(c) && MPI_Iallgather(&mine, 1, MPI_INT, all, 1, MPI_INT,
                                                      mj->coll, &req) == MPI_SUCCESS;
-    return net_setup_wait(mj, c, started, &req, "GPU count");
+    return net_finish(mj, c, started, &req, "GPU count");
 }
 
 static int net_bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
@@ -245,7 +273,7 @@ static int net_bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
     announce(mj);
     int started = !comm_aborted(c) &&
                   MPI_Ibcast(buf, len, MPI_BYTE, 0, mj->coll, &req) == MPI_SUCCESS;
-    return net_setup_wait(mj, c, started, &req, "NCCL id's broadcast");
+    return net_finish(mj, c, started, &req, "NCCL id's broadcast");
 }
 
 /* Tell every other rank, without waiting long on any: a dead or stuck one
@@ -307,6 +335,7 @@ mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
     }
     mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
                          .gather_int = net_gather_int, .bcast_bytes = net_bcast_bytes,
+                         .gather_floats = net_gather_floats,
                          .fail = net_fail, .user = mj};
     return mj;
 }
@@ -315,12 +344,12 @@ void mpi_job_end(mpi_job *mj)
 {
     if (!mj)
         return;
-    if (mj->nsums > 0) {
+    if (mj->nsums + mj->ngathers > 0) {
         double t = comm_now_s() - mj->t_ready;
-        mpi_net_log("job sync: %ld all-reduces of %.0f floats each (%.3f MB sent in all), %ld "
-                    "agreements; %.3f s of %.3f s in them (%.1f%%)", mj->nsums,
-                    mj->floats / (double)mj->nsums, mj->floats * 4e-6, mj->nagree,
-                    mj->in_sums_s, t, t > 0 ? 100.0 * mj->in_sums_s / t : 0.0);
+        mpi_net_log("job sync: %ld all-reduces and %ld exchanges moving %.0f floats (%.3f MB) in "
+                    "all, %ld agreements; %.3f s of %.3f s in them (%.1f%%)", mj->nsums,
+                    mj->ngathers, mj->floats, mj->floats * 4e-6, mj->nagree, mj->in_sums_s, t,
+                    t > 0 ? 100.0 * mj->in_sums_s / t : 0.0);
     }
     if (!mj->broken && mj->nranks > 1) {
         MPI_Comm_free(&mj->coll);

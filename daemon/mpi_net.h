@@ -27,7 +27,7 @@ struct mpi_job {
     int replicas;
     long entered;            /* cross-rank sums this rank began */
     long *arrived;           /* per job rank: the sums it said it began */
-    long nsums, nagree;      /* what the syncs cost, logged at the end */
+    long nsums, ngathers, nagree; /* what the syncs cost, logged at the end */
     double floats, in_sums_s, t_ready;
     comm_net net;
 };

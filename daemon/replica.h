@@ -9,7 +9,8 @@
 #include "model.h"
 
 typedef struct replica {
-    int rank, n;
+    int rank, n;           /* its rank in this process's comm; the job's replicas */
+    int id;                /* its number in the job (graphs, peers): rank in one process */
     const job_config *cfg;
     comm *comm;
     model model;           /* model.params is the iterate the gradients are taken at */

@@ -543,7 +543,8 @@ static void *replica_main(void *p)
     job_run *run = arg->run;
     const job_config *cfg = run->cfg;
     const dataset *train = run->train;
-    replica r = {.rank = arg->rank, .n = run->n, .cfg = cfg, .comm = &run->comm};
+    replica r = {.rank = arg->rank, .n = run->n, .id = run->first + arg->rank, .cfg = cfg,
+                 .comm = &run->comm};
     char err[512] = "";
     sampler smp = {0};
     batch_loader loader = {0};
@@ -783,10 +784,10 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.nlocal = where->net ? where->count : run.n;
     run.first = where->net ? where->first : 0;
     if (where->net && (run.nlocal < 1 || run.first < 0 || run.first + run.nlocal > run.n ||
-                       (run.rule != coupling_find("parle") &&
-                        run.rule != coupling_find("allreduce")))) {
-        snprintf(err, errlen, "run: across MPI ranks a job runs with the parle or allreduce "
-                 "rule and at least one replica per rank (docs/mpi.md)");
+                       !run.rule || run.rule->net == NET_NONE ||
+                       (run.rule->net == NET_CPU && where->ngpus > 0))) {
+        snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle, "
+                 "allreduce; dpsgd on CPUs) and at least one replica per rank (docs/mpi.md)");
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {
@@ -805,6 +806,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (comm_init(&run.comm, run.nlocal, 0, err, errlen) != 0)
         return -1;
     run.comm.net = where->net;
+    run.comm.first = run.first;
     pthread_mutex_init(&run.lock, NULL);
     pthread_cond_init(&run.ended, NULL);
     run.t_start = now_s();

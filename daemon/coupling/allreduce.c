@@ -77,6 +77,7 @@ static void allreduce_free(replica *r)
 
 const coupling_rule coupling_allreduce = {
     .name = "allreduce",
+    .net = NET_ANY,
     .init = allreduce_init,
     .steps_per_sync = allreduce_steps_per_sync,
     .begin = allreduce_begin,

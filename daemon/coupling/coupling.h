@@ -22,8 +22,15 @@
  * where the master is evaluated and checkpoints are taken. */
 #define RULE_STEPS_PER_PASS 0
 
+/* Where a rule runs across MPI ranks (docs/mpi.md): its collectives are
+ * all-reduces and agreements (anywhere), or also exchanges (comm_exchange
+ * gathers every vector on the host: CPUs only). The others read, push or
+ * share state in one process only. */
+enum rule_net { NET_NONE = 0, NET_ANY, NET_CPU };
+
 typedef struct coupling_rule {
     const char *name;
+    enum rule_net net;
     int (*init)(replica *r, char *err, size_t errlen);
     int (*steps_per_sync)(const job_config *cfg);
     void (*begin)(replica *r);   /* start of outer iteration r->k */

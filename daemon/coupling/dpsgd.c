@@ -50,10 +50,11 @@ static void dpsgd_step(replica *r) { (void)r; }
 static int dpsgd_mix(replica *r)
 {
     dpsgd_state *s = r->rule_state;
-    const float *const *x = comm_exchange(r->comm, r->rank, &r->ctx, r->model.params);
+    const float *const *x =
+        comm_exchange(r->comm, r->rank, &r->ctx, r->model.params, r->model.nparams);
     if (!x)
         return -1;
-    int i = r->rank, n = r->n;
+    int i = r->id, n = r->n;
     const float *xs[3];
     int k = 0;
     if (s->ring) {
@@ -117,6 +118,7 @@ static void dpsgd_free(replica *r)
 
 const coupling_rule coupling_dpsgd = {
     .name = "dpsgd",
+    .net = NET_CPU,
     .init = dpsgd_init,
     .steps_per_sync = dpsgd_steps_per_sync,
     .begin = dpsgd_begin,

@@ -121,7 +121,8 @@ static const float *const *lsgd_election(replica *r, int *group_leader, int *glo
     lsgd_state *s = r->rule_state;
     int G = r->cfg->algorithm.group_size, lo = r->rank / G * G;
     s->score[r->rank] = recent_loss(s);
-    const float *const *x = comm_exchange(r->comm, r->rank, &r->ctx, r->model.params);
+    const float *const *x =
+        comm_exchange(r->comm, r->rank, &r->ctx, r->model.params, r->model.nparams);
     if (!x)
         return NULL;
     *group_leader = elect(s->score, lo, lo + G);

@@ -132,6 +132,7 @@ static void parle_free(replica *r)
 
 const coupling_rule coupling_parle = {
     .name = "parle",
+    .net = NET_ANY,
     .init = parle_init,
     .steps_per_sync = parle_steps_per_sync,
     .begin = parle_begin,

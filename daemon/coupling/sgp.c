@@ -100,7 +100,7 @@ static int sgp_push(replica *r, sgp_state *s, long round)
     int i = r->rank, p = r->cfg->algorithm.peers;
     size_t np = r->model.nparams;
     s->sh.pub_w[i] = s->sh.w[i];
-    const float *const *z = comm_exchange(r->comm, i, &r->ctx, s->z);
+    const float *const *z = comm_exchange(r->comm, i, &r->ctx, s->z, r->model.nparams);
     if (!z)
         return -1;
     if (i == 0)

@@ -89,7 +89,7 @@ static void *worker(void *p)
     }
     if (!j->failed[rank]) {
         backend_upload(&ctx, vec, input(j, 0, rank), MAXLEN * sizeof(float));
-        const float *const *all = comm_exchange(&j->c, rank, &ctx, vec);
+        const float *const *all = comm_exchange(&j->c, rank, &ctx, vec, MAXLEN);
         int peer = (rank + 1) % j->n;
         const float *got = all ? comm_read_peer(&j->c, rank, &ctx, peer, scratch, MAXLEN) : NULL;
         if (got) {

@@ -3,7 +3,9 @@
 # oversubscribed, as root where CI runs so) runs a Parle job with its
 # replicas spread over the K ranks to done, and its exported master matches
 # the same job's in one parled within float tolerance, as does the job run on
-# the ranks its `devices` names (rank 0 and the last). Then a rank killed
+# the ranks its `devices` names (rank 0 and the last), and a D-PSGD job (a
+# ring over 4 replicas: its peer reads cross ranks) matches its one-process
+# run the same way. Then a rank killed
 # mid-job: the MPI job ends (Open MPI's runtime ends every rank) with a
 # message naming the rank, nothing hangs, and the restarted daemon resumes
 # the job from its checkpoint to done. Skipped without mpirun or an MPI build.
@@ -20,6 +22,15 @@ parle_job() { # FILE EPOCHS TRAIN_LIMIT
  "data": {"dataset": "synthetic", "train_limit": $3, "test_limit": 256},
  "algorithm": {"name": "parle", "replicas": 3, "L": 3}, "optim": {"lr": 0.05, "batch": 32},
  "epochs": $2, "seed": 3, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
+JOB
+}
+
+dpsgd_job() { # FILE
+    cat >"$1" <<JOB
+{"name": "mpi-dpsgd", "model": {"arch": "mlp"},
+ "data": {"dataset": "synthetic", "train_limit": 512, "test_limit": 128},
+ "algorithm": {"name": "dpsgd", "replicas": 4, "graph": "ring"}, "optim": {"lr": 0.05, "batch": 32},
+ "epochs": 1, "seed": 5, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
 JOB
 }
 
@@ -51,6 +62,10 @@ start_daemon
 id=$(ctl submit "$TMP/job.json" -q) || fail "submit (one process)"
 ctl wait "$id" || fail "the one-process job did not end done"
 ctl export "$id" "$TMP/one.safetensors" >/dev/null || fail "export (one process)"
+dpsgd_job "$TMP/dpsgd.json"
+id=$(ctl submit "$TMP/dpsgd.json" -q) || fail "submit dpsgd (one process)"
+ctl wait "$id" || fail "the one-process D-PSGD job did not end done"
+ctl export "$id" "$TMP/dpsgd-one.safetensors" >/dev/null || fail "export dpsgd (one process)"
 stop_daemon
 
 # 2. The same job over K ranks: replicas 0..2 spread over them.
@@ -67,6 +82,15 @@ ctl export "$id" "$TMP/mpi.safetensors" >/dev/null || fail "export (MPI)"
 d=$(compare "$TMP/one.safetensors" "$TMP/mpi.safetensors") ||
     fail "the masters differ by $d (relative) between one process and $K ranks"
 echo "masters agree within $d (relative)"
+id=$(ctl submit "$TMP/dpsgd.json" -q) || fail "submit dpsgd (MPI)"
+timeout 120 "$PARLECTL" --socket "$SOCK" wait "$id" ||
+    fail "the D-PSGD job did not end done over $K ranks: $(cat "$STATE/jobs/$id/status.json")"
+grep -q "parled\[rank 0\]: job sync: [0-9]* all-reduces and [1-9][0-9]* exchanges" \
+    "$TMP/parled.err" || fail "the D-PSGD job made no exchange across ranks"
+ctl export "$id" "$TMP/dpsgd-mpi.safetensors" >/dev/null || fail "export dpsgd (MPI)"
+d=$(compare "$TMP/dpsgd-one.safetensors" "$TMP/dpsgd-mpi.safetensors") ||
+    fail "the D-PSGD masters differ by $d (relative) between one process and $K ranks"
+echo "D-PSGD: masters agree within $d (relative)"
 
 # 2b. devices naming ranks: the job runs on those alone (rank 0 and the last
 # one), with the same master; a rank beyond the MPI job is refused.

@@ -57,7 +57,7 @@ static void *worker(void *q)
                 s->max_err[a->rank] = e;
         }
         /* Every rank sees every other's vector, exactly, until the end. */
-        const float *const *all = comm_exchange(&s->c, a->rank, &ctx, mine);
+        const float *const *all = comm_exchange(&s->c, a->rank, &ctx, mine, len);
         for (int j = 0; all && j < s->n; j++)
             if (memcmp(all[j], s->inputs + ((size_t)round * s->n + j) * s->maxlen,
                        len * sizeof(float)) != 0)

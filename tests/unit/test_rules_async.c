@@ -56,7 +56,7 @@ static void *replica_thread(void *q)
     harness *h = ta->h;
     int a = ta->rank;
     float params[DIM], grads[DIM];
-    replica r = {.rank = a, .n = h->n, .cfg = &h->cfg, .comm = &h->comm};
+    replica r = {.rank = a, .n = h->n, .id = a, .cfg = &h->cfg, .comm = &h->comm};
     r.model.nparams = DIM;
     r.model.params = params;
     r.model.grads = grads;

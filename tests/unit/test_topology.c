@@ -246,7 +246,8 @@ static void *fail_worker(void *p)
             a->left_with = 2;
         else if (comm_mean_double(a->c, a->rank, a->rank, &mean) != 0)
             a->left_with = 3;
-        else if (!comm_exchange(a->c, a->rank, &ctx, v) || comm_exchange_end(a->c, a->rank, &ctx))
+        else if (!comm_exchange(a->c, a->rank, &ctx, v, 16) ||
+                 comm_exchange_end(a->c, a->rank, &ctx))
             a->left_with = 4;
         else
             a->rounds_done = round + 1;

@@ -128,7 +128,7 @@ int test_run_job(const job_config *cfg, const run_devices *where, const char *ch
 void test_replica_init(replica *r, int rank, int n, const job_config *cfg, comm *c,
                        float *params, float *grads, int dim, const double *x0)
 {
-    *r = (replica){.rank = rank, .n = n, .cfg = cfg, .comm = c};
+    *r = (replica){.rank = rank, .n = n, .id = rank, .cfg = cfg, .comm = c};
     r->model.nparams = dim;
     r->model.params = params;
     r->model.grads = grads;
