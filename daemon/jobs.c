@@ -1,10 +1,13 @@
+/* The job queue (jobs.h) on the loop thread: submit, schedule over disjoint
+ * device sets, apply the events the job threads hand over, persist status,
+ * cancel and stop. Its parts: jobs_json.c (the answers), job_thread.c (each
+ * job's own thread), jobs_reload.c (the state dir at start). */
 #include "jobs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,88 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
+#include "jobs_impl.h"
 #include "mpi_node.h"
-#include "protocol.h"
-#include "runner.h"
-#include "safetensors.h"
 #include "server.h"
-#include "topology.h"
 
-/* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
- * (one resource: CPU jobs run one after another). */
-#define DEV_CPU (1ull << 63)
-#define DEV_MAX_GPUS 63
-/* Progress events beyond this many undrained ones are dropped (never evals,
- * logs or ends), so a stalled loop cannot grow memory without bound. */
-#define QUEUE_MAX_PROGRESS 4096
-#define STATUS_WRITE_INTERVAL_S 5.0
-#define JOB_ERR_MAX 4096
-#define JOB_FILE_MAX (1u << 20)        /* job.json, status.json */
-#define METRICS_FILE_MAX (1u << 30)
-#define SAFETENSORS_HEADER_MAX (16u << 20)
 
-struct job {
-    jobs *js;
-    job *next;              /* submission order */
-    char id[PROTO_ID_MAX];
-    char dir[1100];
-    job_config cfg;
-    uint64_t devices;
-    enum job_state state;
-    char error[JOB_ERR_MAX];
-    double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
-    double elapsed_base;    /* training seconds before the current run (a resume) */
-    double run_started_at;  /* when the current run began; 0 when not running */
-    run_event last;         /* the latest progress or eval values */
-    double test_error, test_loss; /* NAN until the first evaluation */
-    char memory[512];       /* peak bytes per device, a JSON object's text or "" */
-    volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
-    int cancel_requested;
-    int interrupted;        /* it was running when parled stopped: it goes first */
-    int run_pending;        /* an interrupted run has not yet said where it starts */
-    int thread_running;
-    pthread_t thread;
-    FILE *log, *metrics;
-    double status_written_at;
-    /* Written and read only on the replica thread that evaluates the master:
-     * the last evaluation, for the exported file's metadata. */
-    double master_test_error, master_test_loss;
-    long flush_asked, flush_done; /* guarded by js->mu */
-};
-
-/* One hand-over from a job's threads to the loop. */
-typedef struct pending {
-    struct pending *next;
-    job *j;
-    int ended;              /* the job thread is done: rc, result, err */
-    int rc;
-    run_result result;
-    long flush;             /* > 0: a replica waits until everything before is written */
-    run_event ev;
-    char *err;
-} pending;
-
-struct jobs {
-    uv_loop_t *loop;
-    uv_async_t async;
-    jobs_listener listener;
-    char jobs_dir[1040];
-    int *cores, ncores;
-    uint64_t devices, busy;
-    char devices_text[64];
-    job *first, *last;
-    int next_id;
-    int running, stopping;
-    pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
-    pthread_cond_t flushed;
-    pending *q_first, *q_last;
-    int q_progress;
-};
-
-static double now_s(void)
+double jobs_now_s(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -113,7 +42,7 @@ enum job_state job_state_of(const job *j) { return j->state; }
 
 /* A job's devices within the daemon's `allowed` ones (jobconfig.h's forms):
  * "auto" is the daemon's GPUs when it has any, else its CPU. */
-static int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen)
+int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen)
 {
     enum job_devices kind;
     uint64_t ids;
@@ -142,7 +71,7 @@ static int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *e
 /* Ranks other than rank0 exist only under --mpi: without it such a job would
  * quietly run on this one process's CPU. (Under --mpi the job's start checks
  * them against the ranks there are.) */
-static int check_ranks(const char *s, char *err, size_t errlen)
+int check_ranks(const char *s, char *err, size_t errlen)
 {
     uint64_t ranks;
     char why[8];
@@ -153,17 +82,6 @@ static int check_ranks(const char *s, char *err, size_t errlen)
              "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
              "\"cpu\"", s, __builtin_ctzll(ranks & ~1ull));
     return -1;
-}
-
-static void devices_text(uint64_t mask, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    if (mask & DEV_CPU)
-        n += (size_t)snprintf(buf, len, "cpu");
-    for (int i = 0; i < DEV_MAX_GPUS && n < len; i++)
-        if (mask & (1ull << i))
-            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
 }
 
 static void job_path(const job *j, const char *file, char *out, size_t outlen)
@@ -189,12 +107,11 @@ static cJSON *event_json(job *j, const char *kind)
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", kind);
     cJSON_AddStringToObject(ev, "id", j->id);
-    cJSON_AddNumberToObject(ev, "time", now_s());
+    cJSON_AddNumberToObject(ev, "time", jobs_now_s());
     return ev;
 }
 
-static void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void job_log(job *j, const char *fmt, ...)
+void job_log(job *j, const char *fmt, ...)
 {
     char text[JOB_ERR_MAX + 256], stamp[32];
     va_list ap;
@@ -224,103 +141,9 @@ static void job_log_event(job *j, const char *message)
     emit_line(j->js, j, e);
 }
 
-static void add_num_or_null(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
-/* The coupling rule's own quantities (GoSGD's a_i, gossip's scores...), as
- * the runner gave them: "rule", an object, when there are any. */
-static void add_rule_json(cJSON *o, const run_event *ev)
-{
-    cJSON *rule = ev->rule[0] ? cJSON_Parse(ev->rule) : NULL;
-    if (cJSON_IsObject(rule))
-        cJSON_AddItemToObject(o, "rule", rule);
-    else
-        cJSON_Delete(rule);
-}
-
-static double job_elapsed(const job *j)
-{
-    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? now_s() - j->run_started_at : 0;
-    return j->elapsed_base + running;
-}
-
-/* Where each replica runs, as run_job places them: "cuda:G" round-robin over
- * the job's GPUs, else "cpu". */
-static cJSON *replica_devices_json(const job *j)
-{
-    int gpus[DEV_MAX_GPUS], ngpus = 0;
-    for (int i = 0; i < DEV_MAX_GPUS; i++)
-        if (j->devices & (1ull << i))
-            gpus[ngpus++] = i;
-    cJSON *a = cJSON_CreateArray();
-    for (int r = 0; r < j->cfg.algorithm.replicas; r++) {
-        char name[16] = "cpu";
-        if (ngpus > 0)
-            snprintf(name, sizeof name, "cuda:%d", gpus[r % ngpus]);
-        cJSON_AddItemToArray(a, cJSON_CreateString(name));
-    }
-    return a;
-}
-
-cJSON *job_status_json(const job *j)
-{
-    cJSON *o = cJSON_CreateObject();
-    int started = j->started_at > 0, ended = job_state_final(j->state);
-    char dev[256];
-    devices_text(j->devices, dev, sizeof(dev));
-    cJSON_AddStringToObject(o, "id", j->id);
-    cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
-    cJSON_AddStringToObject(o, "state", job_state_name(j->state));
-    if (j->error[0])
-        cJSON_AddStringToObject(o, "error", j->error);
-    else
-        cJSON_AddNullToObject(o, "error");
-    cJSON_AddStringToObject(o, "algorithm", j->cfg.algorithm.name);
-    cJSON_AddNumberToObject(o, "replicas", j->cfg.algorithm.replicas);
-    cJSON_AddStringToObject(o, "model", j->cfg.model.arch);
-    cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
-    cJSON_AddStringToObject(o, "devices", dev);
-    cJSON_AddItemToObject(o, "replica_devices", replica_devices_json(j));
-    cJSON_AddNumberToObject(o, "epoch", j->last.epoch);
-    cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
-    cJSON_AddNumberToObject(o, "step", (double)j->last.step);
-    cJSON_AddNumberToObject(o, "data_passes", j->last.data_passes);
-    /* Running: the speed of the last log interval. Otherwise the mean over
-     * the training time so far (0 before the first step): every replica
-     * takes `step` batches (the minimum for asynchronous rules). */
-    double images = (double)j->last.step * j->cfg.optim.batch * j->cfg.algorithm.replicas;
-    double elapsed = started ? job_elapsed(j) : 0;
-    cJSON_AddNumberToObject(o, "images_per_sec", j->state == JOB_RUNNING ? j->last.images_per_sec
-                                                 : elapsed > 0 ? images / elapsed : 0);
-    cJSON_AddNumberToObject(o, "mean_images_per_sec", elapsed > 0 ? images / elapsed : 0);
-    cJSON *mem = j->memory[0] ? cJSON_Parse(j->memory) : NULL;
-    if (cJSON_IsObject(mem))
-        cJSON_AddItemToObject(o, "memory_bytes", mem);
-    else {
-        cJSON_Delete(mem);
-        cJSON_AddNullToObject(o, "memory_bytes");
-    }
-    add_num_or_null(o, "test_error", j->test_error);
-    add_num_or_null(o, "test_loss", j->test_loss);
-    add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
-    add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
-    add_rule_json(o, &j->last);
-    cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
-    add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
-    cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
-    add_num_or_null(o, "started_at", started ? j->started_at : NAN);
-    add_num_or_null(o, "ended_at", ended ? j->ended_at : NAN);
-    return o;
-}
-
 /* status.json is what a restart reloads; a failed write is logged and the
  * job goes on (the next write may succeed). */
-static int write_status(job *j)
+int write_status(job *j)
 {
     char path[1200], err[512];
     cJSON *st = job_status_json(j);
@@ -331,7 +154,7 @@ static int write_status(job *j)
     if (rc != 0)
         job_log(j, "could not write status.json: %s", text ? err : "out of memory");
     free(text);
-    j->status_written_at = now_s();
+    j->status_written_at = jobs_now_s();
     return rc;
 }
 
@@ -367,11 +190,11 @@ static void remove_checkpoints(job *j)
 
 /* A state change: persist it, log it, tell the watchers. An ended job's
  * checkpoints go once its end is on disk. */
-static void set_state(job *j, enum job_state s)
+void set_state(job *j, enum job_state s)
 {
     j->state = s;
     if (job_state_final(s))
-        j->ended_at = now_s();
+        j->ended_at = jobs_now_s();
     if (write_status(j) == 0 && job_state_final(s))
         remove_checkpoints(j);
     cJSON *ev = event_json(j, "state");
@@ -379,152 +202,6 @@ static void set_state(job *j, enum job_state s)
     if (j->error[0])
         cJSON_AddStringToObject(ev, "error", j->error);
     emit_line(j->js, j, ev);
-}
-
-/* ---- hand-over from the job's threads ---- */
-
-static void enqueue(jobs *js, pending *p)
-{
-    pthread_mutex_lock(&js->mu);
-    int progress = !p->ended && !p->flush && p->ev.kind == RUN_EV_PROGRESS;
-    int drop = progress && js->q_progress >= QUEUE_MAX_PROGRESS;
-    if (!drop) {
-        js->q_progress += progress;
-        if (js->q_last)
-            js->q_last->next = p;
-        else
-            js->q_first = p;
-        js->q_last = p;
-    }
-    pthread_mutex_unlock(&js->mu);
-    if (drop)
-        free(p);
-    else
-        uv_async_send(&js->async);
-}
-
-static void on_run_event(void *user, const run_event *ev)
-{
-    job *j = user;
-    if (ev->kind == RUN_EV_EVAL) {
-        j->master_test_error = ev->test_error;
-        j->master_test_loss = ev->test_loss;
-    }
-    pending *p = calloc(1, sizeof(*p));
-    if (!p)
-        return; /* a lost progress line is better than a stopped job */
-    p->j = j;
-    p->ev = *ev;
-    enqueue(j->js, p);
-}
-
-static void post_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void post_log(job *j, const char *fmt, ...)
-{
-    run_event ev = {.kind = RUN_EV_LOG};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ev.message, sizeof(ev.message), fmt, ap);
-    va_end(ap);
-    on_run_event(j, &ev);
-}
-
-/* Block until the loop has written every event posted before: the metrics
- * up to an evaluation are on disk before a checkpoint after it exists. */
-static void wait_for_loop(job *j)
-{
-    jobs *js = j->js;
-    pending *p = calloc(1, sizeof(*p));
-    if (!p)
-        return;
-    pthread_mutex_lock(&js->mu);
-    long seq = ++j->flush_asked;
-    pthread_mutex_unlock(&js->mu);
-    p->j = j;
-    p->flush = seq;
-    enqueue(js, p);
-    pthread_mutex_lock(&js->mu);
-    while (j->flush_done < seq)
-        pthread_cond_wait(&js->flushed, &js->mu);
-    pthread_mutex_unlock(&js->mu);
-}
-
-/* On the replica thread that evaluated the master: save it for `export`. */
-static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last)
-{
-    job *j = user;
-    char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
-    job_path(j, "master.safetensors", path, sizeof(path));
-    snprintf(epoch, sizeof(epoch), "%d", epochs_done);
-    snprintf(epochs, sizeof(epochs), "%d", j->cfg.epochs);
-    snprintf(replicas, sizeof(replicas), "%d", j->cfg.algorithm.replicas);
-    snprintf(terr, sizeof(terr), "%.17g", j->master_test_error);
-    snprintf(tloss, sizeof(tloss), "%.17g", j->master_test_loss);
-    const st_meta meta[] = {
-        {"job_id", j->id}, {"job_name", j->cfg.name[0] ? j->cfg.name : j->id},
-        {"arch", j->cfg.model.arch}, {"dataset", j->cfg.data.dataset},
-        {"algorithm", j->cfg.algorithm.name}, {"replicas", replicas}, {"epoch", epoch},
-        {"epochs", epochs}, {"final", last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
-        {"test_error", terr}, {"test_loss", tloss},
-    };
-    if (safetensors_write(path, master, params, stats, meta,
-                          (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
-        post_log(j, "could not save the master of epoch %d for export: %s", epochs_done, err);
-    wait_for_loop(j);
-}
-
-/* The job thread: load the data once, run the job, report the end. */
-static void *job_thread(void *arg)
-{
-    job *j = arg;
-    jobs *js = j->js;
-    char err[JOB_ERR_MAX] = "", ckpt[1200];
-    dataset train = {0}, test = {0};
-    run_result result = {0};
-    job_path(j, "ckpt", ckpt, sizeof(ckpt));
-    run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop,
-                       .checkpoint_dir = ckpt, .on_master = on_master};
-    /* Under --mpi a job spans every rank or those its devices names
-     * (docs/mpi.md); each resolves its devices on its own machine. */
-    mpi_job *mj = NULL;
-    int rc = 0;
-    if (mpi_node_size() > 1) {
-        char path[1200];
-        job_path(j, "job.json", path, sizeof(path));
-        rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
-    }
-    if (rc == 0)
-        rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
-    int gpus[DEV_MAX_GPUS], ngpus = 0;
-    for (int i = 0; i < DEV_MAX_GPUS; i++)
-        if (j->devices & (1ull << i))
-            gpus[ngpus++] = i;
-    run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
-    if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
-        rc = -1;
-    if (rc == 0) {
-        post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
-                 train.h, train.w);
-        if (mj)
-            post_log(j, "MPI: %d rank%s; replicas %d..%d on rank 0", mpi_job_nranks(mj),
-                     mpi_job_nranks(mj) == 1 ? "" : "s", where.first,
-                     where.first + where.count - 1);
-        rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
-    }
-    mpi_job_end(mj);
-    dataset_free(&train);
-    dataset_free(&test);
-    pending *p = calloc(1, sizeof(*p));
-    if (!p) /* cannot report the end: nothing safe is left to do */
-        abort();
-    p->j = j;
-    p->ended = 1;
-    p->rc = rc;
-    p->result = result;
-    p->err = rc != 0 ? strdup(err[0] ? err : "the job failed without a message") : NULL;
-    enqueue(js, p);
-    return NULL;
 }
 
 static void schedule(jobs *js);
@@ -537,8 +214,8 @@ static void start_job(jobs *js, job *j)
     if (!j->metrics)
         job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
     if (j->started_at == 0)
-        j->started_at = now_s();
-    j->run_started_at = now_s();
+        j->started_at = jobs_now_s();
+    j->run_started_at = jobs_now_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
     js->busy |= j->devices;
@@ -649,7 +326,7 @@ static void begin_resumed_run(job *j, const run_event *resume)
         j->test_error = resume->epoch > 0 ? resume->test_error : NAN;
         j->test_loss = resume->epoch > 0 ? resume->test_loss : NAN;
         j->elapsed_base = resume->elapsed_s;
-        j->run_started_at = now_s();
+        j->run_started_at = jobs_now_s();
         trim_metrics(j, resume->step);
     } else {
         job_log_event(j, "no complete checkpoint to resume from: starting over from scratch");
@@ -707,7 +384,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     }
     write_metrics(j, e, ev->kind == RUN_EV_EVAL);
     emit_line(js, j, e);
-    if (ev->kind == RUN_EV_EVAL || now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
+    if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
 }
 
@@ -781,215 +458,6 @@ static void on_async(uv_async_t *h)
         schedule(js);
 }
 
-/* ---- reloading the state dir ---- */
-
-/* A number of status.json; `missing` if absent, null or not a number. */
-static double status_num(const cJSON *st, const char *key, double missing)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : missing;
-}
-
-/* A count of status.json (epoch, step): 0 if absent, -1 if out of range. */
-static long status_count(const cJSON *st, const char *key)
-{
-    double v = status_num(st, key, 0);
-    return v >= 0 && v < 1e15 ? (long)v : -1;
-}
-
-/* Fill j from its status.json: state, error, times and last values. */
-static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
-{
-    cJSON *st = cJSON_ParseWithLength(text, len);
-    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
-    int s = 0;
-    while (state && s <= JOB_CANCELLED && strcmp(state, state_names[s]) != 0)
-        s++;
-    long epoch = status_count(st, "epoch"), step = status_count(st, "step");
-    if (!cJSON_IsObject(st) || !state || s > JOB_CANCELLED || epoch < 0 || epoch > INT32_MAX ||
-        step < 0) {
-        snprintf(err, errlen, "status.json: %s", !st ? "not valid JSON"
-                 : !state || s > JOB_CANCELLED ? "no valid \"state\"" : "bad epoch or step");
-        cJSON_Delete(st);
-        return -1;
-    }
-    j->state = (enum job_state)s;
-    const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
-    snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
-    j->submitted_at = status_num(st, "submitted_at", 0);
-    j->started_at = status_num(st, "started_at", 0);
-    j->ended_at = status_num(st, "ended_at", 0);
-    j->elapsed_base = status_num(st, "elapsed_s", 0);
-    j->test_error = status_num(st, "test_error", NAN);
-    j->test_loss = status_num(st, "test_loss", NAN);
-    j->last.epoch = (int)epoch;
-    j->last.epochs = j->cfg.epochs;
-    j->last.step = step;
-    j->last.data_passes = status_num(st, "data_passes", 0);
-    j->last.train_loss = status_num(st, "train_loss", NAN);
-    j->last.lr = status_num(st, "lr", NAN);
-    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(st, "memory_bytes");
-    char *mem_text = cJSON_IsObject(mem) ? cJSON_PrintUnformatted(mem) : NULL;
-    if (mem_text && strlen(mem_text) < sizeof j->memory)
-        strcpy(j->memory, mem_text);
-    free(mem_text);
-    cJSON_Delete(st);
-    return 0;
-}
-
-/* Rebuild job `name` from <jobs_dir>/<name>/{job.json,status.json}. */
-static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
-{
-    job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    j->js = js;
-    snprintf(j->id, sizeof(j->id), "%s", name);
-    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, name);
-    char path[1200], why[JOB_ERR_MAX];
-    size_t len;
-    job_path(j, "job.json", path, sizeof(path));
-    char *text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen);
-    if (!text)
-        goto fail;
-    int rc = job_config_parse(text, len, &j->cfg, why, sizeof(why));
-    free(text);
-    if (rc != 0) {
-        snprintf(err, errlen, "job.json: %.2000s", why);
-        goto fail;
-    }
-    /* As submitted; requeue() checks it against the daemon's devices now. */
-    if (parse_devices(j->cfg.devices, j->js->devices, &j->devices, why, sizeof(why)) != 0 &&
-        parse_devices(j->cfg.devices, ~0ull, &j->devices, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "job.json: devices: %.2000s", why);
-        goto fail;
-    }
-    job_path(j, "status.json", path, sizeof(path));
-    if (!(text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen)))
-        goto fail;
-    rc = restore_status(j, text, len, err, errlen);
-    free(text);
-    if (rc != 0)
-        goto fail;
-    return j;
-fail:
-    free(j);
-    return NULL;
-}
-
-/* A reloaded job that has not ended: reopen its log and queue it again. One
- * that ever started was interrupted by a daemon stop: it goes first and
- * resumes. One whose devices the daemon no longer has fails. */
-static void requeue(jobs *js, job *j)
-{
-    char path[1200], why[256];
-    job_path(j, "log.txt", path, sizeof(path));
-    j->log = fopen(path, "a");
-    j->state = JOB_QUEUED;
-    j->interrupted = j->started_at > 0;
-    if (j->interrupted)
-        job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
-                "checkpoint");
-    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0 &&
-        check_ranks(j->cfg.devices, why, sizeof(why)) == 0) {
-        write_status(j);
-        return;
-    }
-    snprintf(j->error, sizeof(j->error), "devices: %s (the daemon now has %s)", why,
-             js->devices_text);
-    job_log(j, "failed: %s", j->error);
-    set_state(j, JOB_FAILED);
-    if (j->log)
-        fclose(j->log);
-    j->log = NULL;
-}
-
-static int job_number(const char *name)
-{
-    char *end;
-    if (name[0] != 'j' || name[1] < '0' || name[1] > '9')
-        return -1;
-    long n = strtol(name + 1, &end, 10);
-    return *end == '\0' && n < 100000000 ? (int)n : -1;
-}
-
-static int by_number(const void *a, const void *b)
-{
-    int x = job_number(*(char *const *)a), y = job_number(*(char *const *)b);
-    return (x > y) - (x < y);
-}
-
-/* Reload every job under jobs/, in submission (id) order. A directory that
- * cannot be read is reported and skipped; its id is still never reused. */
-static int reload_jobs(jobs *js, char *err, size_t errlen)
-{
-    DIR *d = opendir(js->jobs_dir);
-    if (!d) {
-        snprintf(err, errlen, "%s: %s", js->jobs_dir, strerror(errno));
-        return -1;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        int num = job_number(e->d_name);
-        if (num < 0)
-            continue;
-        if (num >= js->next_id)
-            js->next_id = num + 1;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **more = realloc(names, cap * sizeof(*names));
-            if (!more) {
-                rc = -1;
-                break;
-            }
-            names = more;
-        }
-        if (!(names[n] = strdup(e->d_name))) {
-            rc = -1;
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    if (rc != 0)
-        snprintf(err, errlen, "out of memory listing %s", js->jobs_dir);
-    else if (n > 0)
-        qsort(names, n, sizeof(*names), by_number);
-    int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        char why[JOB_ERR_MAX];
-        job *j = load_job(js, names[i], why, sizeof(why));
-        if (!j) {
-            server_log(LOG_WARN, "skipping job %s: %s", names[i], why);
-            skipped++;
-            continue;
-        }
-        if (js->last)
-            js->last->next = j;
-        else
-            js->first = j;
-        js->last = j;
-        if (!job_state_final(j->state))
-            requeue(js, j);
-        counts[j->state]++;
-        interrupted += j->interrupted;
-    }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (rc == 0 && n > 0)
-        server_log(LOG_INFO, "reloaded %zu job(s): %d queued (%d of them interrupted, to resume), "
-                   "%d done, %d failed, %d cancelled, %d unreadable and skipped",
-                   n - (size_t)skipped, counts[JOB_QUEUED], interrupted, counts[JOB_DONE],
-                   counts[JOB_FAILED], counts[JOB_CANCELLED], skipped);
-    return rc;
-}
-
 /* ---- the queue's API ---- */
 
 static void free_jobs(jobs *js)
@@ -1033,7 +501,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
-    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || reload_jobs(js, err, errlen) != 0)
+    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0)
         goto fail;
     pthread_mutex_init(&js->mu, NULL);
     pthread_cond_init(&js->flushed, NULL);
@@ -1096,7 +564,7 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
     }
     free(text);
     free(pretty);
-    j->submitted_at = now_s();
+    j->submitted_at = jobs_now_s();
     if (js->last)
         js->last->next = j;
     else
@@ -1125,122 +593,6 @@ job *jobs_find(jobs *js, const char *id)
         if (strcmp(j->id, id) == 0)
             return j;
     return NULL;
-}
-
-cJSON *jobs_list_json(const jobs *js)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (job *j = js->first; j; j = j->next)
-        cJSON_AddItemToArray(a, job_status_json(j));
-    return a;
-}
-
-static const job *job_on(const jobs *js, uint64_t dev)
-{
-    for (job *j = js->first; j; j = j->next)
-        if (j->thread_running && (j->devices & dev))
-            return j;
-    return NULL;
-}
-
-cJSON *jobs_devices_json(const jobs *js)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (int i = 63; i >= 0; i--) {
-        uint64_t bit = 1ull << i;
-        if (!(js->devices & bit))
-            continue;
-        cJSON *d = cJSON_CreateObject();
-        if (bit == DEV_CPU) {
-            cJSON_AddStringToObject(d, "kind", "cpu");
-            cJSON_AddItemToObject(d, "cores", cJSON_CreateIntArray(js->cores, js->ncores));
-        } else {
-            cJSON_AddStringToObject(d, "kind", "gpu");
-            cJSON_AddNumberToObject(d, "index", i);
-            char name[256];
-            size_t bytes;
-            if (backend_cuda_device_info(i, name, sizeof name, &bytes) == 0) {
-                cJSON_AddStringToObject(d, "name", name);
-                cJSON_AddNumberToObject(d, "memory_bytes", (double)bytes);
-            }
-            /* The daemon's GPUs this one reads and writes directly (P2P). */
-            cJSON *peers = cJSON_AddArrayToObject(d, "peer_access");
-            for (int p = 0; p < 64; p++)
-                if ((js->devices & (1ull << p)) && (1ull << p) != DEV_CPU &&
-                    topology_peer_access(i, p))
-                    cJSON_AddItemToArray(peers, cJSON_CreateNumber(p));
-        }
-        const job *j = job_on(js, bit);
-        if (j)
-            cJSON_AddStringToObject(d, "job", j->id);
-        else
-            cJSON_AddNullToObject(d, "job");
-        cJSON_AddItemToArray(a, d);
-    }
-    return a;
-}
-
-cJSON *jobs_summary_json(const jobs *js)
-{
-    int count[JOB_CANCELLED + 1] = {0};
-    for (job *j = js->first; j; j = j->next)
-        count[j->state]++;
-    cJSON *o = cJSON_CreateObject();
-    for (int s = 0; s <= JOB_CANCELLED; s++)
-        cJSON_AddNumberToObject(o, job_state_name((enum job_state)s), count[s]);
-    cJSON_AddStringToObject(o, "devices", js->devices_text);
-    return o;
-}
-
-/* The __metadata__ object of a safetensors file (read on the loop thread). */
-static cJSON *read_safetensors_metadata(const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    unsigned char le[8];
-    uint64_t n = 0;
-    char *header = NULL;
-    cJSON *root = NULL, *meta = NULL;
-    if (fread(le, 1, 8, f) == 8) {
-        for (int i = 7; i >= 0; i--)
-            n = n << 8 | le[i];
-        if (n >= 2 && n <= SAFETENSORS_HEADER_MAX && (header = malloc((size_t)n)) &&
-            fread(header, 1, (size_t)n, f) == n)
-            root = cJSON_ParseWithLength(header, (size_t)n);
-    }
-    fclose(f);
-    free(header);
-    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    if (cJSON_IsObject(md))
-        meta = cJSON_Duplicate(md, 1);
-    else
-        snprintf(err, errlen, "%s: not a safetensors file with metadata", path);
-    cJSON_Delete(root);
-    return meta;
-}
-
-cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen)
-{
-    char path[1200];
-    job_path(j, "master.safetensors", path, sizeof(path));
-    *code = ERR_INTERNAL;
-    if (access(path, F_OK) != 0 && errno == ENOENT) {
-        *code = ERR_BAD_STATE;
-        snprintf(err, errlen, "job %s has no evaluated master yet (the master is saved at the "
-                 "end of each epoch)", j->id);
-        return NULL;
-    }
-    cJSON *meta = read_safetensors_metadata(path, err, errlen);
-    if (!meta)
-        return NULL;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", j->id);
-    cJSON_AddStringToObject(o, "path", path);
-    cJSON_AddItemToObject(o, "metadata", meta);
-    return o;
 }
 
 int job_cancel(jobs *js, job *j, char *err, size_t errlen)

@@ -1,0 +1,156 @@
+/* A job's own thread (jobs_impl.h): it loads the data once and runs the job;
+ * it and the replica threads it starts hand events, log lines and the end
+ * to the loop through the queue's lock and uv_async_send, never touching
+ * the loop's state. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "jobs_impl.h"
+#include "mpi_node.h"
+#include "safetensors.h"
+
+static void enqueue(jobs *js, pending *p)
+{
+    pthread_mutex_lock(&js->mu);
+    int progress = !p->ended && !p->flush && p->ev.kind == RUN_EV_PROGRESS;
+    int drop = progress && js->q_progress >= QUEUE_MAX_PROGRESS;
+    if (!drop) {
+        js->q_progress += progress;
+        if (js->q_last)
+            js->q_last->next = p;
+        else
+            js->q_first = p;
+        js->q_last = p;
+    }
+    pthread_mutex_unlock(&js->mu);
+    if (drop)
+        free(p);
+    else
+        uv_async_send(&js->async);
+}
+
+static void on_run_event(void *user, const run_event *ev)
+{
+    job *j = user;
+    if (ev->kind == RUN_EV_EVAL) {
+        j->master_test_error = ev->test_error;
+        j->master_test_loss = ev->test_loss;
+    }
+    pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return; /* a lost progress line is better than a stopped job */
+    p->j = j;
+    p->ev = *ev;
+    enqueue(j->js, p);
+}
+
+static void post_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void post_log(job *j, const char *fmt, ...)
+{
+    run_event ev = {.kind = RUN_EV_LOG};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.message, sizeof(ev.message), fmt, ap);
+    va_end(ap);
+    on_run_event(j, &ev);
+}
+
+/* Block until the loop has written every event posted before: the metrics
+ * up to an evaluation are on disk before a checkpoint after it exists. */
+static void wait_for_loop(job *j)
+{
+    jobs *js = j->js;
+    pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return;
+    pthread_mutex_lock(&js->mu);
+    long seq = ++j->flush_asked;
+    pthread_mutex_unlock(&js->mu);
+    p->j = j;
+    p->flush = seq;
+    enqueue(js, p);
+    pthread_mutex_lock(&js->mu);
+    while (j->flush_done < seq)
+        pthread_cond_wait(&js->flushed, &js->mu);
+    pthread_mutex_unlock(&js->mu);
+}
+
+/* On the replica thread that evaluated the master: save it for `export`. */
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      int epochs_done, int last)
+{
+    job *j = user;
+    char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
+    job_file_path(j, "master.safetensors", path, sizeof(path));
+    snprintf(epoch, sizeof(epoch), "%d", epochs_done);
+    snprintf(epochs, sizeof(epochs), "%d", j->cfg.epochs);
+    snprintf(replicas, sizeof(replicas), "%d", j->cfg.algorithm.replicas);
+    snprintf(terr, sizeof(terr), "%.17g", j->master_test_error);
+    snprintf(tloss, sizeof(tloss), "%.17g", j->master_test_loss);
+    const st_meta meta[] = {
+        {"job_id", j->id}, {"job_name", j->cfg.name[0] ? j->cfg.name : j->id},
+        {"arch", j->cfg.model.arch}, {"dataset", j->cfg.data.dataset},
+        {"algorithm", j->cfg.algorithm.name}, {"replicas", replicas}, {"epoch", epoch},
+        {"epochs", epochs}, {"final", last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
+        {"test_error", terr}, {"test_loss", tloss},
+    };
+    if (safetensors_write(path, master, params, stats, meta,
+                          (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
+        post_log(j, "could not save the master of epoch %d for export: %s", epochs_done, err);
+    wait_for_loop(j);
+}
+
+/* The job thread: load the data once, run the job, report the end. */
+void *job_thread(void *arg)
+{
+    job *j = arg;
+    jobs *js = j->js;
+    char err[JOB_ERR_MAX] = "", ckpt[1200];
+    dataset train = {0}, test = {0};
+    run_result result = {0};
+    job_file_path(j, "ckpt", ckpt, sizeof(ckpt));
+    run_hooks hooks = {.on_event = on_run_event, .user = j, .stop = &j->stop,
+                       .checkpoint_dir = ckpt, .on_master = on_master};
+    /* Under --mpi a job spans every rank or those its devices names
+     * (docs/mpi.md); each resolves its devices on its own machine. */
+    mpi_job *mj = NULL;
+    int rc = 0;
+    if (mpi_node_size() > 1) {
+        char path[1200];
+        job_file_path(j, "job.json", path, sizeof(path));
+        rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
+    }
+    if (rc == 0)
+        rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
+    int gpus[DEV_MAX_GPUS], ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
+    if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
+        rc = -1;
+    if (rc == 0) {
+        post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
+                 train.h, train.w);
+        if (mj)
+            post_log(j, "MPI: %d rank%s; replicas %d..%d on rank 0", mpi_job_nranks(mj),
+                     mpi_job_nranks(mj) == 1 ? "" : "s", where.first,
+                     where.first + where.count - 1);
+        rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
+    }
+    mpi_job_end(mj);
+    dataset_free(&train);
+    dataset_free(&test);
+    pending *p = calloc(1, sizeof(*p));
+    if (!p) /* cannot report the end: nothing safe is left to do */
+        abort();
+    p->j = j;
+    p->ended = 1;
+    p->rc = rc;
+    p->result = result;
+    p->err = rc != 0 ? strdup(err[0] ? err : "the job failed without a message") : NULL;
+    enqueue(js, p);
+    return NULL;
+}

@@ -1,0 +1,110 @@
+/* Internal to the job queue (jobs.c, job_thread.c, jobs_reload.c): a job's
+ * record, the hand-overs from its threads, and the helpers they share. */
+#ifndef PARLE_JOBS_IMPL_H
+#define PARLE_JOBS_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "jobconfig.h"
+#include "jobs.h"
+#include "protocol.h"
+#include "runner.h"
+
+/* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
+ * (one resource: CPU jobs run one after another). */
+#define DEV_CPU (1ull << 63)
+#define DEV_MAX_GPUS 63
+/* Progress events beyond this many undrained ones are dropped (never evals,
+ * logs or ends), so a stalled loop cannot grow memory without bound. */
+#define QUEUE_MAX_PROGRESS 4096
+#define STATUS_WRITE_INTERVAL_S 5.0
+#define JOB_ERR_MAX 4096
+#define JOB_FILE_MAX (1u << 20)        /* job.json, status.json */
+#define METRICS_FILE_MAX (1u << 30)
+#define SAFETENSORS_HEADER_MAX (16u << 20)
+
+struct job {
+    jobs *js;
+    job *next;              /* submission order */
+    char id[PROTO_ID_MAX];
+    char dir[1100];
+    job_config cfg;
+    uint64_t devices;
+    enum job_state state;
+    char error[JOB_ERR_MAX];
+    double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
+    double elapsed_base;    /* training seconds before the current run (a resume) */
+    double run_started_at;  /* when the current run began; 0 when not running */
+    run_event last;         /* the latest progress or eval values */
+    double test_error, test_loss; /* NAN until the first evaluation */
+    char memory[512];       /* peak bytes per device, a JSON object's text or "" */
+    volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
+    int cancel_requested;
+    int interrupted;        /* it was running when parled stopped: it goes first */
+    int run_pending;        /* an interrupted run has not yet said where it starts */
+    int thread_running;
+    pthread_t thread;
+    FILE *log, *metrics;
+    double status_written_at;
+    /* Written and read only on the replica thread that evaluates the master:
+     * the last evaluation, for the exported file's metadata. */
+    double master_test_error, master_test_loss;
+    long flush_asked, flush_done; /* guarded by js->mu */
+};
+
+/* One hand-over from a job's threads to the loop. */
+typedef struct pending {
+    struct pending *next;
+    job *j;
+    int ended;              /* the job thread is done: rc, result, err */
+    int rc;
+    run_result result;
+    long flush;             /* > 0: a replica waits until everything before is written */
+    run_event ev;
+    char *err;
+} pending;
+
+struct jobs {
+    uv_loop_t *loop;
+    uv_async_t async;
+    jobs_listener listener;
+    char jobs_dir[1040];
+    int *cores, ncores;
+    uint64_t devices, busy;
+    char devices_text[64];
+    job *first, *last;
+    int next_id;
+    int running, stopping;
+    pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
+    pthread_cond_t flushed;
+    pending *q_first, *q_last;
+    int q_progress;
+};
+
+/* jobs.c */
+void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int write_status(job *j);                 /* status.json; a failure is logged */
+void set_state(job *j, enum job_state s); /* persisted, logged, told to watchers */
+/* A job's devices within the daemon's `allowed` ones, as a bit set. */
+int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen);
+/* -1 with a message when `s` names ranks other than rank0 outside --mpi. */
+int check_ranks(const char *s, char *err, size_t errlen);
+
+double jobs_now_s(void);                  /* wall clock, unix seconds */
+
+/* jobs_json.c */
+void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
+void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite */
+void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
+double job_elapsed(const job *j);                        /* training seconds so far */
+
+/* job_thread.c: the job's own thread (data load, run_job), which hands
+ * events to the loop through js's locked queue. */
+void *job_thread(void *arg);
+
+/* jobs_reload.c: every job in the state dir, back in js's queue. */
+int jobs_reload(jobs *js, char *err, size_t errlen);
+
+#endif

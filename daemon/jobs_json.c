@@ -1,0 +1,232 @@
+/* What the job queue answers as JSON (jobs_impl.h): a job's status, the
+ * list, the devices and who holds them, the daemon's summary, an export's
+ * reply; and the bits of JSON the loop's events share with them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "jobs_impl.h"
+#include "safetensors.h"
+#include "topology.h"
+
+void devices_text(uint64_t mask, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    if (mask & DEV_CPU)
+        n += (size_t)snprintf(buf, len, "cpu");
+    for (int i = 0; i < DEV_MAX_GPUS && n < len; i++)
+        if (mask & (1ull << i))
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
+}
+
+void add_num_or_null(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+/* The coupling rule's own quantities (GoSGD's a_i, gossip's scores...), as
+ * the runner gave them: "rule", an object, when there are any. */
+void add_rule_json(cJSON *o, const run_event *ev)
+{
+    cJSON *rule = ev->rule[0] ? cJSON_Parse(ev->rule) : NULL;
+    if (cJSON_IsObject(rule))
+        cJSON_AddItemToObject(o, "rule", rule);
+    else
+        cJSON_Delete(rule);
+}
+
+double job_elapsed(const job *j)
+{
+    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
+    return j->elapsed_base + running;
+}
+
+/* Where each replica runs, as run_job places them: "cuda:G" round-robin over
+ * the job's GPUs, else "cpu". */
+static cJSON *replica_devices_json(const job *j)
+{
+    int gpus[DEV_MAX_GPUS], ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    cJSON *a = cJSON_CreateArray();
+    for (int r = 0; r < j->cfg.algorithm.replicas; r++) {
+        char name[16] = "cpu";
+        if (ngpus > 0)
+            snprintf(name, sizeof name, "cuda:%d", gpus[r % ngpus]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    }
+    return a;
+}
+
+cJSON *job_status_json(const job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    int started = j->started_at > 0, ended = job_state_final(j->state);
+    char dev[256];
+    devices_text(j->devices, dev, sizeof(dev));
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
+    cJSON_AddStringToObject(o, "state", job_state_name(j->state));
+    if (j->error[0])
+        cJSON_AddStringToObject(o, "error", j->error);
+    else
+        cJSON_AddNullToObject(o, "error");
+    cJSON_AddStringToObject(o, "algorithm", j->cfg.algorithm.name);
+    cJSON_AddNumberToObject(o, "replicas", j->cfg.algorithm.replicas);
+    cJSON_AddStringToObject(o, "model", j->cfg.model.arch);
+    cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
+    cJSON_AddStringToObject(o, "devices", dev);
+    cJSON_AddItemToObject(o, "replica_devices", replica_devices_json(j));
+    cJSON_AddNumberToObject(o, "epoch", j->last.epoch);
+    cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
+    cJSON_AddNumberToObject(o, "step", (double)j->last.step);
+    cJSON_AddNumberToObject(o, "data_passes", j->last.data_passes);
+    /* Running: the speed of the last log interval. Otherwise the mean over
+     * the training time so far (0 before the first step): every replica
+     * takes `step` batches (the minimum for asynchronous rules). */
+    double images = (double)j->last.step * j->cfg.optim.batch * j->cfg.algorithm.replicas;
+    double elapsed = started ? job_elapsed(j) : 0;
+    cJSON_AddNumberToObject(o, "images_per_sec", j->state == JOB_RUNNING ? j->last.images_per_sec
+                                                 : elapsed > 0 ? images / elapsed : 0);
+    cJSON_AddNumberToObject(o, "mean_images_per_sec", elapsed > 0 ? images / elapsed : 0);
+    cJSON *mem = j->memory[0] ? cJSON_Parse(j->memory) : NULL;
+    if (cJSON_IsObject(mem))
+        cJSON_AddItemToObject(o, "memory_bytes", mem);
+    else {
+        cJSON_Delete(mem);
+        cJSON_AddNullToObject(o, "memory_bytes");
+    }
+    add_num_or_null(o, "test_error", j->test_error);
+    add_num_or_null(o, "test_loss", j->test_loss);
+    add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
+    add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
+    add_rule_json(o, &j->last);
+    cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
+    add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
+    cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
+    add_num_or_null(o, "started_at", started ? j->started_at : NAN);
+    add_num_or_null(o, "ended_at", ended ? j->ended_at : NAN);
+    return o;
+}
+
+cJSON *jobs_list_json(const jobs *js)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (job *j = js->first; j; j = j->next)
+        cJSON_AddItemToArray(a, job_status_json(j));
+    return a;
+}
+
+static const job *job_on(const jobs *js, uint64_t dev)
+{
+    for (job *j = js->first; j; j = j->next)
+        if (j->thread_running && (j->devices & dev))
+            return j;
+    return NULL;
+}
+
+cJSON *jobs_devices_json(const jobs *js)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 63; i >= 0; i--) {
+        uint64_t bit = 1ull << i;
+        if (!(js->devices & bit))
+            continue;
+        cJSON *d = cJSON_CreateObject();
+        if (bit == DEV_CPU) {
+            cJSON_AddStringToObject(d, "kind", "cpu");
+            cJSON_AddItemToObject(d, "cores", cJSON_CreateIntArray(js->cores, js->ncores));
+        } else {
+            cJSON_AddStringToObject(d, "kind", "gpu");
+            cJSON_AddNumberToObject(d, "index", i);
+            char name[256];
+            size_t bytes;
+            if (backend_cuda_device_info(i, name, sizeof name, &bytes) == 0) {
+                cJSON_AddStringToObject(d, "name", name);
+                cJSON_AddNumberToObject(d, "memory_bytes", (double)bytes);
+            }
+            /* The daemon's GPUs this one reads and writes directly (P2P). */
+            cJSON *peers = cJSON_AddArrayToObject(d, "peer_access");
+            for (int p = 0; p < 64; p++)
+                if ((js->devices & (1ull << p)) && (1ull << p) != DEV_CPU &&
+                    topology_peer_access(i, p))
+                    cJSON_AddItemToArray(peers, cJSON_CreateNumber(p));
+        }
+        const job *j = job_on(js, bit);
+        if (j)
+            cJSON_AddStringToObject(d, "job", j->id);
+        else
+            cJSON_AddNullToObject(d, "job");
+        cJSON_AddItemToArray(a, d);
+    }
+    return a;
+}
+
+cJSON *jobs_summary_json(const jobs *js)
+{
+    int count[JOB_CANCELLED + 1] = {0};
+    for (job *j = js->first; j; j = j->next)
+        count[j->state]++;
+    cJSON *o = cJSON_CreateObject();
+    for (int s = 0; s <= JOB_CANCELLED; s++)
+        cJSON_AddNumberToObject(o, job_state_name((enum job_state)s), count[s]);
+    cJSON_AddStringToObject(o, "devices", js->devices_text);
+    return o;
+}
+
+/* The __metadata__ object of a safetensors file (read on the loop thread). */
+static cJSON *read_safetensors_metadata(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    unsigned char le[8];
+    uint64_t n = 0;
+    char *header = NULL;
+    cJSON *root = NULL, *meta = NULL;
+    if (fread(le, 1, 8, f) == 8) {
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | le[i];
+        if (n >= 2 && n <= SAFETENSORS_HEADER_MAX && (header = malloc((size_t)n)) &&
+            fread(header, 1, (size_t)n, f) == n)
+            root = cJSON_ParseWithLength(header, (size_t)n);
+    }
+    fclose(f);
+    free(header);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (cJSON_IsObject(md))
+        meta = cJSON_Duplicate(md, 1);
+    else
+        snprintf(err, errlen, "%s: not a safetensors file with metadata", path);
+    cJSON_Delete(root);
+    return meta;
+}
+
+cJSON *job_export_json(const job *j, const char **code, char *err, size_t errlen)
+{
+    char path[1200];
+    job_file_path(j, "master.safetensors", path, sizeof(path));
+    *code = ERR_INTERNAL;
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+        *code = ERR_BAD_STATE;
+        snprintf(err, errlen, "job %s has no evaluated master yet (the master is saved at the "
+                 "end of each epoch)", j->id);
+        return NULL;
+    }
+    cJSON *meta = read_safetensors_metadata(path, err, errlen);
+    if (!meta)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddItemToObject(o, "metadata", meta);
+    return o;
+}

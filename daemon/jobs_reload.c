@@ -1,0 +1,218 @@
+/* Reloading the state dir at start (jobs_impl.h; docs/architecture.md):
+ * every job directory read back, ended jobs with their results, queued ones
+ * in their order, a job that was running queued first to resume. */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "jobs_impl.h"
+#include "server.h"
+
+/* A number of status.json; `missing` if absent, null or not a number. */
+static double status_num(const cJSON *st, const char *key, double missing)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : missing;
+}
+
+/* A count of status.json (epoch, step): 0 if absent, -1 if out of range. */
+static long status_count(const cJSON *st, const char *key)
+{
+    double v = status_num(st, key, 0);
+    return v >= 0 && v < 1e15 ? (long)v : -1;
+}
+
+/* Fill j from its status.json: state, error, times and last values. */
+static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
+{
+    cJSON *st = cJSON_ParseWithLength(text, len);
+    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
+    int s = 0;
+    while (state && s <= JOB_CANCELLED && strcmp(state, job_state_name((enum job_state)s)) != 0)
+        s++;
+    long epoch = status_count(st, "epoch"), step = status_count(st, "step");
+    if (!cJSON_IsObject(st) || !state || s > JOB_CANCELLED || epoch < 0 || epoch > INT32_MAX ||
+        step < 0) {
+        snprintf(err, errlen, "status.json: %s", !st ? "not valid JSON"
+                 : !state || s > JOB_CANCELLED ? "no valid \"state\"" : "bad epoch or step");
+        cJSON_Delete(st);
+        return -1;
+    }
+    j->state = (enum job_state)s;
+    const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
+    snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
+    j->submitted_at = status_num(st, "submitted_at", 0);
+    j->started_at = status_num(st, "started_at", 0);
+    j->ended_at = status_num(st, "ended_at", 0);
+    j->elapsed_base = status_num(st, "elapsed_s", 0);
+    j->test_error = status_num(st, "test_error", NAN);
+    j->test_loss = status_num(st, "test_loss", NAN);
+    j->last.epoch = (int)epoch;
+    j->last.epochs = j->cfg.epochs;
+    j->last.step = step;
+    j->last.data_passes = status_num(st, "data_passes", 0);
+    j->last.train_loss = status_num(st, "train_loss", NAN);
+    j->last.lr = status_num(st, "lr", NAN);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(st, "memory_bytes");
+    char *mem_text = cJSON_IsObject(mem) ? cJSON_PrintUnformatted(mem) : NULL;
+    if (mem_text && strlen(mem_text) < sizeof j->memory)
+        strcpy(j->memory, mem_text);
+    free(mem_text);
+    cJSON_Delete(st);
+    return 0;
+}
+
+/* Rebuild job `name` from <jobs_dir>/<name>/{job.json,status.json}. */
+static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
+{
+    job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    j->js = js;
+    snprintf(j->id, sizeof(j->id), "%s", name);
+    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, name);
+    char path[1200], why[JOB_ERR_MAX];
+    size_t len;
+    job_file_path(j, "job.json", path, sizeof(path));
+    char *text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen);
+    if (!text)
+        goto fail;
+    int rc = job_config_parse(text, len, &j->cfg, why, sizeof(why));
+    free(text);
+    if (rc != 0) {
+        snprintf(err, errlen, "job.json: %.2000s", why);
+        goto fail;
+    }
+    /* As submitted; requeue() checks it against the daemon's devices now. */
+    if (parse_devices(j->cfg.devices, j->js->devices, &j->devices, why, sizeof(why)) != 0 &&
+        parse_devices(j->cfg.devices, ~0ull, &j->devices, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "job.json: devices: %.2000s", why);
+        goto fail;
+    }
+    job_file_path(j, "status.json", path, sizeof(path));
+    if (!(text = read_file_text(path, JOB_FILE_MAX, &len, err, errlen)))
+        goto fail;
+    rc = restore_status(j, text, len, err, errlen);
+    free(text);
+    if (rc != 0)
+        goto fail;
+    return j;
+fail:
+    free(j);
+    return NULL;
+}
+
+/* A reloaded job that has not ended: reopen its log and queue it again. One
+ * that ever started was interrupted by a daemon stop: it goes first and
+ * resumes. One whose devices the daemon no longer has fails. */
+static void requeue(jobs *js, job *j)
+{
+    char path[1200], why[256];
+    job_file_path(j, "log.txt", path, sizeof(path));
+    j->log = fopen(path, "a");
+    j->state = JOB_QUEUED;
+    j->interrupted = j->started_at > 0;
+    if (j->interrupted)
+        job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
+                "checkpoint");
+    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0 &&
+        check_ranks(j->cfg.devices, why, sizeof(why)) == 0) {
+        write_status(j);
+        return;
+    }
+    snprintf(j->error, sizeof(j->error), "devices: %s (the daemon now has %s)", why,
+             js->devices_text);
+    job_log(j, "failed: %s", j->error);
+    set_state(j, JOB_FAILED);
+    if (j->log)
+        fclose(j->log);
+    j->log = NULL;
+}
+
+static int job_number(const char *name)
+{
+    char *end;
+    if (name[0] != 'j' || name[1] < '0' || name[1] > '9')
+        return -1;
+    long n = strtol(name + 1, &end, 10);
+    return *end == '\0' && n < 100000000 ? (int)n : -1;
+}
+
+static int by_number(const void *a, const void *b)
+{
+    int x = job_number(*(char *const *)a), y = job_number(*(char *const *)b);
+    return (x > y) - (x < y);
+}
+
+/* Reload every job under jobs/, in submission (id) order. A directory that
+ * cannot be read is reported and skipped; its id is still never reused. */
+int jobs_reload(jobs *js, char *err, size_t errlen)
+{
+    DIR *d = opendir(js->jobs_dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: %s", js->jobs_dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        int num = job_number(e->d_name);
+        if (num < 0)
+            continue;
+        if (num >= js->next_id)
+            js->next_id = num + 1;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **more = realloc(names, cap * sizeof(*names));
+            if (!more) {
+                rc = -1;
+                break;
+            }
+            names = more;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            rc = -1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory listing %s", js->jobs_dir);
+    else if (n > 0)
+        qsort(names, n, sizeof(*names), by_number);
+    int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char why[JOB_ERR_MAX];
+        job *j = load_job(js, names[i], why, sizeof(why));
+        if (!j) {
+            server_log(LOG_WARN, "skipping job %s: %s", names[i], why);
+            skipped++;
+            continue;
+        }
+        if (js->last)
+            js->last->next = j;
+        else
+            js->first = j;
+        js->last = j;
+        if (!job_state_final(j->state))
+            requeue(js, j);
+        counts[j->state]++;
+        interrupted += j->interrupted;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc == 0 && n > 0)
+        server_log(LOG_INFO, "reloaded %zu job(s): %d queued (%d of them interrupted, to resume), "
+                   "%d done, %d failed, %d cancelled, %d unreadable and skipped",
+                   n - (size_t)skipped, counts[JOB_QUEUED], interrupted, counts[JOB_DONE],
+                   counts[JOB_FAILED], counts[JOB_CANCELLED], skipped);
+    return rc;
+}
