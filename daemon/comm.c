@@ -64,6 +64,7 @@ void comm_free(comm *c)
     free(c->dev);
     free(c->gathered);
     free(c->everyone);
+    free(c->rows);
 }
 
 static int gpu_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err,
@@ -291,6 +292,8 @@ static void net_gather(comm *c, size_t len)
         memcpy(c->gathered + (size_t)(c->first + j) * len, c->published[j], len * sizeof(float));
     net_enter(c, 1);
     int rc = c->net->gather_floats(c->net, c, c->gathered, len);
+    for (int k = 0; rc == 0 && k < c->nrows; k++)
+        rc = c->net->gather_doubles(c->net, c, c->rows + (size_t)k * (size_t)total);
     net_enter(c, 0);
     for (int id = 0; rc == 0 && id < total; id++)
         c->everyone[id] = c->gathered + (size_t)id * len;
@@ -358,6 +361,19 @@ void *comm_shared(comm *c, int rank, size_t bytes)
     if (comm_barrier(c, rank, "start") != 0)
         return NULL;
     return c->shared;
+}
+
+double *comm_shared_rows(comm *c, int rank, int rows)
+{
+    int total = c->net ? c->net->total : c->n;
+    if (!c->net)
+        return comm_shared(c, rank, (size_t)rows * (size_t)total * sizeof(double));
+    if (rank == 0) {
+        c->nrows = rows;
+        if (!(c->rows = calloc((size_t)rows * (size_t)total, sizeof(double))))
+            comm_abort(c, "out of memory for %d x %d numbers shared by the replicas", rows, total);
+    }
+    return comm_barrier(c, rank, "start") == 0 ? c->rows : NULL;
 }
 
 int comm_mean_double(comm *c, int rank, double v, double *mean)

@@ -39,6 +39,8 @@ typedef struct comm_net {
      * number in the job: this process's are already in place, the others'
      * arrive. 0, or -1 as above. */
     int (*gather_floats)(const struct comm_net *net, struct comm *c, float *all, size_t len);
+    /* The same for one double per replica (comm_shared_rows' rows). */
+    int (*gather_doubles)(const struct comm_net *net, struct comm *c, double *all);
     int (*bcast_bytes)(const struct comm_net *net, struct comm *c, void *buf, int len);
     /* The job failed or stopped here: tell the other processes (once). */
     void (*fail)(const struct comm_net *net, const char *reason);
@@ -79,6 +81,8 @@ typedef struct comm {
     float *gathered;            /* with a net, every replica's vector of the last exchange */
     size_t gathered_len;
     const float **everyone;     /* ... and the job's view of it, by replica number */
+    double *rows;               /* comm_shared_rows' block, nrows x the job's replicas */
+    int nrows;
     int net_busy;               /* rank 0 is in a cross-process sum (its own deadline) */
     double net_value[2];        /* the cross-process result of comm_any / comm_mean_double */
 } comm;
@@ -165,6 +169,16 @@ void comm_peer_copy(comm *c, backend_ctx *ctx, float *dst, int dst_rank, const f
  * the same pointer. It lives until comm_free. NULL once aborted or out of
  * memory (then the comm is aborted). */
 void *comm_shared(comm *c, int rank, size_t bytes);
+
+/* Host numbers a rule's replicas share, `rows` rows of one double per
+ * replica of the job (row k, replica id: [k * replicas + id]), zeroed: entry
+ * id is written by replica id alone and read by the others only between an
+ * exchange's barriers (comm_exchange .. comm_exchange_end). Every rank calls
+ * it once, in init, with the same rows. In one process the block is shared;
+ * with a net each process has its own, and comm_exchange brings every row's
+ * entries of the other processes' replicas in with their vectors. NULL once
+ * aborted or out of memory. */
+double *comm_shared_rows(comm *c, int rank, int rows);
 
 /* The mean over ranks of one host value each, in *mean. 0, or -1 once aborted. */
 int comm_mean_double(comm *c, int rank, double v, double *mean);

@@ -214,12 +214,13 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
 /* The job's rank j holds replicas first_replica(j) .. first_replica(j + 1) - 1. */
 static long first_replica(const mpi_job *mj, int j) { return (long)mj->replicas * j / mj->nranks; }
 
-static int net_gather_floats(const comm_net *net, comm *c, float *all, size_t len)
+/* Every replica's len values of `type` into all (by replica number), in
+ * place: the job's rank j sends those of its own replicas. */
+static int net_gather(mpi_job *mj, comm *c, void *all, size_t len, MPI_Datatype type,
+                      const char *what)
 {
-    mpi_job *mj = net->user;
-    double t0 = comm_now_s();
     if ((double)mj->replicas * (double)len > (double)INT32_MAX) {
-        comm_abort(c, "MPI rank %d: an exchange of %d vectors of %zu floats is more than MPI's "
+        comm_abort(c, "MPI rank %d: an exchange of %d vectors of %zu values is more than MPI's "
                    "int counts hold", mpi_node_rank(), mj->replicas, len);
         return -1;
     }
@@ -231,14 +232,30 @@ static int net_gather_floats(const comm_net *net, comm *c, float *all, size_t le
     MPI_Request req;
     announce(mj);
     int started = !comm_aborted(c) &&
-                  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs,
-                                  MPI_FLOAT, mj->coll, &req) == MPI_SUCCESS;
-    if (net_finish(mj, c, started, &req, "exchange") != 0)
+                  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, type,
+                                  mj->coll, &req) == MPI_SUCCESS;
+    return net_finish(mj, c, started, &req, what);
+}
+
+static int net_gather_floats(const comm_net *net, comm *c, float *all, size_t len)
+{
+    mpi_job *mj = net->user;
+    double t0 = comm_now_s();
+    if (net_gather(mj, c, all, len, MPI_FLOAT, "exchange") != 0)
         return -1;
     mj->ngathers++;
     mj->floats += (double)mj->replicas * (double)len;
     mj->in_sums_s += comm_now_s() - t0;
     return 0;
+}
+
+static int net_gather_doubles(const comm_net *net, comm *c, double *all)
+{
+    mpi_job *mj = net->user;
+    double t0 = comm_now_s();
+    int rc = net_gather(mj, c, all, 1, MPI_DOUBLE, "exchange of shared numbers");
+    mj->in_sums_s += comm_now_s() - t0;
+    return rc;
 }
 
 static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
@@ -336,6 +353,7 @@ mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
     mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
                          .gather_int = net_gather_int, .bcast_bytes = net_bcast_bytes,
                          .gather_floats = net_gather_floats,
+                         .gather_doubles = net_gather_doubles,
                          .fail = net_fail, .user = mj};
     return mj;
 }

@@ -238,10 +238,11 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
                (!rule || rule->net == NET_NONE || (rule->net == NET_CPU && where->ngpus > 0))) {
         /* Their read_peer, push and comm_shared work within one process only. */
         snprintf(mine, sizeof mine, "algorithm.name = \"%s\": across MPI ranks only parle (and "
-                 "sgd, elastic-sgd, entropy-sgd) and allreduce run, and dpsgd on CPUs; the other "
-                 "gossip and asynchronous rules read, push or share other replicas' state, which "
-                 "is not built across processes (docs/mpi.md); name one rank in devices "
-                 "(\"rank0:cpu\") to run it there", cfg->algorithm.name);
+                 "sgd, elastic-sgd, entropy-sgd) and allreduce run, and dpsgd, sgp, osgp and lsgd "
+                 "on CPUs; the asynchronous rules and EASGD read, push or share other replicas' "
+                 "state without a collective, which is not built across processes "
+                 "(docs/mpi.md); name one rank in devices (\"rank0:cpu\") to run it there",
+                 cfg->algorithm.name);
         failed = 1;
     } else if (!failed && where->ngpus > 0 && !PARLE_HAVE_NCCL) {
         snprintf(mine, sizeof mine, "devices: a job on GPUs across MPI ranks needs NCCL, and this "

@@ -787,7 +787,8 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
                        !run.rule || run.rule->net == NET_NONE ||
                        (run.rule->net == NET_CPU && where->ngpus > 0))) {
         snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle, "
-                 "allreduce; dpsgd on CPUs) and at least one replica per rank (docs/mpi.md)");
+                 "allreduce; dpsgd, sgp, osgp, lsgd on CPUs) and at least one replica per rank "
+                 "(docs/mpi.md)");
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {

@@ -8,7 +8,9 @@
  *   x_i <- x_i - (p1 / tau) (x_i - x~group) - (p2 / tau_global) (x_i - x~global),
  * not scaled by the learning rate. A leader is never pulled toward itself.
  * Elections are synchronous: scores are shared host numbers read behind the
- * exchange's barrier, so every replica elects the same leaders. */
+ * exchange's barrier, so every replica elects the same leaders. Replicas and
+ * leaders are numbered in the job (replica.id), so this runs across MPI
+ * ranks too (on CPUs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,7 @@ static int lsgd_init(replica *r, char *err, size_t errlen)
     s->group_leader = s->global_leader = -1;
     for (int j = 0; j < 64; j++)
         s->seen_leaders[j] = -1;
-    if (!(s->score = comm_shared(r->comm, r->rank, (size_t)r->n * sizeof(double)))) {
+    if (!(s->score = comm_shared_rows(r->comm, r->rank, 1))) {
         snprintf(err, errlen, "replica %d: LSGD's shared scores: the job stopped", r->rank);
         return -1;
     }
@@ -85,9 +87,9 @@ static void lsgd_step(replica *r)
     if (comm_step(cfg, r->k, &group, &global))
         return; /* the election's pulls replace these */
     /* x <- (1 - a - b) x + a x~group + b x~global */
-    float a = s->seen_group && s->group_leader >= 0 && s->group_leader != r->rank
+    float a = s->seen_group && s->group_leader >= 0 && s->group_leader != r->id
                   ? (float)(cfg->algorithm.p1 / cfg->algorithm.tau) : 0.0f;
-    float b = s->seen_global && s->global_leader >= 0 && s->global_leader != r->rank
+    float b = s->seen_global && s->global_leader >= 0 && s->global_leader != r->id
                   ? (float)(cfg->algorithm.p2 / cfg->algorithm.tau_global) : 0.0f;
     size_t n = r->model.nparams;
     if (a > 0.0f)
@@ -119,15 +121,15 @@ static int elect(const double *score, int lo, int hi)
 static const float *const *lsgd_election(replica *r, int *group_leader, int *global_leader)
 {
     lsgd_state *s = r->rule_state;
-    int G = r->cfg->algorithm.group_size, lo = r->rank / G * G;
-    s->score[r->rank] = recent_loss(s);
+    int G = r->cfg->algorithm.group_size, lo = r->id / G * G;
+    s->score[r->id] = recent_loss(s);
     const float *const *x =
         comm_exchange(r->comm, r->rank, &r->ctx, r->model.params, r->model.nparams);
     if (!x)
         return NULL;
     *group_leader = elect(s->score, lo, lo + G);
     *global_leader = elect(s->score, 0, r->n);
-    if (r->rank == 0)
+    if (r->id == 0)
         for (int j = 0; j < r->n && j < 64; j++) {
             s->seen_score[j] = s->score[j];
             s->seen_leaders[j] = elect(s->score, j / G * G, j / G * G + G);
@@ -139,7 +141,7 @@ static int lsgd_sync(replica *r)
 {
     lsgd_state *s = r->rule_state;
     const job_config *cfg = r->cfg;
-    int group, global, gl, GL, i = r->rank;
+    int group, global, gl, GL, i = r->id;
     if (!comm_step(cfg, r->k, &group, &global))
         return 0;
     double t0 = comm_now_s();
@@ -173,7 +175,7 @@ static int lsgd_sync(replica *r)
         if (s->seen_global)
             backend_copy(&r->ctx, s->seen_global, xG, bytes);
     }
-    int rc = comm_exchange_end(r->comm, i, &r->ctx);
+    int rc = comm_exchange_end(r->comm, r->rank, &r->ctx);
     if (rc == 0 && read_by_others && c1 + c2 > 0.0f)
         backend_copy(&r->ctx, r->model.params, s->tmp, bytes);
     r->sync_s += comm_now_s() - t0;
@@ -261,6 +263,7 @@ static void lsgd_free(replica *r)
 
 const coupling_rule coupling_lsgd = {
     .name = "lsgd",
+    .net = NET_CPU,
     .init = lsgd_init,
     .steps_per_sync = lsgd_steps_per_sync,
     .begin = lsgd_begin,

@@ -19,8 +19,10 @@
 #include "coupling.h"
 #include "graph.h"
 
-/* Host numbers in comm_shared, entry i written by replica i only; the others
- * read only pub_w and shown_*, between an exchange's two barriers. */
+/* Host numbers in comm_shared_rows, entry i written by replica i only; the
+ * others read only pub_w and shown_*, between an exchange's two barriers.
+ * Replicas are numbered in the job (replica.id), so this runs across MPI
+ * ranks too (on CPUs). */
 typedef struct sgp_shared {
     double *w;         /* w_i */
     double *in_flight; /* weight pushed to i, not yet added */
@@ -53,13 +55,13 @@ static int sgp_init(replica *r, char *err, size_t errlen)
     }
     r->rule_state = s;
     s->overlap = strcmp(r->cfg->algorithm.name, "osgp") == 0;
-    double *sh = comm_shared(r->comm, r->rank, 5 * (size_t)r->n * sizeof(double));
+    double *sh = comm_shared_rows(r->comm, r->rank, 5);
     if (!sh) {
         snprintf(err, errlen, "replica %d: SGP's shared weights: the job stopped", r->rank);
         return -1;
     }
     s->sh = (sgp_shared){sh, sh + r->n, sh + 2 * r->n, sh + 3 * r->n, sh + 4 * r->n};
-    s->sh.w[r->rank] = 1.0;
+    s->sh.w[r->id] = 1.0;
     if (!(s->z = rule_vector(r)) || !(s->u = rule_vector(r)) || !(s->tmp = rule_vector(r)) ||
         (s->overlap && !(s->inbox = rule_vector(r)))) {
         snprintf(err, errlen, "replica %d: SGP's buffers: %s", r->rank, r->ctx.err);
@@ -73,7 +75,7 @@ static int sgp_init(replica *r, char *err, size_t errlen)
 /* x_i = z_i / w_i, where the gradient is taken. */
 static void debias(replica *r, sgp_state *s)
 {
-    vec_axpby(&r->ctx, r->model.nparams, (float)(1.0 / s->sh.w[r->rank]), s->z, 0.0f,
+    vec_axpby(&r->ctx, r->model.nparams, (float)(1.0 / s->sh.w[r->id]), s->z, 0.0f,
               r->model.params);
 }
 
@@ -97,10 +99,10 @@ static void sgp_step(replica *r)
  * sgp adds the parts at once; osgp puts them in its inbox. */
 static int sgp_push(replica *r, sgp_state *s, long round)
 {
-    int i = r->rank, p = r->cfg->algorithm.peers;
+    int i = r->id, p = r->cfg->algorithm.peers;
     size_t np = r->model.nparams;
     s->sh.pub_w[i] = s->sh.w[i];
-    const float *const *z = comm_exchange(r->comm, i, &r->ctx, s->z, r->model.nparams);
+    const float *const *z = comm_exchange(r->comm, r->rank, &r->ctx, s->z, r->model.nparams);
     if (!z)
         return -1;
     if (i == 0)
@@ -122,7 +124,7 @@ static int sgp_push(replica *r, sgp_state *s, long round)
     }
     if (!s->overlap) /* (z_i + sum_j z_j) / (p + 1): the kept part and the received ones */
         vec_mean(&r->ctx, np, xs, 1 + p, s->tmp);
-    if (comm_exchange_end(r->comm, i, &r->ctx) != 0)
+    if (comm_exchange_end(r->comm, r->rank, &r->ctx) != 0)
         return -1;
     if (s->overlap) {
         vec_scale(&r->ctx, np, 1.0f / (float)(p + 1), s->z);
@@ -139,7 +141,7 @@ static int sgp_push(replica *r, sgp_state *s, long round)
 static int sgp_sync(replica *r)
 {
     sgp_state *s = r->rule_state;
-    int i = r->rank;
+    int i = r->id;
     long period = s->overlap ? r->cfg->algorithm.synch_freq + 1L : 1L;
     if ((r->k - 1) % period != 0) { /* osgp: the last push is still in flight */
         debias(r, s);
@@ -169,7 +171,7 @@ static const float *sgp_master(replica *r)
 {
     sgp_state *s = r->rule_state;
     double wbar;
-    if (comm_mean_double(r->comm, r->rank, s->sh.w[r->rank], &wbar) != 0)
+    if (comm_mean_double(r->comm, r->rank, s->sh.w[r->id], &wbar) != 0)
         return NULL;
     const float *zbar = comm_allreduce_mean(r->comm, r->rank, &r->ctx, s->z, r->model.nparams);
     if (!zbar)
@@ -193,10 +195,10 @@ static int sgp_scalars(replica *r, const char **names, double **vals)
 {
     sgp_state *s = r->rule_state;
     s->fresh = 1; /* a resume writes them: de-bias at the next begin */
-    names[0] = "w", vals[0] = &s->sh.w[r->rank];
+    names[0] = "w", vals[0] = &s->sh.w[r->id];
     if (!s->overlap)
         return 1;
-    names[1] = "w_in_flight", vals[1] = &s->sh.in_flight[r->rank];
+    names[1] = "w_in_flight", vals[1] = &s->sh.in_flight[r->id];
     return 2;
 }
 
@@ -236,7 +238,7 @@ static void sgp_free(replica *r)
 }
 
 #define SGP_RULE(NAME)                                                                     \
-    {.name = NAME, .init = sgp_init, .steps_per_sync = sgp_steps_per_sync,                \
+    {.name = NAME, .net = NET_CPU, .init = sgp_init, .steps_per_sync = sgp_steps_per_sync, \
      .begin = sgp_begin, .step = sgp_step, .sync = sgp_sync, .weights = sgp_weights,      \
      .state = sgp_state_buffers, .scalars = sgp_scalars, .describe = sgp_describe,        \
      .master = sgp_master, .free = sgp_free}

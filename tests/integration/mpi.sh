@@ -3,9 +3,10 @@
 # oversubscribed, as root where CI runs so) runs a Parle job with its
 # replicas spread over the K ranks to done, and its exported master matches
 # the same job's in one parled within float tolerance, as does the job run on
-# the ranks its `devices` names (rank 0 and the last), and a D-PSGD job (a
-# ring over 4 replicas: its peer reads cross ranks) matches its one-process
-# run the same way. Then a rank killed
+# the ranks its `devices` names (rank 0 and the last), and the rules whose
+# peer reads and shared numbers go through exchanges (D-PSGD on a ring, SGP,
+# OSGP, LSGD; 4 replicas, so peers sit on other ranks) match their
+# one-process runs the same way. Then a rank killed
 # mid-job: the MPI job ends (Open MPI's runtime ends every rank) with a
 # message naming the rank, nothing hangs, and the restarted daemon resumes
 # the job from its checkpoint to done. Skipped without mpirun or an MPI build.
@@ -25,11 +26,19 @@ parle_job() { # FILE EPOCHS TRAIN_LIMIT
 JOB
 }
 
-dpsgd_job() { # FILE
-    cat >"$1" <<JOB
-{"name": "mpi-dpsgd", "model": {"arch": "mlp"},
+# The exchange rules, each with its algorithm object.
+EXCHANGE_RULES="dpsgd sgp osgp lsgd"
+exchange_job() { # RULE
+    case $1 in
+    dpsgd) alg='"name": "dpsgd", "graph": "ring"' ;;
+    osgp) alg='"name": "osgp", "synch_freq": 1' ;;
+    lsgd) alg='"name": "lsgd", "tau": 2, "tau_global": 4, "group_size": 2, "p1": 0.1' ;;
+    *) alg="\"name\": \"$1\"" ;;
+    esac
+    cat >"$TMP/$1.json" <<JOB
+{"name": "mpi-$1", "model": {"arch": "mlp"},
  "data": {"dataset": "synthetic", "train_limit": 512, "test_limit": 128},
- "algorithm": {"name": "dpsgd", "replicas": 4, "graph": "ring"}, "optim": {"lr": 0.05, "batch": 32},
+ "algorithm": {$alg, "replicas": 4}, "optim": {"lr": 0.05, "batch": 32},
  "epochs": 1, "seed": 5, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
 JOB
 }
@@ -62,10 +71,12 @@ start_daemon
 id=$(ctl submit "$TMP/job.json" -q) || fail "submit (one process)"
 ctl wait "$id" || fail "the one-process job did not end done"
 ctl export "$id" "$TMP/one.safetensors" >/dev/null || fail "export (one process)"
-dpsgd_job "$TMP/dpsgd.json"
-id=$(ctl submit "$TMP/dpsgd.json" -q) || fail "submit dpsgd (one process)"
-ctl wait "$id" || fail "the one-process D-PSGD job did not end done"
-ctl export "$id" "$TMP/dpsgd-one.safetensors" >/dev/null || fail "export dpsgd (one process)"
+for rule in $EXCHANGE_RULES; do
+    exchange_job "$rule"
+    id=$(ctl submit "$TMP/$rule.json" -q) || fail "submit $rule (one process)"
+    ctl wait "$id" || fail "the one-process $rule job did not end done"
+    ctl export "$id" "$TMP/$rule-one.safetensors" >/dev/null || fail "export $rule (one process)"
+done
 stop_daemon
 
 # 2. The same job over K ranks: replicas 0..2 spread over them.
@@ -82,15 +93,18 @@ ctl export "$id" "$TMP/mpi.safetensors" >/dev/null || fail "export (MPI)"
 d=$(compare "$TMP/one.safetensors" "$TMP/mpi.safetensors") ||
     fail "the masters differ by $d (relative) between one process and $K ranks"
 echo "masters agree within $d (relative)"
-id=$(ctl submit "$TMP/dpsgd.json" -q) || fail "submit dpsgd (MPI)"
-timeout 120 "$PARLECTL" --socket "$SOCK" wait "$id" ||
-    fail "the D-PSGD job did not end done over $K ranks: $(cat "$STATE/jobs/$id/status.json")"
-grep -q "parled\[rank 0\]: job sync: [0-9]* all-reduces and [1-9][0-9]* exchanges" \
-    "$TMP/parled.err" || fail "the D-PSGD job made no exchange across ranks"
-ctl export "$id" "$TMP/dpsgd-mpi.safetensors" >/dev/null || fail "export dpsgd (MPI)"
-d=$(compare "$TMP/dpsgd-one.safetensors" "$TMP/dpsgd-mpi.safetensors") ||
-    fail "the D-PSGD masters differ by $d (relative) between one process and $K ranks"
-echo "D-PSGD: masters agree within $d (relative)"
+for rule in $EXCHANGE_RULES; do
+    id=$(ctl submit "$TMP/$rule.json" -q) || fail "submit $rule (MPI)"
+    timeout 120 "$PARLECTL" --socket "$SOCK" wait "$id" ||
+        fail "the $rule job did not end done over $K ranks: $(cat "$STATE/jobs/$id/status.json")"
+    ctl export "$id" "$TMP/$rule-mpi.safetensors" >/dev/null || fail "export $rule (MPI)"
+    d=$(compare "$TMP/$rule-one.safetensors" "$TMP/$rule-mpi.safetensors") ||
+        fail "the $rule masters differ by $d (relative) between one process and $K ranks"
+    echo "$rule: masters agree within $d (relative)"
+done
+[ "$(grep -c "parled\[rank 0\]: job sync: [0-9]* all-reduces and [1-9][0-9]* exchanges" \
+     "$TMP/parled.err")" -ge "$(echo $EXCHANGE_RULES | wc -w)" ] ||
+    fail "not every exchange rule's job made exchanges across ranks"
 
 # 2b. devices naming ranks: the job runs on those alone (rank 0 and the last
 # one), with the same master; a rank beyond the MPI job is refused.
