@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -123,6 +124,21 @@ int comm_peer_attach(comm *c, int rank, backend_ctx *ctx, size_t len, unsigned p
         snprintf(err, errlen, "replica %d is on another device than replica 0, which holds the "
                  "EASGD centre: easgd needs all its replicas on one device", rank);
         comm_abort(c, "%s", err);
+        return -1;
+    }
+    /* Across processes (MPI, on CPUs) each keeps a copy of the centre, moved
+     * alike by the synchronous elastic step: it starts as replica 0's (every
+     * replica starts from the same weights today; the copy keeps that an
+     * assumption of nobody's). */
+    if ((parts & PEER_CENTRE) && c->net && rank == 0 &&
+        (bytes_of(p) > INT32_MAX ||
+         c->net->bcast_bytes(c->net, c, p->centre, (int)bytes_of(p)) != 0)) {
+        comm_abort(c, "replica %d: the EASGD centre's broadcast failed", rank);
+        snprintf(err, errlen, "replica %d: the EASGD centre's broadcast failed", rank);
+        return -1;
+    }
+    if ((parts & PEER_CENTRE) && c->net && comm_barrier(c, rank, "start") != 0) {
+        snprintf(err, errlen, "replica %d: the job stopped before its peers met", rank);
         return -1;
     }
     return 0;

@@ -229,20 +229,20 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
 {
     int replicas = cfg->algorithm.replicas;
     char mine[WHY_MAX];
-    const coupling_rule *rule = coupling_find(cfg->algorithm.name);
     if (!failed && replicas < mj->nranks) {
         snprintf(mine, sizeof mine, "algorithm.replicas = %d: across %d MPI ranks a job needs at "
                  "least one replica per rank", replicas, mj->nranks);
         failed = 1;
     } else if (!failed && mj->nranks > 1 &&
-               (!rule || rule->net == NET_NONE || (rule->net == NET_CPU && where->ngpus > 0))) {
-        /* Their read_peer, push and comm_shared work within one process only. */
-        snprintf(mine, sizeof mine, "algorithm.name = \"%s\": across MPI ranks only parle (and "
-                 "sgd, elastic-sgd, entropy-sgd) and allreduce run, and dpsgd, sgp, osgp and lsgd "
-                 "on CPUs; the asynchronous rules and EASGD read, push or share other replicas' "
-                 "state without a collective, which is not built across processes "
+               !coupling_runs_across_ranks(cfg, where->ngpus > 0)) {
+        /* Their read_peer, push and comm_peer work within one process only. */
+        snprintf(mine, sizeof mine, "algorithm.name = \"%s\"%s: across MPI ranks only parle (and "
+                 "sgd, elastic-sgd, entropy-sgd) and allreduce run, and dpsgd, sgp, osgp, lsgd "
+                 "and easgd (sync) on CPUs; the asynchronous rules read, push or average other "
+                 "replicas' state without a collective, which is not built across processes "
                  "(docs/mpi.md); name one rank in devices (\"rank0:cpu\") to run it there",
-                 cfg->algorithm.name);
+                 cfg->algorithm.name,
+                 strcmp(cfg->algorithm.variant, "async") ? "" : " (variant async)");
         failed = 1;
     } else if (!failed && where->ngpus > 0 && !PARLE_HAVE_NCCL) {
         snprintf(mine, sizeof mine, "devices: a job on GPUs across MPI ranks needs NCCL, and this "

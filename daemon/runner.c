@@ -784,11 +784,10 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.nlocal = where->net ? where->count : run.n;
     run.first = where->net ? where->first : 0;
     if (where->net && (run.nlocal < 1 || run.first < 0 || run.first + run.nlocal > run.n ||
-                       !run.rule || run.rule->net == NET_NONE ||
-                       (run.rule->net == NET_CPU && where->ngpus > 0))) {
+                       !coupling_runs_across_ranks(cfg, where->ngpus > 0))) {
         snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle, "
-                 "allreduce; dpsgd, sgp, osgp, lsgd on CPUs) and at least one replica per rank "
-                 "(docs/mpi.md)");
+                 "allreduce; dpsgd, sgp, osgp, lsgd, easgd sync on CPUs) and at least one "
+                 "replica per rank (docs/mpi.md)");
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {

@@ -32,3 +32,11 @@ const coupling_rule *coupling_find(const char *name)
             return rules[i].rule;
     return NULL;
 }
+
+int coupling_runs_across_ranks(const job_config *cfg, int on_gpus)
+{
+    const coupling_rule *rule = coupling_find(cfg->algorithm.name);
+    if (!rule || rule->net == NET_NONE || strcmp(cfg->algorithm.variant, "async") == 0)
+        return 0;
+    return rule->net == NET_ANY || !on_gpus;
+}

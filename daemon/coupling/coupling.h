@@ -63,5 +63,8 @@ typedef struct coupling_rule {
 
 /* The rule for cfg->algorithm.name, or NULL. */
 const coupling_rule *coupling_find(const char *name);
+/* Can this job's rule run across MPI ranks (its `net`, and not an
+ * asynchronous variant), on GPUs or on CPUs? */
+int coupling_runs_across_ranks(const job_config *cfg, int on_gpus);
 
 #endif

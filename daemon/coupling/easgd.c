@@ -9,7 +9,9 @@
  *          local step then applies g(x_t), as the paper's equations do.
  *   async: one replica at a time, after its local step (Theano-MPI's):
  *          x_i <- x_i - a (x_i - c),  c <- c + a (x_i - c),  a = 1/2.
- * Master: c. */
+ * Master: c. Across MPI ranks (sync only) every process keeps a copy of c,
+ * broadcast from replica 0's at the start and moved alike at every elastic
+ * step, since xbar is the mean over all of them. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +103,8 @@ static int easgd_describe(replica *r, char *json, size_t len)
     easgd_state *s = r->rule_state;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "beta", r->cfg->algorithm.beta);
-    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->n, exchanges));
+    /* This process's replicas (all of them but across MPI ranks). */
+    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->comm->n, exchanges));
     return async_json_out(o, json, len);
 }
 
@@ -114,6 +117,7 @@ static void easgd_free(replica *r)
 
 const coupling_rule coupling_easgd = {
     .name = "easgd",
+    .net = NET_CPU, /* the sync variant; the async one reads the centre without a collective */
     .init = easgd_init,
     .steps_per_sync = easgd_steps_per_sync,
     .begin = easgd_begin,

@@ -5,8 +5,8 @@
 # the same job's in one parled within float tolerance, as does the job run on
 # the ranks its `devices` names (rank 0 and the last), and the rules whose
 # peer reads and shared numbers go through exchanges (D-PSGD on a ring, SGP,
-# OSGP, LSGD; 4 replicas, so peers sit on other ranks) match their
-# one-process runs the same way. Then a rank killed
+# OSGP, LSGD; 4 replicas, so peers sit on other ranks) and synchronous EASGD
+# match their one-process runs the same way. Then a rank killed
 # mid-job: the MPI job ends (Open MPI's runtime ends every rank) with a
 # message naming the rank, nothing hangs, and the restarted daemon resumes
 # the job from its checkpoint to done. Skipped without mpirun or an MPI build.
@@ -26,13 +26,15 @@ parle_job() { # FILE EPOCHS TRAIN_LIMIT
 JOB
 }
 
-# The exchange rules, each with its algorithm object.
-EXCHANGE_RULES="dpsgd sgp osgp lsgd"
+# The synchronous peer rules, each with its algorithm object: four whose
+# peer reads go through exchanges, and EASGD (its centre copied on every rank).
+EXCHANGE_RULES="dpsgd sgp osgp lsgd easgd"
 exchange_job() { # RULE
     case $1 in
     dpsgd) alg='"name": "dpsgd", "graph": "ring"' ;;
     osgp) alg='"name": "osgp", "synch_freq": 1' ;;
     lsgd) alg='"name": "lsgd", "tau": 2, "tau_global": 4, "group_size": 2, "p1": 0.1' ;;
+    easgd) alg='"name": "easgd", "tau": 1' ;;
     *) alg="\"name\": \"$1\"" ;;
     esac
     cat >"$TMP/$1.json" <<JOB
@@ -103,8 +105,11 @@ for rule in $EXCHANGE_RULES; do
     echo "$rule: masters agree within $d (relative)"
 done
 [ "$(grep -c "parled\[rank 0\]: job sync: [0-9]* all-reduces and [1-9][0-9]* exchanges" \
-     "$TMP/parled.err")" -ge "$(echo $EXCHANGE_RULES | wc -w)" ] ||
-    fail "not every exchange rule's job made exchanges across ranks"
+     "$TMP/parled.err")" -ge 4 ] || fail "not every exchange rule's job made exchanges across ranks"
+# EASGD's elastic steps are all-reduces: one a step, 4 steps a replica.
+grep -Eq "parled\[rank 0\]: job sync: ([4-9]|[1-9][0-9]+) all-reduces and 0 exchanges" \
+    "$TMP/parled.err" ||
+    fail "the EASGD job made no elastic step across ranks"
 
 # 2b. devices naming ranks: the job runs on those alone (rank 0 and the last
 # one), with the same master; a rank beyond the MPI job is refused.
