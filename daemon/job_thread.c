@@ -134,10 +134,16 @@ void *job_thread(void *arg)
     if (rc == 0) {
         post_log(j, "data: %d training and %d test examples of %dx%dx%d", train.n, test.n, train.c,
                  train.h, train.w);
-        if (mj)
+        if (mj) {
             post_log(j, "MPI: %d rank%s; replicas %d..%d on rank 0", mpi_job_nranks(mj),
                      mpi_job_nranks(mj) == 1 ? "" : "s", where.first,
                      where.first + where.count - 1);
+            pthread_mutex_lock(&js->mu);
+            for (int r = 0; r < j->cfg.algorithm.replicas && r < 64; r++)
+                j->replica_rank[r] = (unsigned char)mpi_job_rank_of(mj, r);
+            j->placed = 1;
+            pthread_mutex_unlock(&js->mu);
+        }
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
     }
     mpi_job_end(mj);

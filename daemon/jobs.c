@@ -462,6 +462,8 @@ static void on_async(uv_async_t *h)
 
 static void free_jobs(jobs *js)
 {
+    pthread_cond_destroy(&js->flushed);
+    pthread_mutex_destroy(&js->mu);
     job *j = js->first;
     while (j) {
         job *next = j->next;
@@ -482,6 +484,10 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* First: reloading writes status files, which read the job's placement
+     * under the lock. */
+    pthread_mutex_init(&js->mu, NULL);
+    pthread_cond_init(&js->flushed, NULL);
     js->loop = loop;
     js->listener = *listener;
     js->next_id = 1;
@@ -503,11 +509,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0)
         goto fail;
-    pthread_mutex_init(&js->mu, NULL);
-    pthread_cond_init(&js->flushed, NULL);
     if (uv_async_init(loop, &js->async, on_async) != 0) {
-        pthread_cond_destroy(&js->flushed);
-        pthread_mutex_destroy(&js->mu);
         snprintf(err, errlen, "uv_async_init failed");
         goto fail;
     }
@@ -668,12 +670,6 @@ int jobs_stop_now(jobs *js)
 
 int jobs_running(const jobs *js) { return js->running; }
 
-static void on_async_closed(uv_handle_t *h)
-{
-    jobs *js = h->data;
-    pthread_cond_destroy(&js->flushed);
-    pthread_mutex_destroy(&js->mu);
-    free_jobs(js);
-}
+static void on_async_closed(uv_handle_t *h) { free_jobs(h->data); }
 
 void jobs_close(jobs *js) { uv_close((uv_handle_t *)&js->async, on_async_closed); }

@@ -52,6 +52,10 @@ struct job {
      * the last evaluation, for the exported file's metadata. */
     double master_test_error, master_test_loss;
     long flush_asked, flush_done; /* guarded by js->mu */
+    /* Under MPI, the rank of each replica once the job started there
+     * (guarded by js->mu: the job thread writes it, status reads it). */
+    unsigned char replica_rank[64];
+    int placed;
 };
 
 /* One hand-over from a job's threads to the loop. */

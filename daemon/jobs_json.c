@@ -48,16 +48,25 @@ double job_elapsed(const job *j)
 
 /* Where each replica runs, as run_job places them: "cuda:G" round-robin over
  * the job's GPUs, else "cpu". */
+/* Under MPI a replica on another rank is "rankR:cpu" or "rankR:gpu" (its
+ * rank picks its GPU); rank 0's replicas are named as in one process. */
 static cJSON *replica_devices_json(const job *j)
 {
     int gpus[DEV_MAX_GPUS], ngpus = 0;
     for (int i = 0; i < DEV_MAX_GPUS; i++)
         if (j->devices & (1ull << i))
             gpus[ngpus++] = i;
+    unsigned char rank[64] = {0};
+    pthread_mutex_lock(&j->js->mu);
+    if (j->placed)
+        memcpy(rank, j->replica_rank, sizeof rank);
+    pthread_mutex_unlock(&j->js->mu);
     cJSON *a = cJSON_CreateArray();
     for (int r = 0; r < j->cfg.algorithm.replicas; r++) {
-        char name[16] = "cpu";
-        if (ngpus > 0)
+        char name[24] = "cpu";
+        if (r < 64 && rank[r])
+            snprintf(name, sizeof name, "rank%d:%s", rank[r], ngpus > 0 ? "gpu" : "cpu");
+        else if (ngpus > 0)
             snprintf(name, sizeof name, "cuda:%d", gpus[r % ngpus]);
         cJSON_AddItemToArray(a, cJSON_CreateString(name));
     }

@@ -379,3 +379,11 @@ void mpi_job_end(mpi_job *mj)
 }
 
 int mpi_job_nranks(const mpi_job *mj) { return mj->nranks; }
+
+int mpi_job_rank_of(const mpi_job *mj, int replica)
+{
+    int j = 0;
+    while (j + 1 < mj->nranks && first_replica(mj, j + 1) <= replica)
+        j++;
+    return mj->world[j];
+}

@@ -40,5 +40,7 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
 void mpi_job_end(mpi_job *mj);
 /* The ranks the job runs on (its `devices` may name fewer than all). */
 int mpi_job_nranks(const mpi_job *mj);
+/* After a successful ready: the MPI rank that runs replica `replica`. */
+int mpi_job_rank_of(const mpi_job *mj, int replica);
 
 #endif

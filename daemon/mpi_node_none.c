@@ -32,3 +32,4 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
 
 void mpi_job_end(mpi_job *mj) {}
 int mpi_job_nranks(const mpi_job *mj) { return 1; }
+int mpi_job_rank_of(const mpi_job *mj, int replica) { return 0; }

@@ -91,6 +91,9 @@ grep -q "MPI: $K ranks; replicas 0\.\.[0-9] on rank 0" "$STATE/jobs/$id/log.txt"
 for r in $(seq 1 $((K - 1))); do
     grep -q "parled\[rank $r\]: job: replicas" "$TMP/parled.err" || fail "rank $r ran no replica"
 done
+# status names the rank of each replica: 3 replicas over K ranks, the last on rank K-1.
+ctl status "$id" --json | grep -q "\"replica_devices\":[[:space:]]*\[\"cpu\",.*\"rank$((K - 1)):cpu\"\]" ||
+    fail "status does not say which rank runs each replica: $(ctl status "$id" --json)"
 ctl export "$id" "$TMP/mpi.safetensors" >/dev/null || fail "export (MPI)"
 d=$(compare "$TMP/one.safetensors" "$TMP/mpi.safetensors") ||
     fail "the masters differ by $d (relative) between one process and $K ranks"
