@@ -86,6 +86,8 @@ int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
  * name ranks (*ranks = 0: every rank), -1 with `why` (without `s`) if it is
  * malformed. */
 int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen);
+/* Is `s` one of the forms above (or "cpu", "auto", "gpu", GPU ids)? */
+int job_devices_valid(const char *s);
 
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);
