@@ -112,8 +112,10 @@ void comm_detach(comm *c, int rank)
     pthread_mutex_lock(&c->lock);
     c->attached--;
     pthread_cond_broadcast(&c->wake);
-    /* The host result is rank 0's to free, once nobody can read it. */
-    while (rank == 0 && c->result_ctx && c->attached > 0)
+    /* Nobody frees what others may still read (its published vector, the
+     * host result) before everyone has left: after an abort a rank leaves
+     * its collective while another still reads its vector. */
+    while (c->attached > 0)
         pthread_cond_wait(&c->wake, &c->lock);
     if (rank == 0 && c->result_ctx) {
         backend_free(c->result_ctx, c->result);

@@ -103,6 +103,9 @@ void comm_free(comm *c);
  * 0, or -1 with a message (out of memory; a CUDA or NCCL failure; some
  * ranks on the CPU and some on a GPU). */
 int comm_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err, size_t errlen);
+/* Returns once every rank that attached has detached: then nobody reads
+ * this rank's vectors any more (an abort lets ranks leave a collective at
+ * different points), and the rank may free them. */
 void comm_detach(comm *c, int rank);
 
 /* Abort the comm (the first reason is kept) and wake every waiting rank. */
