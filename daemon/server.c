@@ -1,3 +1,6 @@
+/* The daemon's socket (server.h): the listener and its peer-credential
+ * check, connections and their bounded output, request lines handed to
+ * server_ops.c, job events to watchers, and the shutdown's grace. */
 #include "server.h"
 
 #include <errno.h>
@@ -13,16 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "jobs.h"
-#include "parle_config.h"
 #include "protocol.h"
-#include "transfer.h"
+#include "server_impl.h"
 
 /* A client that does not read its watch stream is dropped once this much
  * output waits for it. */
 #define MAX_PENDING_OUTPUT (64u << 20)
-#define MAX_LOG_REPLY (8u << 20)
 #define MAX_GROUPS 1024
 
 enum log_level server_log_level = LOG_INFO;
@@ -44,43 +44,7 @@ void server_log(enum log_level level, const char *fmt, ...)
     va_end(ap);
 }
 
-typedef struct conn conn;
-struct conn {
-    uv_pipe_t pipe;        /* first: the handle's address is the conn's */
-    uv_shutdown_t shutdown_req;
-    server *srv;
-    conn *prev, *next;
-    proto_framer framer;
-    job *watching;         /* watch: job events until it ends */
-    job *following;        /* logs follow: log lines until it ends */
-    unsigned peer_uid;
-    int closing;
-};
-
-struct server {
-    uv_loop_t *loop;
-    uv_pipe_t listener;
-    char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    int activated; /* the listener came from systemd (sdnotify.h): not ours to unlink */
-    char state_dir[1024];
-    int have_group;
-    gid_t group;
-    jobs *jobs;
-    conn *conns;
-    int stopping, stopped;
-    double stop_timeout_s;
-    uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
-    double started_at;
-    void (*on_stopped)(void *user);
-    void *user;
-};
-
-typedef struct write_req {
-    uv_write_t req;
-    char *data;
-} write_req;
-
-static double mono_s(void) { return (double)uv_hrtime() * 1e-9; }
+double server_mono_s(void) { return (double)uv_hrtime() * 1e-9; }
 
 /* ---- connections ---- */
 
@@ -142,7 +106,7 @@ static void on_written(uv_write_t *req, int status)
 }
 
 /* Queue one line; takes ownership of `line`. */
-static void conn_send(conn *c, char *line)
+void conn_send(conn *c, char *line)
 {
     if (!line || c->closing) {
         free(line);
@@ -170,19 +134,19 @@ static void conn_send(conn *c, char *line)
     }
 }
 
-static void send_error(conn *c, const char *code, const char *message)
+void send_error(conn *c, const char *code, const char *message)
 {
     conn_send(c, proto_reply_error(code, message));
 }
 
-static void send_error_and_end(conn *c, const char *code, const char *message)
+void send_error_and_end(conn *c, const char *code, const char *message)
 {
     send_error(c, code, message);
     conn_end(c);
 }
 
 /* The final line of a watch or a log follow. */
-static char *end_line(job *j)
+char *end_line(job *j)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", "end");
@@ -190,242 +154,6 @@ static char *end_line(job *j)
     cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
     cJSON_AddItemToObject(o, "job", job_status_json(j));
     return proto_line(o);
-}
-
-/* ---- ops ---- */
-
-static cJSON *version_json(void)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "version", PARLE_VERSION);
-    cJSON_AddNumberToObject(o, "protocol", PROTO_VERSION);
-    cJSON *f = cJSON_AddObjectToObject(o, "features");
-    /* Built with CUDA is not the same as able to use it: say both. */
-    cJSON_AddBoolToObject(f, "cuda", PARLE_HAVE_CUDA);
-    cJSON_AddNumberToObject(f, "gpus", backend_cuda_devices());
-    cJSON_AddBoolToObject(f, "cudnn", PARLE_HAVE_CUDNN);
-    cJSON_AddBoolToObject(f, "nccl", PARLE_HAVE_NCCL);
-    cJSON_AddBoolToObject(f, "mpi", PARLE_HAVE_MPI);
-    cJSON_AddBoolToObject(f, "dnnl", PARLE_HAVE_DNNL);
-    return o;
-}
-
-static job *find_job(conn *c, const char *id)
-{
-    job *j = jobs_find(c->srv->jobs, id);
-    if (!j) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "no job %s", id);
-        send_error(c, ERR_NOT_FOUND, msg);
-    }
-    return j;
-}
-
-static void op_submit(conn *c, proto_request *req)
-{
-    char err[8192];
-    const char *code;
-    job *j = jobs_submit(c->srv->jobs, req->job, &code, err, sizeof(err));
-    if (!j) {
-        server_log(LOG_INFO, "rejected a job from uid %u: %s", c->peer_uid, err);
-        send_error(c, code, err);
-        return;
-    }
-    server_log(LOG_INFO, "job %s submitted by uid %u", job_id(j), c->peer_uid);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", job_id(j));
-    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
-    conn_send(c, proto_reply_ok(o));
-}
-
-static void op_status(conn *c, proto_request *req)
-{
-    server *s = c->srv;
-    cJSON *o = cJSON_CreateObject();
-    if (req->id[0]) {
-        job *j = find_job(c, req->id);
-        if (!j) {
-            cJSON_Delete(o);
-            return;
-        }
-        cJSON_AddItemToObject(o, "job", job_status_json(j));
-    } else {
-        cJSON *d = version_json();
-        cJSON_AddNumberToObject(d, "pid", getpid());
-        cJSON_AddStringToObject(d, "socket", s->socket_path);
-        cJSON_AddStringToObject(d, "state_dir", s->state_dir);
-        cJSON_AddNumberToObject(d, "uptime_s", mono_s() - s->started_at);
-        cJSON_AddItemToObject(d, "jobs", jobs_summary_json(s->jobs));
-        cJSON_AddItemToObject(o, "daemon", d);
-        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
-    }
-    conn_send(c, proto_reply_ok(o));
-}
-
-static void op_watch(conn *c, proto_request *req)
-{
-    job *j = find_job(c, req->id);
-    if (!j)
-        return;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "job", job_status_json(j));
-    conn_send(c, proto_reply_ok(o));
-    if (job_state_final(job_state_of(j)))
-        conn_send(c, end_line(j));
-    else
-        c->watching = j;
-}
-
-static void op_logs(conn *c, proto_request *req)
-{
-    job *j = find_job(c, req->id);
-    if (!j)
-        return;
-    char err[1400];
-    char *text = job_read_log(j, MAX_LOG_REPLY, err, sizeof(err));
-    if (!text) {
-        send_error(c, ERR_INTERNAL, err);
-        return;
-    }
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", job_id(j));
-    cJSON_AddStringToObject(o, "text", text);
-    free(text);
-    conn_send(c, proto_reply_ok(o));
-    if (!req->follow)
-        return;
-    if (job_state_final(job_state_of(j)))
-        conn_send(c, end_line(j));
-    else
-        c->following = j;
-}
-
-static void op_cancel(conn *c, proto_request *req)
-{
-    job *j = find_job(c, req->id);
-    if (!j)
-        return;
-    char err[256];
-    if (job_cancel(c->srv->jobs, j, err, sizeof(err)) != 0) {
-        send_error(c, ERR_BAD_STATE, err);
-        return;
-    }
-    server_log(LOG_INFO, "job %s: cancel by uid %u", job_id(j), c->peer_uid);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", job_id(j));
-    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
-    conn_send(c, proto_reply_ok(o));
-}
-
-/* The daemon never writes where a client says (it may run as root): it
- * names its own copy of the master, with its size, CRC-32 and version, and
- * hands it out in chunks (with "offset") that the client writes itself. */
-static void op_export(conn *c, proto_request *req)
-{
-    job *j = find_job(c, req->id);
-    if (!j)
-        return;
-    char err[1400];
-    const char *code;
-    cJSON *o = job_export_json(j, &code, err, sizeof(err));
-    if (o && req->has_offset) {
-        char path[1200];
-        job_file_path(j, "master.safetensors", path, sizeof path);
-        cJSON_Delete(o);
-        o = transfer_chunk(path, req->offset, req->version, &code, err, sizeof err);
-        if (o)
-            cJSON_AddStringToObject(o, "id", job_id(j));
-    } else if (o && transfer_describe(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "path")),
-                                      o, err, sizeof err) != 0) {
-        cJSON_Delete(o);
-        o = NULL;
-        code = ERR_INTERNAL;
-    }
-    if (!o) {
-        send_error(c, code, err);
-        return;
-    }
-    conn_send(c, proto_reply_ok(o));
-}
-
-/* The job's metrics.jsonl from a byte offset, whole lines, bounded. */
-static void op_metrics(conn *c, proto_request *req)
-{
-    job *j = find_job(c, req->id);
-    if (!j)
-        return;
-    char path[1200], err[1400];
-    const char *code;
-    job_file_path(j, "metrics.jsonl", path, sizeof path);
-    cJSON *o = transfer_lines(path, req->offset, &code, err, sizeof err);
-    if (!o) {
-        send_error(c, code, err);
-        return;
-    }
-    cJSON_AddStringToObject(o, "id", job_id(j));
-    conn_send(c, proto_reply_ok(o));
-}
-
-static void handle_request(conn *c, char *line, size_t len)
-{
-    server *s = c->srv;
-    proto_request req;
-    const char *code;
-    char msg[512];
-    if (proto_parse_request(line, len, &req, &code, msg, sizeof(msg)) != 0) {
-        server_log(LOG_DEBUG, "bad request from uid %u: %s: %s", c->peer_uid, code, msg);
-        send_error(c, code, msg);
-        return;
-    }
-    server_log(LOG_DEBUG, "uid %u: %s %s", c->peer_uid, proto_op_name(req.op), req.id);
-    switch (req.op) {
-    case OP_SUBMIT:
-        op_submit(c, &req);
-        break;
-    case OP_STATUS:
-        op_status(c, &req);
-        break;
-    case OP_LIST: {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
-        conn_send(c, proto_reply_ok(o));
-        break;
-    }
-    case OP_WATCH:
-        op_watch(c, &req);
-        break;
-    case OP_LOGS:
-        op_logs(c, &req);
-        break;
-    case OP_CANCEL:
-        op_cancel(c, &req);
-        break;
-    case OP_EXPORT:
-        op_export(c, &req);
-        break;
-    case OP_METRICS:
-        op_metrics(c, &req);
-        break;
-    case OP_DEVICES: {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "devices", jobs_devices_json(s->jobs));
-        conn_send(c, proto_reply_ok(o));
-        break;
-    }
-    case OP_VERSION:
-        conn_send(c, proto_reply_ok(version_json()));
-        break;
-    case OP_SHUTDOWN: {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "stopping_jobs", jobs_running(s->jobs));
-        conn_send(c, proto_reply_ok(o));
-        char why[64];
-        snprintf(why, sizeof(why), "shutdown requested by uid %u", c->peer_uid);
-        server_shutdown(s, why);
-        break;
-    }
-    }
-    proto_request_free(&req);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -455,7 +183,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
                 send_error_and_end(c, ERR_LINE_TOO_LONG, msg);
                 break;
             }
-            handle_request(c, line, len);
+            server_handle_request(c, line, len);
         }
     }
     free(buf->base);
@@ -698,7 +426,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     s->loop = loop;
     s->on_stopped = on_stopped;
     s->user = user;
-    s->started_at = mono_s();
+    s->started_at = server_mono_s();
     if (strlen(cfg->socket_path) >= sizeof(s->socket_path)) {
         snprintf(err, errlen, "socket path too long (at most %zu bytes): %s",
                  sizeof(s->socket_path) - 1, cfg->socket_path);

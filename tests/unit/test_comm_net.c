@@ -155,7 +155,7 @@ static void *replica_thread(void *p)
     char err[256];
     if (comm_attach(c, a->rank, &ctx, LEN, err, sizeof err) != 0) {
         a->wrong++;
-        return NULL;
+        goto out;
     }
     double *rows = comm_shared_rows(c, a->rank, 2);
     if (!rows) {
@@ -195,6 +195,7 @@ static void *replica_thread(void *p)
     }
 out:
     comm_detach(c, a->rank);
+    backend_ctx_free(&ctx);
     return NULL;
 }
 

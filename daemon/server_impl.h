@@ -1,0 +1,60 @@
+/* Internal to the server (server.c: connections, the socket, job events to
+ * watchers; server_ops.c: the protocol's operations). */
+#ifndef PARLE_SERVER_IMPL_H
+#define PARLE_SERVER_IMPL_H
+
+#include <sys/types.h>
+#include <sys/un.h>
+#include <uv.h>
+
+#include "jobs.h"
+#include "protocol.h"
+#include "server.h"
+
+typedef struct conn conn;
+struct conn {
+    uv_pipe_t pipe;        /* first: the handle's address is the conn's */
+    uv_shutdown_t shutdown_req;
+    server *srv;
+    conn *prev, *next;
+    proto_framer framer;
+    job *watching;         /* watch: job events until it ends */
+    job *following;        /* logs follow: log lines until it ends */
+    unsigned peer_uid;
+    int closing;
+};
+
+struct server {
+    uv_loop_t *loop;
+    uv_pipe_t listener;
+    char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int activated; /* the listener came from systemd (sdnotify.h): not ours to unlink */
+    char state_dir[1024];
+    int have_group;
+    gid_t group;
+    jobs *jobs;
+    conn *conns;
+    int stopping, stopped;
+    double stop_timeout_s;
+    uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
+    double started_at;
+    void (*on_stopped)(void *user);
+    void *user;
+};
+
+typedef struct write_req {
+    uv_write_t req;
+    char *data;
+} write_req;
+
+/* server.c */
+double server_mono_s(void);
+void conn_send(conn *c, char *line); /* takes the line; drops a client that stopped reading */
+void send_error(conn *c, const char *code, const char *message);
+void send_error_and_end(conn *c, const char *code, const char *message);
+char *end_line(job *j);              /* a watch's last event, with the job's status */
+
+/* server_ops.c: one request line from c, answered on c. */
+void server_handle_request(conn *c, char *line, size_t len);
+
+#endif

@@ -1,0 +1,248 @@
+/* The protocol's operations (docs/protocol.md), one handler each, on the
+ * loop thread: what a parsed request asks of the queue, answered on its
+ * connection. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "parle_config.h"
+#include "server_impl.h"
+#include "transfer.h"
+
+#define MAX_LOG_REPLY (8u << 20)
+
+
+static cJSON *version_json(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", PARLE_VERSION);
+    cJSON_AddNumberToObject(o, "protocol", PROTO_VERSION);
+    cJSON *f = cJSON_AddObjectToObject(o, "features");
+    /* Built with CUDA is not the same as able to use it: say both. */
+    cJSON_AddBoolToObject(f, "cuda", PARLE_HAVE_CUDA);
+    cJSON_AddNumberToObject(f, "gpus", backend_cuda_devices());
+    cJSON_AddBoolToObject(f, "cudnn", PARLE_HAVE_CUDNN);
+    cJSON_AddBoolToObject(f, "nccl", PARLE_HAVE_NCCL);
+    cJSON_AddBoolToObject(f, "mpi", PARLE_HAVE_MPI);
+    cJSON_AddBoolToObject(f, "dnnl", PARLE_HAVE_DNNL);
+    return o;
+}
+
+static job *find_job(conn *c, const char *id)
+{
+    job *j = jobs_find(c->srv->jobs, id);
+    if (!j) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no job %s", id);
+        send_error(c, ERR_NOT_FOUND, msg);
+    }
+    return j;
+}
+
+static void op_submit(conn *c, proto_request *req)
+{
+    char err[8192];
+    const char *code;
+    job *j = jobs_submit(c->srv->jobs, req->job, &code, err, sizeof(err));
+    if (!j) {
+        server_log(LOG_INFO, "rejected a job from uid %u: %s", c->peer_uid, err);
+        send_error(c, code, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s submitted by uid %u", job_id(j), c->peer_uid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_status(conn *c, proto_request *req)
+{
+    server *s = c->srv;
+    cJSON *o = cJSON_CreateObject();
+    if (req->id[0]) {
+        job *j = find_job(c, req->id);
+        if (!j) {
+            cJSON_Delete(o);
+            return;
+        }
+        cJSON_AddItemToObject(o, "job", job_status_json(j));
+    } else {
+        cJSON *d = version_json();
+        cJSON_AddNumberToObject(d, "pid", getpid());
+        cJSON_AddStringToObject(d, "socket", s->socket_path);
+        cJSON_AddStringToObject(d, "state_dir", s->state_dir);
+        cJSON_AddNumberToObject(d, "uptime_s", server_mono_s() - s->started_at);
+        cJSON_AddItemToObject(d, "jobs", jobs_summary_json(s->jobs));
+        cJSON_AddItemToObject(o, "daemon", d);
+        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
+    }
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_watch(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "job", job_status_json(j));
+    conn_send(c, proto_reply_ok(o));
+    if (job_state_final(job_state_of(j)))
+        conn_send(c, end_line(j));
+    else
+        c->watching = j;
+}
+
+static void op_logs(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[1400];
+    char *text = job_read_log(j, MAX_LOG_REPLY, err, sizeof(err));
+    if (!text) {
+        send_error(c, ERR_INTERNAL, err);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "text", text);
+    free(text);
+    conn_send(c, proto_reply_ok(o));
+    if (!req->follow)
+        return;
+    if (job_state_final(job_state_of(j)))
+        conn_send(c, end_line(j));
+    else
+        c->following = j;
+}
+
+static void op_cancel(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[256];
+    if (job_cancel(c->srv->jobs, j, err, sizeof(err)) != 0) {
+        send_error(c, ERR_BAD_STATE, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s: cancel by uid %u", job_id(j), c->peer_uid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    conn_send(c, proto_reply_ok(o));
+}
+
+/* The daemon never writes where a client says (it may run as root): it
+ * names its own copy of the master, with its size, CRC-32 and version, and
+ * hands it out in chunks (with "offset") that the client writes itself. */
+static void op_export(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char err[1400];
+    const char *code;
+    cJSON *o = job_export_json(j, &code, err, sizeof(err));
+    if (o && req->has_offset) {
+        char path[1200];
+        job_file_path(j, "master.safetensors", path, sizeof path);
+        cJSON_Delete(o);
+        o = transfer_chunk(path, req->offset, req->version, &code, err, sizeof err);
+        if (o)
+            cJSON_AddStringToObject(o, "id", job_id(j));
+    } else if (o && transfer_describe(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "path")),
+                                      o, err, sizeof err) != 0) {
+        cJSON_Delete(o);
+        o = NULL;
+        code = ERR_INTERNAL;
+    }
+    if (!o) {
+        send_error(c, code, err);
+        return;
+    }
+    conn_send(c, proto_reply_ok(o));
+}
+
+/* The job's metrics.jsonl from a byte offset, whole lines, bounded. */
+static void op_metrics(conn *c, proto_request *req)
+{
+    job *j = find_job(c, req->id);
+    if (!j)
+        return;
+    char path[1200], err[1400];
+    const char *code;
+    job_file_path(j, "metrics.jsonl", path, sizeof path);
+    cJSON *o = transfer_lines(path, req->offset, &code, err, sizeof err);
+    if (!o) {
+        send_error(c, code, err);
+        return;
+    }
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    conn_send(c, proto_reply_ok(o));
+}
+
+void server_handle_request(conn *c, char *line, size_t len)
+{
+    server *s = c->srv;
+    proto_request req;
+    const char *code;
+    char msg[512];
+    if (proto_parse_request(line, len, &req, &code, msg, sizeof(msg)) != 0) {
+        server_log(LOG_DEBUG, "bad request from uid %u: %s: %s", c->peer_uid, code, msg);
+        send_error(c, code, msg);
+        return;
+    }
+    server_log(LOG_DEBUG, "uid %u: %s %s", c->peer_uid, proto_op_name(req.op), req.id);
+    switch (req.op) {
+    case OP_SUBMIT:
+        op_submit(c, &req);
+        break;
+    case OP_STATUS:
+        op_status(c, &req);
+        break;
+    case OP_LIST: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_WATCH:
+        op_watch(c, &req);
+        break;
+    case OP_LOGS:
+        op_logs(c, &req);
+        break;
+    case OP_CANCEL:
+        op_cancel(c, &req);
+        break;
+    case OP_EXPORT:
+        op_export(c, &req);
+        break;
+    case OP_METRICS:
+        op_metrics(c, &req);
+        break;
+    case OP_DEVICES: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "devices", jobs_devices_json(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_VERSION:
+        conn_send(c, proto_reply_ok(version_json()));
+        break;
+    case OP_SHUTDOWN: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stopping_jobs", jobs_running(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        char why[64];
+        snprintf(why, sizeof(why), "shutdown requested by uid %u", c->peer_uid);
+        server_shutdown(s, why);
+        break;
+    }
+    }
+    proto_request_free(&req);
+}
