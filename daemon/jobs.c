@@ -242,14 +242,18 @@ static void start_job(jobs *js, job *j)
 /* FIFO: a job starts when its devices are free and no earlier waiting job
  * wants any of them, so a big job is never starved by later small ones.
  * Jobs interrupted by a daemon stop come before every other queued job. */
+/* Queued jobs start in order (interrupted ones first) on free devices.
+ * Under MPI the other ranks serve one job at a time, so one job runs: jobs
+ * on disjoint GPUs of rank 0 would still meet at a rank > 0. */
 static void schedule(jobs *js)
 {
     uint64_t wanted = 0;
+    int one_at_a_time = mpi_node_size() > 1;
     for (int pass = 0; pass < 2; pass++)
         for (job *j = js->first; j && !js->stopping; j = j->next) {
             if (j->state != JOB_QUEUED || j->interrupted != (pass == 0))
                 continue;
-            if (!((js->busy | wanted) & j->devices))
+            if (!((js->busy | wanted) & j->devices) && !(one_at_a_time && js->running))
                 start_job(js, j);
             else
                 wanted |= j->devices;
