@@ -783,6 +783,9 @@ static int cmd_devices(const command *cmd, int argc, char **argv)
         const char *job = str(d, "job");
         if (strcmp(str(d, "kind"), "cpu") == 0)
             printf("cpu   %d cores", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "cores")));
+        else if (strcmp(str(d, "kind"), "rank") == 0)
+            printf("rank %.0f  pid %.0f, %.0f cores, %.0f GPUs, %s", num(d, "rank"), num(d, "pid"),
+                   num(d, "cores"), num(d, "gpus"), str(d, "state"));
         else if (*str(d, "name"))
             printf("gpu %.0f  %s, %.1f GiB", num(d, "index"), str(d, "name"),
                    num(d, "memory_bytes") / (1024.0 * 1024 * 1024));

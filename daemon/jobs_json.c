@@ -7,6 +7,7 @@
 
 #include "fsutil.h"
 #include "jobs_impl.h"
+#include "mpi_node.h"
 #include "safetensors.h"
 #include "topology.h"
 
@@ -140,6 +141,36 @@ static const job *job_on(const jobs *js, uint64_t dev)
     return NULL;
 }
 
+/* Under MPI, rank r > 0: what it has, whether it still serves, and the
+ * running job it takes part in (one job runs at a time under MPI). */
+static cJSON *rank_json(const jobs *js, int r)
+{
+    mpi_rank_info info;
+    int lost = mpi_node_describe(r, &info);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "kind", "rank");
+    cJSON_AddNumberToObject(d, "rank", r);
+    cJSON_AddNumberToObject(d, "pid", (double)info.pid);
+    cJSON_AddNumberToObject(d, "cores", info.cores);
+    cJSON_AddNumberToObject(d, "gpus", info.gpus);
+    cJSON_AddStringToObject(d, "state", lost ? "lost" : "serving");
+    const job *on = NULL;
+    for (const job *j = js->first; j && !on; j = j->next) {
+        if (j->state != JOB_RUNNING)
+            continue;
+        pthread_mutex_lock(&j->js->mu);
+        for (int k = 0; j->placed && k < j->cfg.algorithm.replicas && k < 64 && !on; k++)
+            if (j->replica_rank[k] == r)
+                on = j;
+        pthread_mutex_unlock(&j->js->mu);
+    }
+    if (on)
+        cJSON_AddStringToObject(d, "job", on->id);
+    else
+        cJSON_AddNullToObject(d, "job");
+    return d;
+}
+
 cJSON *jobs_devices_json(const jobs *js)
 {
     cJSON *a = cJSON_CreateArray();
@@ -174,6 +205,8 @@ cJSON *jobs_devices_json(const jobs *js)
             cJSON_AddNullToObject(d, "job");
         cJSON_AddItemToArray(a, d);
     }
+    for (int r = 1; r < mpi_node_size(); r++)
+        cJSON_AddItemToArray(a, rank_json(js, r));
     return a;
 }
 

@@ -31,7 +31,8 @@ enum { WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
 #define STOP_WAIT_S 30.0
 
 static int node_rank, node_size = 1;
-static unsigned char *lost;  /* rank 0: ranks that did not take a job in time */
+static unsigned char *lost;  /* rank 0: ranks that did not take a job in time (atomic) */
+static mpi_rank_info *ranks; /* rank 0: what each rank said at start */
 /* Rank 0: the job header last sent to each rank. A send to a rank that never
  * takes it stays pending, reading it, but nothing is sent there again. */
 static long (*headers)[4];
@@ -57,12 +58,37 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
     MPI_Comm_size(MPI_COMM_WORLD, &node_size);
     lost = calloc((size_t)node_size, 1);
     headers = calloc((size_t)node_size, sizeof *headers);
-    if (!lost || !headers) {
+    long *all = calloc((size_t)node_size * 3, sizeof *all);
+    ranks = calloc((size_t)node_size, sizeof *ranks);
+    if (!lost || !headers || !all || !ranks) {
         snprintf(err, errlen, "--mpi: out of memory");
         MPI_Finalize();
         return -1;
     }
+    /* Each rank's pid, cores and GPUs, for rank 0's `devices`. */
+    int *cores = NULL;
+    char why[256];
+    long mine[3] = {(long)getpid(), run_cpu_cores(&cores, why, sizeof why),
+                    backend_cuda_devices()};
+    free(cores);
+    if (MPI_Gather(mine, 3, MPI_LONG, all, 3, MPI_LONG, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        snprintf(err, errlen, "--mpi: the ranks could not say what they have (MPI_Gather)");
+        free(all);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return -1;
+    }
+    for (int r = 0; r < node_size; r++)
+        ranks[r] = (mpi_rank_info){all[3 * r], (int)all[3 * r + 1], (int)all[3 * r + 2]};
+    free(all);
     return 0;
+}
+
+int mpi_node_describe(int rank, mpi_rank_info *out)
+{
+    if (rank < 0 || rank >= node_size || !ranks)
+        return -1;
+    *out = ranks[rank];
+    return __atomic_load_n(&lost[rank], __ATOMIC_RELAXED);
 }
 
 int mpi_node_rank(void) { return node_rank; }
@@ -122,7 +148,7 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
         MPI_Test_cancelled(&st, &cancelled);
         if (!cancelled) /* its acknowledgement came just now */
             continue;
-        lost[world[j]] = 1;
+        __atomic_store_n(&lost[world[j]], 1, __ATOMIC_RELAXED);
         if (at < errlen)
             at += (size_t)snprintf(err + at, errlen - at, "%s%d", at ? ", " : "MPI: rank ",
                                    world[j]);
@@ -442,4 +468,5 @@ void mpi_node_finalize(void)
     MPI_Finalize();
     free(lost);
     free(headers);
+    free(ranks);
 }

@@ -19,6 +19,15 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen);
 int mpi_node_rank(void);   /* 0 without MPI */
 int mpi_node_size(void);   /* 1 without MPI */
 
+/* Rank 0, for `devices`: what rank r told it at start (its pid, cores and
+ * GPUs), and whether it was left out since (1) or still serves (0). Any
+ * thread. -1 for a rank there is not. */
+typedef struct mpi_rank_info {
+    long pid;
+    int cores, gpus;
+} mpi_rank_info;
+int mpi_node_describe(int rank, mpi_rank_info *out);
+
 /* Ranks > 0: serve rank 0's jobs until it says stop. The process's exit status. */
 int mpi_node_serve(void);
 

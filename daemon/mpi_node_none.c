@@ -12,6 +12,7 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
 
 int mpi_node_rank(void) { return 0; }
 int mpi_node_size(void) { return 1; }
+int mpi_node_describe(int rank, mpi_rank_info *out) { return -1; }
 int mpi_node_serve(void) { return 1; }
 void mpi_node_finalize(void) {}
 

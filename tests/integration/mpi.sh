@@ -91,6 +91,9 @@ grep -q "MPI: $K ranks; replicas 0\.\.[0-9] on rank 0" "$STATE/jobs/$id/log.txt"
 for r in $(seq 1 $((K - 1))); do
     grep -q "parled\[rank $r\]: job: replicas" "$TMP/parled.err" || fail "rank $r ran no replica"
 done
+# devices lists every rank > 0, serving and idle now.
+[ "$(ctl devices | grep -c "^rank [1-9][0-9]*  pid [0-9]*, [1-9][0-9]* cores, [0-9]* GPUs, serving  idle")" = $((K - 1)) ] ||
+    fail "devices does not list the $((K - 1)) serving ranks: $(ctl devices)"
 # status names the rank of each replica: 3 replicas over K ranks, the last on rank K-1.
 ctl status "$id" --json | grep -q "\"replica_devices\":[[:space:]]*\[\"cpu\",.*\"rank$((K - 1)):cpu\"\]" ||
     fail "status does not say which rank runs each replica: $(ctl status "$id" --json)"

@@ -73,6 +73,8 @@ c=$(ctl submit "$TMP/c.json" -q) || fail "submit c"
 ctl wait "$c" >/dev/null || fail "job c (rank0:cpu) did not end done: $(error_of "$c")"
 d=$(ctl submit "$TMP/a.json" -q) || fail "submit d"
 ctl wait "$d" >/dev/null || fail "job d (auto, rank 1 left out) did not end done: $(error_of "$d")"
+ctl devices | grep -q "^rank 1  pid [0-9]*, [0-9]* cores, [0-9]* GPUs, lost" ||
+    fail "devices does not say rank 1 is lost: $(ctl devices)"
 [ "$(grep -c "parled\[rank 0\]: job [0-9]*: on 1 of the 2 ranks" "$TMP/parled.err")" = 2 ] ||
     fail "jobs c and d did not run on rank 0 alone"
 job "$TMP/e.json" rank0:cpu,rank1:cpu
