@@ -133,11 +133,14 @@ void *cuda_scratch(backend_ctx *ctx, size_t bytes)
     if (im->scratch && bytes <= im->scratch_bytes)
         return im->scratch;
     /* Grow by half again, so a run of slightly larger requests (cuDNN
-     * workspaces of successive shapes) reallocates only a few times.
-     * cudaFree waits for the device, so no queued op still uses it. */
+     * workspaces of successive shapes) reallocates only a few times. The
+     * old scratch goes once the ops queued on the stream are done with it:
+     * cudaFree only "may perform implicit synchronization" (runtime API). */
     size_t want = bytes + bytes / 2;
     if (want < 1 << 20)
         want = 1 << 20;
+    if (im->scratch && !CUDA_OK(ctx, cudaStreamSynchronize(im->stream)))
+        return NULL;
     if (!CUDA_OK(ctx, cudaFree(im->scratch)))
         return NULL;
     im->scratch = NULL;
@@ -184,9 +187,16 @@ static void *cuda_alloc_op(backend_ctx *ctx, size_t bytes)
     return rc == cudaSuccess ? p : alloc_failed(ctx, rc, "memory", bytes);
 }
 
-/* cudaFree waits for the device, so memory that queued ops still use is
- * not handed back early. */
-static void cuda_free_op(backend_ctx *ctx, void *p) { CUDA_OK(ctx, cudaFree(p)); }
+/* Memory that queued ops still use (a kernel on the stream, a batch
+ * staged on the copy stream) is not handed back early: cudaFree itself
+ * only "may perform implicit synchronization" (runtime API docs). */
+static void cuda_free_op(backend_ctx *ctx, void *p)
+{
+    cuda_impl *im = cuda_impl_of(ctx);
+    CUDA_OK(ctx, cudaStreamSynchronize(im->stream));
+    CUDA_OK(ctx, cudaStreamSynchronize(im->copy));
+    CUDA_OK(ctx, cudaFree(p)); /* freed even after a failure: first error kept */
+}
 
 static void cuda_zero_op(backend_ctx *ctx, void *p, size_t bytes)
 {
