@@ -257,6 +257,10 @@ int nccl_rank_allreduce(nccl_rank *nr, backend_ctx *ctx, const float *send, floa
             cuda_ok_(ctx, q, __FILE__, __LINE__, "cudaEventQuery");
             break;
         }
+        /* "Not ready" is kept as the thread's last error like any other:
+         * cleared, or the next kernel launch's cudaGetLastError() check
+         * (launch.cuh) would report it as that launch's failure. */
+        (void)cudaGetLastError();
         ncclResult_t state;
         ncclResult_t got = ncclCommGetAsyncError(nr->comm, &state);
         if (got != ncclSuccess)
