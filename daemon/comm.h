@@ -23,6 +23,12 @@ struct comm;
  * (its leader) adds up the processes' partial results while its other ranks
  * wait; the ops poll the comm so that an abort or a peer's failure ends the
  * wait, and give up after timeout_s (aborting the comm with the reason). */
+/* The answer to another process's peer request (comm_net.serve): reads
+ * the request's len bytes, writes at most cap bytes of answer into reply and
+ * returns how many. */
+typedef size_t (*comm_peer_handler)(void *arg, const void *req, size_t len, void *reply,
+                                    size_t cap);
+
 typedef struct comm_net {
     int total;          /* replicas in all processes: the divisor of the means */
     int procs, proc;    /* the job's processes, and this one's place among them */
@@ -42,6 +48,19 @@ typedef struct comm_net {
     /* The same for one double per replica (comm_shared_rows' rows). */
     int (*gather_doubles)(const struct comm_net *net, struct comm *c, double *all);
     int (*bcast_bytes)(const struct comm_net *net, struct comm *c, void *buf, int len);
+    /* The asynchronous rules' peer requests (comm_peer_net.c, CPUs only):
+     * send req (len bytes) to the process holding replica `peer` (its number
+     * in the job) and wait for the answer, at most cap bytes, in reply. The
+     * caller is this process's rank `rank`, one request at a time each.
+     * Returns the answer's length, or -1 as above. */
+    long (*call)(const struct comm_net *net, struct comm *c, int rank, int peer,
+                 const void *req, size_t len, void *reply, size_t cap);
+    /* Answer the other processes' requests (at most max_bytes each way) with
+     * fn(arg, ...) from a thread of the net's own until unserve, which
+     * returns once fn is no longer called. 0, or -1 with a message. */
+    int (*serve)(const struct comm_net *net, struct comm *c, comm_peer_handler fn, void *arg,
+                 size_t max_bytes, char *err, size_t errlen);
+    void (*unserve)(const struct comm_net *net);
     /* The job failed or stopped here: tell the other processes (once). */
     void (*fail)(const struct comm_net *net, const char *reason);
     void *user;

@@ -1,4 +1,4 @@
-#include "comm_peer.h"
+#include "comm_peer_impl.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -6,44 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-/* One published snapshot: written under the write lock, read under a read
- * lock, so a reader holding it sees one whole publish. */
-typedef struct snap_buf {
-    pthread_rwlock_t lock;
-    float *x;
-    unsigned long version;   /* 0: never written */
-    double clock, loss;
-} snap_buf;
-
-/* One replica's part of the block. The owner initialises it before the
- * attach barrier; nobody else touches it before that barrier. */
-typedef struct peer_slot {
-    int device;              /* the owner's: -1 the host, else its GPU */
-    float *scratch;          /* a peer's vector copied in (pairs) */
-    snap_buf snap[2];
-    int latest;              /* the newest whole snapshot, -1 none (atomic) */
-    unsigned long published; /* the owner's publish count (owner only) */
-    pthread_mutex_t x_lock;
-    float *x;
-    pthread_mutex_t box_lock;
-    float *box;              /* the a-weighted mean of the x_k in the box */
-    double box_mass;         /* m = sum of a_k; guarded by box_lock */
-    double weight;           /* a_i: owner-written, read by anyone (atomic) */
-    peer_counts counts;      /* each field atomic */
-    int score[PEER_MAX];     /* atomic */
-} peer_slot;
-
-struct comm_peer {
-    comm *comm;
-    int n;
-    size_t len;
-    unsigned parts;
-    int live;                /* ranks attached and not yet detached (atomic) */
-    pthread_mutex_t centre_lock;
-    float *centre;           /* rank 0's memory */
-    peer_slot slot[];
-};
 
 static size_t bytes_of(const comm_peer *p) { return p->len * sizeof(float); }
 
@@ -94,6 +56,7 @@ int comm_peer_attach(comm *c, int rank, backend_ctx *ctx, size_t len, unsigned p
         /* Read by the others only after the barrier below. */
         p->comm = c;
         p->n = c->n;
+        p->first = c->net ? c->first : 0;
         p->len = len;
         p->parts = parts;
         pthread_mutex_init(&p->centre_lock, NULL);
@@ -141,6 +104,11 @@ int comm_peer_attach(comm *c, int rank, backend_ctx *ctx, size_t len, unsigned p
         snprintf(err, errlen, "replica %d: the job stopped before its peers met", rank);
         return -1;
     }
+    /* Other processes' replicas reach ours through rank 0's answers. */
+    if (c->net && rank == 0 && (parts & ~PEER_CENTRE) && peer_net_serve(p, err, errlen) != 0) {
+        comm_abort(c, "%s", err);
+        return -1;
+    }
     return 0;
 }
 
@@ -148,6 +116,10 @@ void comm_peer_detach(comm_peer *p, int rank, backend_ctx *ctx)
 {
     if (!p)
         return;
+    /* No answer to another process may touch a slot once it is freed: the
+     * others free theirs only when rank 0 has come here too. */
+    if (rank == 0 && p->serving)
+        peer_net_unserve(p);
     __atomic_sub_fetch(&p->live, 1, __ATOMIC_ACQ_REL);
     /* A peer that has not seen the abort yet may still push into our box or
      * read our snapshot; it comes here at its next step at the latest. */
@@ -199,15 +171,25 @@ int comm_peer_publish(comm_peer *p, int rank, backend_ctx *ctx, const float *x, 
 int comm_peer_fetch(comm_peer *p, int rank, int peer, backend_ctx *ctx, double timeout_s,
                     float *into, peer_meta *meta)
 {
-    peer_slot *s = &p->slot[peer];
+    int at = peer_slot_of(p, peer);
+    peer_slot *s = at >= 0 ? &p->slot[at] : NULL;
     double deadline = comm_now_s() + timeout_s;
     for (int spins = 0;; spins++) {
-        int b = __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE);
+        if (!s) {
+            int got = peer_net_fetch(p, rank, peer, ctx, into, meta);
+            if (got == 1) {
+                PEER_COUNT(p, rank, fetches, 1);
+                return 0;
+            }
+            if (got < 0)
+                deadline = 0.0;
+        }
+        int b = s ? __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE) : -1;
         if (b >= 0 && pthread_rwlock_tryrdlock(&s->snap[b].lock) == 0) {
             const snap_buf *sb = &s->snap[b];
             int whole = sb->version > 0;
             if (whole) {
-                peer_copy(p, ctx, into, rank, sb->x, peer);
+                peer_copy(p, ctx, into, rank, sb->x, at);
                 *meta = (peer_meta){.clock = sb->clock, .loss = sb->loss, .version = sb->version};
                 /* The owner may write there again once we let go. */
                 backend_sync(ctx);
@@ -243,8 +225,16 @@ void comm_peer_unlock(comm_peer *p, int rank, backend_ctx *ctx)
     pthread_mutex_unlock(&p->slot[rank].x_lock);
 }
 
-void comm_peer_pair_average(comm_peer *p, int rank, int peer, backend_ctx *ctx, double *dist2)
+void comm_peer_pair_average(comm_peer *p, int rank, int id, backend_ctx *ctx, double *dist2)
 {
+    int peer = peer_slot_of(p, id);
+    if (peer < 0) {
+        peer_net_pair_average(p, rank, id, ctx);
+        if (dist2)
+            *dist2 = 0.0; /* both now hold the one average the peer sent */
+        PEER_COUNT(p, rank, exchanges, 1);
+        return;
+    }
     /* One global lock order (by rank) makes any set of concurrent pairs
      * deadlock-free, whichever side starts each. */
     int lo = rank < peer ? rank : peer, hi = rank < peer ? peer : rank;
@@ -278,8 +268,14 @@ void comm_peer_set_weight(comm_peer *p, int rank, double a)
     __atomic_store(&p->slot[rank].weight, &a, __ATOMIC_RELEASE);
 }
 
-void comm_peer_push(comm_peer *p, int rank, int peer, backend_ctx *ctx, const float *x, double a)
+void comm_peer_push(comm_peer *p, int rank, int id, backend_ctx *ctx, const float *x, double a)
 {
+    int peer = peer_slot_of(p, id);
+    if (peer < 0) {
+        peer_net_push(p, rank, id, ctx, x, a);
+        PEER_COUNT(p, rank, pushes, 1);
+        return;
+    }
     peer_slot *s = &p->slot[peer];
     pthread_mutex_lock(&s->box_lock);
     /* Merging needs arithmetic on the box: only where our ops reach it.
@@ -357,8 +353,13 @@ int comm_peer_centre_elastic(comm_peer *p, int rank, backend_ctx *ctx, float *x,
     return 0;
 }
 
-void comm_peer_centre_average(comm_peer *p, backend_ctx *ctx, float *x)
+void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x)
 {
+    /* Across processes the centre is replica 0's process's. */
+    if (peer_slot_of(p, 0) < 0) {
+        peer_net_centre_average(p, rank, ctx, x);
+        return;
+    }
     pthread_mutex_lock(&p->centre_lock);
     vec_axpby(ctx, p->len, 0.5f, p->centre, 0.5f, x);
     backend_copy(ctx, p->centre, x, bytes_of(p));
@@ -373,6 +374,8 @@ void comm_peer_count(comm_peer *p, int rank, size_t field_offset, long add)
     long *f = (long *)((char *)&p->slot[rank].counts + field_offset);
     __atomic_add_fetch(f, add, __ATOMIC_RELAXED);
 }
+
+int comm_peer_replicas(const comm_peer *p) { return p->n; }
 
 void comm_peer_counts(comm_peer *p, int rank, peer_counts *out)
 {

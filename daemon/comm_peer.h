@@ -30,7 +30,14 @@
  * caller's stream over its own memory; another replica's vector is only
  * copied (comm_peer_copy: peer to peer between GPUs), except where both live
  * in one memory (the host, or one GPU): a mailbox merge and the EASGD
- * centre. */
+ * centre.
+ *
+ * Ranks and peers: `rank` is the caller's rank in its process's comm (its
+ * own slot); `peer` is the other replica's number in the job. In one
+ * process they coincide. Across processes (MPI, CPUs only) a peer held by
+ * another process is reached through that process's rank 0, which answers
+ * requests from a thread of the net's (comm_peer_net.c): the same
+ * operations with the same atomicity, the vectors sent over the net. */
 #ifndef PARLE_COMM_PEER_H
 #define PARLE_COMM_PEER_H
 
@@ -42,6 +49,7 @@ enum comm_peer_part {
     PEER_PAIR = 2,
     PEER_MAILBOX = 4,
     PEER_CENTRE = 8,
+    PEER_CENTRE_ASYNC = 16, /* with PEER_CENTRE: comm_peer_centre_average is used */
 };
 
 #define PEER_MAX 64 /* algorithm.replicas' bound */
@@ -103,8 +111,9 @@ void comm_peer_push(comm_peer *p, int rank, int peer, backend_ctx *ctx, const fl
  * written (never holds the owner up); 1 waits for it (a quiescent point).
  * Returns 1 if anything was absorbed. */
 int comm_peer_absorb(comm_peer *p, int rank, backend_ctx *ctx, float *x, int wait);
-/* sum_i a_i + the weight in every mailbox: 1 for GoSGD at all times, up to
- * rounding (exactly what is in flight is counted). */
+/* sum_i a_i + the weight in every mailbox of this process: 1 for GoSGD at
+ * all times in one process, up to rounding (exactly what is in flight is
+ * counted). */
 double comm_peer_total_weight(comm_peer *p);
 
 /* ---- the EASGD centre ---- */
@@ -116,7 +125,7 @@ int comm_peer_centre_elastic(comm_peer *p, int rank, backend_ctx *ctx, float *x,
                              float beta);
 /* Asynchronous exchange, one replica at a time: x, c <- (x + c) / 2, i.e.
  * x <- x - a (x - c), c <- c + a (x - c) with a = 1/2. */
-void comm_peer_centre_average(comm_peer *p, backend_ctx *ctx, float *x);
+void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x);
 
 /* ---- counters for status (each written by its owner; read by anyone) ---- */
 typedef struct peer_counts {
@@ -126,6 +135,8 @@ typedef struct peer_counts {
     long exchanges;           /* pair or centre averages this rank started */
 } peer_counts;
 void comm_peer_counts(comm_peer *p, int rank, peer_counts *out);
+/* This process's replicas: the ranks whose counts are here. */
+int comm_peer_replicas(const comm_peer *p);
 void comm_peer_count(comm_peer *p, int rank, size_t field_offset, long add);
 #define PEER_COUNT(p, rank, field, add) \
     comm_peer_count(p, rank, offsetof(peer_counts, field), add)

@@ -15,6 +15,8 @@
 
 enum { WHY_MAX = 512 };
 
+int mpi_net_thread_multiple;
+
 void mpi_net_log(const char *fmt, ...)
 {
     char buf[1024];
@@ -109,18 +111,21 @@ static void missing_ranks(mpi_job *mj, char *out, size_t len)
     }
 }
 
-/* A notice from a rank whose part of the job ended: abort our comm with it. */
-static int take_notice(mpi_job *mj, comm *c)
+/* Matched probe and receive: the leader and the answering thread may both
+ * look for notices, and each notice reaches one of them. */
+int mpi_net_take_notice(mpi_job *mj, comm *c)
 {
     int flag = 0, len = 0;
     MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, mj->notice, &flag, &st) != MPI_SUCCESS || !flag)
+    MPI_Message msg;
+    if (MPI_Improbe(MPI_ANY_SOURCE, TAG_FAIL, mj->notice, &flag, &msg, &st) != MPI_SUCCESS ||
+        !flag)
         return 0;
     char why[WHY_MAX] = "";
     MPI_Get_count(&st, MPI_CHAR, &len);
-    if (len >= WHY_MAX)
+    if (len < 0 || len >= WHY_MAX)
         len = WHY_MAX - 1;
-    MPI_Recv(why, WHY_MAX, MPI_CHAR, st.MPI_SOURCE, TAG_FAIL, mj->notice, MPI_STATUS_IGNORE);
+    MPI_Mrecv(why, WHY_MAX, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
     why[len] = '\0';
     comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
     return 1;
@@ -139,13 +144,13 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
             mpi_message(rc, msg, sizeof msg);
             comm_abort(c, "MPI rank %d: the %s across ranks failed: %s", mpi_node_rank(), what,
                        msg);
-            mj->broken = 1;
+            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             return -1;
         }
         if (done)
             return 0;
-        if (take_notice(mj, c) || comm_aborted(c)) {
-            mj->broken = 1;
+        if (mpi_net_take_notice(mj, c) || comm_aborted(c)) {
+            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             return -1;
         }
         if (comm_now_s() > deadline) {
@@ -161,7 +166,7 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
                            "within comm.timeout_s = %g s although every rank began it: the "
                            "network between them stalls", mpi_node_rank(), what, mj->nranks,
                            mj->net.timeout_s);
-            mj->broken = 1;
+            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             return -1;
         }
         /* Open MPI progresses only inside MPI calls: test often at first
@@ -300,7 +305,7 @@ static void net_fail(const comm_net *net, const char *reason)
     mpi_job *mj = net->user;
     if (mj->failed_sent++)
         return;
-    mj->broken = 1;
+    __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
     int len = (int)strnlen(reason, WHY_MAX - 1);
     MPI_Request reqs[mj->nranks];
     int n = 0;
@@ -325,23 +330,24 @@ mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
         free(world);
         return NULL;
     }
-    *mj = (mpi_job){.coll = MPI_COMM_NULL, .notice = MPI_COMM_NULL, .nranks = n, .world = world,
-                    .arrived = arrived};
+    *mj = (mpi_job){.coll = MPI_COMM_NULL, .notice = MPI_COMM_NULL, .peer = MPI_COMM_NULL,
+                    .nranks = n, .world = world, .arrived = arrived};
     for (int j = 0; j < n; j++)
         if (world[j] == mpi_node_rank())
             mj->me = j;
     if (n > 1) {
         /* Collective over the job's ranks only: the others never take part. */
         MPI_Group all, mine;
-        int tag = TAG_GROUP + 2 * (int)(seq % 10000), ok;
+        int tag = TAG_GROUP + 3 * (int)(seq % 10000), ok;
         ok = MPI_Comm_group(MPI_COMM_WORLD, &all) == MPI_SUCCESS;
         ok = ok && MPI_Group_incl(all, n, world, &mine) == MPI_SUCCESS;
         ok = ok && MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag, &mj->coll) == MPI_SUCCESS &&
-             MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag + 1, &mj->notice) == MPI_SUCCESS;
+             MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag + 1, &mj->notice) == MPI_SUCCESS &&
+             MPI_Comm_create_group(MPI_COMM_WORLD, mine, tag + 2, &mj->peer) == MPI_SUCCESS;
         if (!ok) {
             snprintf(err, errlen, "MPI rank %d: could not set up the job's communicators",
                      mpi_node_rank());
-            mj->broken = 1;
+            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             mpi_job_end(mj);
             return NULL;
         }
@@ -349,11 +355,13 @@ mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
         MPI_Group_free(&all);
         MPI_Comm_set_errhandler(mj->coll, MPI_ERRORS_RETURN);
         MPI_Comm_set_errhandler(mj->notice, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(mj->peer, MPI_ERRORS_RETURN);
     }
     mj->net = (comm_net){.sum_floats = net_sum_floats, .sum_doubles = net_sum_doubles,
                          .gather_int = net_gather_int, .bcast_bytes = net_bcast_bytes,
                          .gather_floats = net_gather_floats,
-                         .gather_doubles = net_gather_doubles,
+                         .gather_doubles = net_gather_doubles, .call = mpi_net_call,
+                         .serve = mpi_net_serve, .unserve = mpi_net_unserve,
                          .fail = net_fail, .user = mj};
     return mj;
 }
@@ -369,9 +377,12 @@ void mpi_job_end(mpi_job *mj)
                     mj->ngathers, mj->floats, mj->floats * 4e-6, mj->nagree, mj->in_sums_s, t,
                     t > 0 ? 100.0 * mj->in_sums_s / t : 0.0);
     }
-    if (!mj->broken && mj->nranks > 1) {
+    if (mj->asked + mj->answered > 0)
+        mpi_net_log("job peers: %ld requests sent, %ld answered", mj->asked, mj->answered);
+    if (!__atomic_load_n(&mj->broken, __ATOMIC_RELAXED) && mj->nranks > 1) {
         MPI_Comm_free(&mj->coll);
         MPI_Comm_free(&mj->notice);
+        MPI_Comm_free(&mj->peer);
     }
     free(mj->world);
     free(mj->arrived);
@@ -380,10 +391,12 @@ void mpi_job_end(mpi_job *mj)
 
 int mpi_job_nranks(const mpi_job *mj) { return mj->nranks; }
 
-int mpi_job_rank_of(const mpi_job *mj, int replica)
+int mpi_net_rank_of(const mpi_job *mj, int replica)
 {
     int j = 0;
     while (j + 1 < mj->nranks && first_replica(mj, j + 1) <= replica)
         j++;
-    return mj->world[j];
+    return j;
 }
+
+int mpi_job_rank_of(const mpi_job *mj, int replica) { return mj->world[mpi_net_rank_of(mj, replica)]; }

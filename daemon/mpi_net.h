@@ -7,6 +7,7 @@
 #define PARLE_MPI_NET_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #include "comm.h"
@@ -14,12 +15,18 @@
 
 /* Message tags, in one place so that those on MPI_COMM_WORLD stay apart:
  * the hand-off's (mpi_node.c) and the tags that create a job's communicators
- * (TAG_GROUP + 2 * (job number % 10000), + 1). FAIL and ARRIVE go on a job's
- * notice communicator. */
-enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5, TAG_GROUP = 1000 };
+ * (TAG_GROUP + 3 * (job number % 10000), + 1, + 2). FAIL and ARRIVE go on a
+ * job's notice communicator; on its peer communicator a request from the
+ * asking process's rank r has tag TAG_ASK + r and its answer TAG_ANSWER + r. */
+enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5, TAG_GROUP = 1000,
+       TAG_ASK = 100, TAG_ANSWER = 300 };
+
+/* MPI_Init_thread gave MPI_THREAD_MULTIPLE (peer requests need it). */
+extern int mpi_net_thread_multiple;
 
 struct mpi_job {
     MPI_Comm coll, notice;   /* the job's collectives; notices (MPI_COMM_NULL: rank 0 alone) */
+    MPI_Comm peer;           /* the asynchronous rules' peer requests and answers */
     int broken;              /* a collective may be left pending: abandon the comms */
     int failed_sent;
     int nranks, me;          /* the job's ranks, and this one's place among them */
@@ -30,6 +37,15 @@ struct mpi_job {
     long nsums, ngathers, nagree; /* what the syncs cost, logged at the end */
     double floats, in_sums_s, t_ready;
     comm_net net;
+    /* The thread answering peer requests (mpi_net_serve.c), between the
+     * net's serve and unserve. */
+    pthread_t server;
+    int serving, stop_serving;  /* stop_serving: atomic */
+    long asked, answered;       /* peer requests sent and answered here (atomic) */
+    comm *served;
+    comm_peer_handler answer;
+    void *answer_arg;
+    size_t max_bytes;
 };
 
 /* Every rank of a job: its communicators over its ranks (world ranks
@@ -42,6 +58,20 @@ void mpi_net_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Sleep ns nanoseconds (< 1 s): lets the core go between MPI_Tests. */
 void mpi_net_nap(long ns);
+
+/* A notice from a rank whose part of the job ended: abort c with it. 1 if
+ * one came. Any thread. */
+int mpi_net_take_notice(mpi_job *mj, comm *c);
+
+/* The job rank that holds replica `replica`. */
+int mpi_net_rank_of(const mpi_job *mj, int replica);
+
+/* The comm_net's call, serve and unserve (mpi_net_serve.c). */
+long mpi_net_call(const comm_net *net, comm *c, int rank, int peer, const void *req, size_t len,
+                  void *reply, size_t cap);
+int mpi_net_serve(const comm_net *net, comm *c, comm_peer_handler fn, void *arg,
+                  size_t max_bytes, char *err, size_t errlen);
+void mpi_net_unserve(const comm_net *net);
 
 /* Wait for n requests until `deadline` (comm_now_s). Finished ones become
  * MPI_REQUEST_NULL, so those left name the ranks that did not answer.

@@ -1,11 +1,13 @@
 /* mpi_node.h over MPI (docs/mpi.md).
  *
- * Threads: MPI_THREAD_SERIALIZED. MPI is called by the main thread (init,
- * a worker's wait for jobs, finalize), by rank 0's job thread (a job's
- * start and end) and, while the job runs, only by the process's replica 0
- * (its comm's leader) inside a collective; the job thread is then in
- * run_job's supervise, which makes no MPI call. So calls come from several
- * threads but never at once, which is what SERIALIZED promises.
+ * Threads: MPI_THREAD_MULTIPLE where the library gives it, else SERIALIZED.
+ * MPI is called by the main thread (init, a worker's wait for jobs,
+ * finalize), by rank 0's job thread (a job's start and end) and, while the
+ * job runs, by the process's replica 0 (its comm's leader) inside a
+ * collective; the job thread is then in run_job's supervise, which makes no
+ * MPI call. The asynchronous rules add calls from every replica thread (its
+ * peer requests) and from the net's answering thread at once: they need
+ * MULTIPLE, and are refused at their start where the library lacks it.
  *
  * Rank 0 hands a job to the ranks that run it (every rank not lost, or those
  * its `devices` names) point to point, each acknowledging it, so that a rank
@@ -41,7 +43,7 @@ static long job_seq;
 int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
 {
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         snprintf(err, errlen, "--mpi: MPI_Init_thread failed");
         return -1;
     }
@@ -51,6 +53,7 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
         MPI_Finalize();
         return -1;
     }
+    mpi_net_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     /* Errors come back as values: a peer's failure fails the job, not this
      * process (Open MPI's runtime may still end every rank when one dies). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -261,14 +264,11 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
         failed = 1;
     } else if (!failed && mj->nranks > 1 &&
                !coupling_runs_across_ranks(cfg, where->ngpus > 0)) {
-        /* Their read_peer, push and comm_peer work within one process only. */
-        snprintf(mine, sizeof mine, "algorithm.name = \"%s\"%s: across MPI ranks only parle (and "
-                 "sgd, elastic-sgd, entropy-sgd) and allreduce run, and dpsgd, sgp, osgp, lsgd "
-                 "and easgd (sync) on CPUs; the asynchronous rules read, push or average other "
-                 "replicas' state without a collective, which is not built across processes "
-                 "(docs/mpi.md); name one rank in devices (\"rank0:cpu\") to run it there",
-                 cfg->algorithm.name,
-                 strcmp(cfg->algorithm.variant, "async") ? "" : " (variant async)");
+        /* comm_exchange and the peer requests move host vectors only. */
+        snprintf(mine, sizeof mine, "algorithm.name = \"%s\": across MPI ranks on GPUs only "
+                 "parle (and sgd, elastic-sgd, entropy-sgd) and allreduce run; the other rules "
+                 "run across ranks on CPUs (docs/mpi.md); name one rank in devices "
+                 "(\"rank0:gpu\") to run it there", cfg->algorithm.name);
         failed = 1;
     } else if (!failed && where->ngpus > 0 && !PARLE_HAVE_NCCL) {
         snprintf(mine, sizeof mine, "devices: a job on GPUs across MPI ranks needs NCCL, and this "

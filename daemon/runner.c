@@ -785,9 +785,9 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.first = where->net ? where->first : 0;
     if (where->net && (run.nlocal < 1 || run.first < 0 || run.first + run.nlocal > run.n ||
                        !coupling_runs_across_ranks(cfg, where->ngpus > 0))) {
-        snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle, "
-                 "allreduce; dpsgd, sgp, osgp, lsgd, easgd sync on CPUs) and at least one "
-                 "replica per rank (docs/mpi.md)");
+        snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle "
+                 "and allreduce; every rule on CPUs) and at least one replica per rank "
+                 "(docs/mpi.md)");
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {

@@ -63,12 +63,12 @@ static void adpsgd_step(replica *r)
     comm_peer_lock(s->peer, r->rank);
     rule_local_step(r, x, s->u, 1);
     comm_peer_unlock(s->peer, r->rank, &r->ctx);
-    if (r->rank % 2 == 0) {
+    if (r->id % 2 == 0) {
         int d = 2 * (int)(async_uniform(r, 0) * (float)(r->n / 2)) + 1;
         if (d > r->n - 1)
             d = r->n - 1;
         double t0 = comm_now_s();
-        comm_peer_pair_average(s->peer, r->rank, (r->rank + d) % r->n, &r->ctx, NULL);
+        comm_peer_pair_average(s->peer, r->rank, (r->id + d) % r->n, &r->ctx, NULL);
         r->sync_s += comm_now_s() - t0;
     }
     take_copy(r);
@@ -93,7 +93,7 @@ static int adpsgd_describe(replica *r, char *json, size_t len)
 {
     adpsgd_state *s = r->rule_state;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->n, exchanges));
+    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, exchanges));
     return async_json_out(o, json, len);
 }
 
@@ -106,6 +106,7 @@ static void adpsgd_free(replica *r)
 
 const coupling_rule coupling_adpsgd = {
     .name = "adpsgd",
+    .net = NET_CPU,
     .init = adpsgd_init,
     .steps_per_sync = adpsgd_steps_per_sync,
     .begin = adpsgd_begin,

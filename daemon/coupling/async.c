@@ -8,7 +8,7 @@
 
 float async_uniform(const replica *r, unsigned u)
 {
-    philox_key key = philox_make_key(r->cfg->seed, (uint32_t)r->rank, RNG_STREAM_PEER);
+    philox_key key = philox_make_key(r->cfg->seed, (uint32_t)r->id, RNG_STREAM_PEER);
     return philox_uniform_at(key, (uint64_t)r->step << 16, u);
 }
 
@@ -17,13 +17,15 @@ int async_other(const replica *r, float u)
     int j = (int)(u * (float)(r->n - 1));
     if (j > r->n - 2)
         j = r->n - 2;
-    return j >= r->rank ? j + 1 : j;
+    return j >= r->id ? j + 1 : j;
 }
 
 int async_quiesce(replica *r)
 {
     double t0 = comm_now_s();
-    int rc = comm_barrier(r->comm, r->rank, "end of pass");
+    /* Across processes, an agreement: every replica of the job is past it. */
+    int rc = r->comm->net ? (comm_any(r->comm, r->rank, 0) < 0 ? -1 : 0)
+                          : comm_barrier(r->comm, r->rank, "end of pass");
     r->sync_s += comm_now_s() - t0;
     return rc;
 }
@@ -53,18 +55,18 @@ int async_json_out(cJSON *o, char *json, size_t len)
     return (int)n;
 }
 
-cJSON *async_json_per_replica(comm_peer *p, int n, double (*value)(comm_peer *, int))
+cJSON *async_json_per_replica(comm_peer *p, double (*value)(comm_peer *, int))
 {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; a && i < n; i++)
+    for (int i = 0; a && i < comm_peer_replicas(p); i++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(value(p, i)));
     return a;
 }
 
-cJSON *async_json_counts(comm_peer *p, int n, size_t field_offset)
+cJSON *async_json_counts(comm_peer *p, size_t field_offset)
 {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; a && i < n; i++) {
+    for (int i = 0; a && i < comm_peer_replicas(p); i++) {
         peer_counts c;
         comm_peer_counts(p, i, &c);
         cJSON_AddItemToArray(a, cJSON_CreateNumber((double)*(long *)((char *)&c + field_offset)));

@@ -8,11 +8,11 @@
 #include "replica.h"
 
 /* The u-th uniform in [0, 1) of this replica's step r->step, from Philox
- * keyed by (seed, rank, RNG_STREAM_PEER): the same choices on every run of a
+ * keyed by (seed, r->id, RNG_STREAM_PEER): the same choices on every run of a
  * seed and after a resume (which steps of other replicas they meet is the
  * scheduler's). u < 2^16. */
 float async_uniform(const replica *r, unsigned u);
-/* A peer other than r->rank, uniformly, from uniform u. */
+/* A peer other than r->id (by number in the job), uniformly, from u. */
 int async_other(const replica *r, float u);
 
 /* The end of a pass: every replica has finished its steps (a barrier), so
@@ -27,10 +27,11 @@ void async_release(replica *r, comm_peer *peer, float **u, float **extra);
  * fit; frees o. Returns the length written. */
 struct cJSON;
 int async_json_out(struct cJSON *o, char *json, size_t len);
-/* An array of one number per replica. */
-struct cJSON *async_json_per_replica(comm_peer *p, int n, double (*value)(comm_peer *, int));
-/* An array of one peer_counts field per replica, e.g. ASYNC_COUNTS(p, n, pushes). */
-struct cJSON *async_json_counts(comm_peer *p, int n, size_t field_offset);
-#define ASYNC_COUNTS(p, n, field) async_json_counts(p, n, offsetof(peer_counts, field))
+/* An array of one number per replica of this process (every replica of
+ * the job but across MPI ranks, where rank 0's status shows its own). */
+struct cJSON *async_json_per_replica(comm_peer *p, double (*value)(comm_peer *, int));
+/* The same of one peer_counts field, e.g. ASYNC_COUNTS(p, pushes). */
+struct cJSON *async_json_counts(comm_peer *p, size_t field_offset);
+#define ASYNC_COUNTS(p, field) async_json_counts(p, offsetof(peer_counts, field))
 
 #endif

@@ -36,7 +36,7 @@ const coupling_rule *coupling_find(const char *name)
 int coupling_runs_across_ranks(const job_config *cfg, int on_gpus)
 {
     const coupling_rule *rule = coupling_find(cfg->algorithm.name);
-    if (!rule || rule->net == NET_NONE || strcmp(cfg->algorithm.variant, "async") == 0)
+    if (!rule || rule->net == NET_NONE)
         return 0;
     return rule->net == NET_ANY || !on_gpus;
 }

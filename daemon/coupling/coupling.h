@@ -24,8 +24,8 @@
 
 /* Where a rule runs across MPI ranks (docs/mpi.md): its collectives are
  * all-reduces and agreements (anywhere), or also exchanges (comm_exchange
- * gathers every vector on the host: CPUs only). The others read, push or
- * share state in one process only. */
+ * gathers every vector on the host) or peer requests (comm_peer_net.c, host
+ * vectors): CPUs only. */
 enum rule_net { NET_NONE = 0, NET_ANY, NET_CPU };
 
 typedef struct coupling_rule {
@@ -63,8 +63,8 @@ typedef struct coupling_rule {
 
 /* The rule for cfg->algorithm.name, or NULL. */
 const coupling_rule *coupling_find(const char *name);
-/* Can this job's rule run across MPI ranks (its `net`, and not an
- * asynchronous variant), on GPUs or on CPUs? */
+/* Can this job's rule run across MPI ranks (its `net`), on GPUs or on
+ * CPUs? */
 int coupling_runs_across_ranks(const job_config *cfg, int on_gpus);
 
 #endif

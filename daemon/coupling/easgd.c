@@ -9,9 +9,11 @@
  *          local step then applies g(x_t), as the paper's equations do.
  *   async: one replica at a time, after its local step (Theano-MPI's):
  *          x_i <- x_i - a (x_i - c),  c <- c + a (x_i - c),  a = 1/2.
- * Master: c. Across MPI ranks (sync only) every process keeps a copy of c,
- * broadcast from replica 0's at the start and moved alike at every elastic
- * step, since xbar is the mean over all of them. */
+ * Master: c. Across MPI ranks every process keeps a copy of c, broadcast
+ * from replica 0's at the start; sync moves every copy alike at every
+ * elastic step, since xbar is the mean over all of them; async averages
+ * with replica 0's process's c alone (a peer request), the others' copies
+ * unused. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +44,9 @@ static int easgd_init(replica *r, char *err, size_t errlen)
     }
     r->rule_state = s;
     s->async = strcmp(r->cfg->algorithm.variant, "async") == 0;
-    if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_CENTRE,
-                         r->model.params, &s->peer, err, errlen) != 0)
+    unsigned parts = PEER_CENTRE | (s->async ? PEER_CENTRE_ASYNC : 0);
+    if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, parts, r->model.params,
+                         &s->peer, err, errlen) != 0)
         return -1;
     if (!(s->u = rule_vector(r))) {
         snprintf(err, errlen, "replica %d: EASGD's momentum: %s", r->rank, r->ctx.err);
@@ -71,7 +74,7 @@ static void easgd_step(replica *r)
     rule_local_step(r, x, s->u, 1);
     if (exchange && s->async) {
         t0 = comm_now_s();
-        comm_peer_centre_average(s->peer, &r->ctx, x);
+        comm_peer_centre_average(s->peer, r->rank, &r->ctx, x);
         PEER_COUNT(s->peer, r->rank, exchanges, 1);
         r->sync_s += comm_now_s() - t0;
     }
@@ -104,7 +107,7 @@ static int easgd_describe(replica *r, char *json, size_t len)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "beta", r->cfg->algorithm.beta);
     /* This process's replicas (all of them but across MPI ranks). */
-    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, r->comm->n, exchanges));
+    cJSON_AddItemToObject(o, "exchanges", ASYNC_COUNTS(s->peer, exchanges));
     return async_json_out(o, json, len);
 }
 
@@ -117,7 +120,7 @@ static void easgd_free(replica *r)
 
 const coupling_rule coupling_easgd = {
     .name = "easgd",
-    .net = NET_CPU, /* the sync variant; the async one reads the centre without a collective */
+    .net = NET_CPU,
     .init = easgd_init,
     .steps_per_sync = easgd_steps_per_sync,
     .begin = easgd_begin,

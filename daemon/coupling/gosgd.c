@@ -120,9 +120,11 @@ static int gosgd_describe(replica *r, char *json, size_t len)
 {
     gosgd_state *s = r->rule_state;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "a", async_json_per_replica(s->peer, r->n, comm_peer_weight));
-    cJSON_AddNumberToObject(o, "sum_a", comm_peer_total_weight(s->peer));
-    cJSON_AddItemToObject(o, "pushes", ASYNC_COUNTS(s->peer, r->n, pushes));
+    cJSON_AddItemToObject(o, "a", async_json_per_replica(s->peer, comm_peer_weight));
+    /* Across MPI ranks only this process's part is known here. */
+    if (!r->comm->net)
+        cJSON_AddNumberToObject(o, "sum_a", comm_peer_total_weight(s->peer));
+    cJSON_AddItemToObject(o, "pushes", ASYNC_COUNTS(s->peer, pushes));
     return async_json_out(o, json, len);
 }
 
@@ -135,6 +137,7 @@ static void gosgd_free(replica *r)
 
 const coupling_rule coupling_gosgd = {
     .name = "gosgd",
+    .net = NET_CPU,
     .init = gosgd_init,
     .steps_per_sync = gosgd_steps_per_sync,
     .begin = gosgd_begin,

@@ -104,7 +104,7 @@ static int choose_peer(const replica *r, const gossip_state *s)
     int best = -1;
     float best_score = -1.0f;
     for (int j = 0; j < r->n; j++) {
-        if (j == r->rank)
+        if (j == r->id)
             continue;
         float score = (float)comm_peer_score(s->peer, r->rank, j) +
                       10.0f + 990.0f * async_uniform(r, 1 + (unsigned)j);
@@ -177,15 +177,16 @@ static int gossip_describe(replica *r, char *json, size_t len)
 {
     gossip_state *s = r->rule_state;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "fetches", ASYNC_COUNTS(s->peer, r->n, fetches));
-    cJSON_AddItemToObject(o, "timeouts", ASYNC_COUNTS(s->peer, r->n, timeouts));
-    cJSON_AddItemToObject(o, "skipped_publishes", ASYNC_COUNTS(s->peer, r->n, skipped));
-    /* scores[i][j]: replica i's score of peer j (its own: null). */
+    cJSON_AddItemToObject(o, "fetches", ASYNC_COUNTS(s->peer, fetches));
+    cJSON_AddItemToObject(o, "timeouts", ASYNC_COUNTS(s->peer, timeouts));
+    cJSON_AddItemToObject(o, "skipped_publishes", ASYNC_COUNTS(s->peer, skipped));
+    /* scores[i][j]: replica i's score of peer j (its own: null); the rows
+     * of this process's replicas, which on the status's rank 0 are 0.. */
     cJSON *scores = cJSON_AddArrayToObject(o, "scores");
-    for (int i = 0; scores && i < r->n; i++) {
+    for (int i = 0; scores && i < comm_peer_replicas(s->peer); i++) {
         cJSON *row = cJSON_CreateArray();
         for (int j = 0; row && j < r->n; j++)
-            cJSON_AddItemToArray(row, i == j ? cJSON_CreateNull()
+            cJSON_AddItemToArray(row, i + r->id - r->rank == j ? cJSON_CreateNull()
                                              : cJSON_CreateNumber(comm_peer_score(s->peer, i, j)));
         cJSON_AddItemToArray(scores, row);
     }
@@ -207,6 +208,7 @@ static void gossip_free(replica *r)
 
 const coupling_rule coupling_gossip = {
     .name = "gossip",
+    .net = NET_CPU,
     .init = gossip_init,
     .steps_per_sync = gossip_steps_per_sync,
     .begin = gossip_begin,

@@ -5,13 +5,17 @@
  * mean over every replica against float64, the agreements, the exchange's
  * view of every replica's vector by its number in the job (a peer read of
  * the other process included), and comm_shared_rows' entries arriving with
- * the exchange. Runs under ThreadSanitizer too. */
+ * the exchange. Then the asynchronous rules' peer operations across the two
+ * (comm_peer_net.c), each against float64, and pair averages racing local
+ * steps and each other, whose sum over replicas must hold. Runs under
+ * ThreadSanitizer too. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
+#include "comm_peer.h"
 #include "testutil.h"
 
 enum { PROCS = 2, TOTAL = 3, LEN = 1001, ROUNDS = 20, MAXBYTES = TOTAL * LEN * 8 };
@@ -129,6 +133,62 @@ static int bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
 
 static void fail(const comm_net *net, const char *reason) { (void)net, (void)reason; }
 
+/* Peer requests: a process answers one at a time, as the net's one thread
+ * would, from the moment it serves until it stops; a request to a process
+ * not serving yet waits, as it would in MPI's queue. */
+typedef struct fake_server {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    comm_peer_handler fn;
+    void *arg;
+    size_t max;
+    int serving;
+    unsigned char answer[MAXBYTES];
+} fake_server;
+
+static fake_server servers[PROCS] = {
+    {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER},
+    {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER}};
+
+static int serve(const comm_net *net, comm *c, comm_peer_handler fn, void *arg, size_t max,
+                 char *err, size_t errlen)
+{
+    (void)c, (void)err, (void)errlen;
+    fake_server *sv = &servers[net->proc];
+    pthread_mutex_lock(&sv->lock);
+    sv->fn = fn, sv->arg = arg, sv->max = max, sv->serving = 1;
+    pthread_cond_broadcast(&sv->wake);
+    pthread_mutex_unlock(&sv->lock);
+    return max <= MAXBYTES ? 0 : -1;
+}
+
+static void unserve(const comm_net *net)
+{
+    fake_server *sv = &servers[net->proc];
+    pthread_mutex_lock(&sv->lock);
+    sv->serving = 0;
+    pthread_mutex_unlock(&sv->lock);
+}
+
+static long call(const comm_net *net, comm *c, int rank, int peer, const void *req, size_t len,
+                 void *reply, size_t cap)
+{
+    (void)net, (void)rank;
+    fake_server *sv = &servers[peer < first_of[1] ? 0 : 1];
+    pthread_mutex_lock(&sv->lock);
+    while (!sv->serving)
+        pthread_cond_wait(&sv->wake, &sv->lock);
+    size_t n = sv->fn(sv->arg, req, len, sv->answer, sv->max);
+    if (n <= cap)
+        memcpy(reply, sv->answer, n);
+    pthread_mutex_unlock(&sv->lock);
+    if (n > cap) {
+        comm_abort(c, "an answer of %zu bytes for %zu", n, cap);
+        return -1;
+    }
+    return (long)n;
+}
+
 /* Replica id's vector of round k: fresh random values. */
 static float inputs[ROUNDS][TOTAL][LEN];
 
@@ -199,10 +259,124 @@ out:
     return NULL;
 }
 
-int main(void)
+/* ---- peer operations across the two processes ---- */
+
+enum { STEPS = 300 };
+static float x0[TOTAL][LEN], published[TOTAL][LEN], pushed[TOTAL][LEN], own[TOTAL][LEN];
+static float centre_in[LEN];
+
+/* Every replica of the job past this point (an agreement over the net). */
+static int all_here(replica_arg *a, comm *c) { return comm_any(c, a->rank, 0) == 0; }
+
+static void check_close(replica_arg *a, const float *got, const double *want, double tol)
 {
-    test_init("comm_net");
-    test_fill_uniform(&inputs[0][0][0], (size_t)ROUNDS * TOTAL * LEN, -10, 10);
+    for (int i = 0; i < LEN; i++)
+        if (fabs(got[i] - want[i]) > tol * (1.0 + fabs(want[i]))) {
+            a->wrong++;
+            return;
+        }
+}
+
+static void *peer_thread(void *arg)
+{
+    replica_arg *a = arg;
+    comm *c = &procs[a->proc].c;
+    backend_ctx ctx;
+    backend_ctx_init_cpu(&ctx, 1);
+    char err[256];
+    comm_peer *p = NULL;
+    double want[LEN];
+    unsigned parts = PEER_SNAPSHOT | PEER_PAIR | PEER_MAILBOX | PEER_CENTRE | PEER_CENTRE_ASYNC;
+    if (comm_attach(c, a->rank, &ctx, LEN, err, sizeof err) != 0 ||
+        comm_peer_attach(c, a->rank, &ctx, LEN, parts, x0[a->id], &p, err, sizeof err) != 0 ||
+        !all_here(a, c)) {
+        a->wrong++;
+        goto out;
+    }
+    /* A snapshot of the next replica: across the processes for 1 and 2. */
+    comm_peer_publish(p, a->rank, &ctx, published[a->id], a->id, 10.0 + a->id);
+    int next = (a->id + 1) % TOTAL;
+    float got[LEN];
+    peer_meta meta;
+    a->wrong += !all_here(a, c);
+    a->wrong += comm_peer_fetch(p, a->rank, next, &ctx, 5.0, got, &meta) != 0 ||
+                memcmp(got, published[next], sizeof got) != 0 || meta.clock != next ||
+                meta.loss != 10.0 + next || meta.version != 1;
+    /* Replica 2 averages with replica 0, in the other process. */
+    a->wrong += !all_here(a, c);
+    if (a->id == 2)
+        comm_peer_pair_average(p, a->rank, 0, &ctx, NULL);
+    a->wrong += !all_here(a, c);
+    for (int i = 0; i < LEN; i++)
+        want[i] = a->id == 1 ? x0[1][i] : 0.5 * x0[0][i] + 0.5 * x0[2][i];
+    check_close(a, comm_peer_x(p, a->rank), want, 1e-6);
+    /* Pushes: 2 -> 0 (across), 1 -> 0 (within), 1 -> 2 (across). */
+    comm_peer_set_weight(p, a->rank, 0.25);
+    a->wrong += !all_here(a, c);
+    if (a->id == 2)
+        comm_peer_push(p, a->rank, 0, &ctx, pushed[2], 0.125);
+    if (a->id == 1) {
+        comm_peer_push(p, a->rank, 0, &ctx, pushed[1], 0.5);
+        comm_peer_push(p, a->rank, 2, &ctx, pushed[1], 0.5);
+    }
+    a->wrong += !all_here(a, c);
+    const double in0 = 0.125 + 0.5, in2 = 0.5;
+    for (int i = 0; i < LEN; i++)
+        want[i] = a->id == 0 ? (0.25 * own[0][i] + 0.125 * pushed[2][i] + 0.5 * pushed[1][i]) /
+                                   (0.25 + in0)
+                  : a->id == 2 ? (0.25 * own[2][i] + 0.5 * pushed[1][i]) / (0.25 + in2)
+                               : own[1][i];
+    a->wrong += comm_peer_absorb(p, a->rank, &ctx, own[a->id], 1) != (a->id != 1);
+    check_close(a, own[a->id], want, 1e-5);
+    double weight = a->id == 0 ? 0.25 + in0 : a->id == 2 ? 0.25 + in2 : 0.25;
+    a->wrong += fabs(comm_peer_weight(p, a->rank) - weight) > 1e-12;
+    /* The EASGD centre is process 0's (replica 0's x0): replica 2 averages. */
+    for (int i = 0; i < LEN; i++)
+        want[i] = 0.5 * x0[0][i] + 0.5 * centre_in[i];
+    if (a->id == 2) {
+        float x[LEN];
+        memcpy(x, centre_in, sizeof x);
+        comm_peer_centre_average(p, a->rank, &ctx, x);
+        check_close(a, x, want, 1e-6);
+    }
+    a->wrong += !all_here(a, c);
+    if (a->id == 0)
+        check_close(a, comm_peer_centre(p), want, 1e-6);
+    /* Pair averages (sum-preserving) race every replica's own steps, which
+     * add a known delta under its lock: the sum over replicas must hold. */
+    for (int k = 0; k < STEPS; k++) {
+        float *x = comm_peer_x(p, a->rank);
+        comm_peer_lock(p, a->rank);
+        for (int i = 0; i < LEN; i++)
+            x[i] += 0.01f * (float)(a->id + 1);
+        comm_peer_unlock(p, a->rank, &ctx);
+        comm_peer_pair_average(p, a->rank, (a->id + 1 + k % 2) % TOTAL, &ctx, NULL);
+    }
+    a->wrong += !all_here(a, c);
+    const float *mean = comm_allreduce_mean(c, a->rank, &ctx, comm_peer_x(p, a->rank), LEN);
+    for (int i = 0; mean && i < LEN; i++) {
+        double sum = 0.0;
+        for (int id = 0; id < TOTAL; id++)
+            sum += (id == 1 ? x0[1][i] : 0.5 * x0[0][i] + 0.5 * x0[2][i]) + 0.01 * (id + 1) * STEPS;
+        want[i] = sum / TOTAL;
+    }
+    if (mean)
+        check_close(a, mean, want, 1e-4);
+    a->wrong += !mean || !all_here(a, c);
+    peer_counts counts;
+    comm_peer_counts(p, a->rank, &counts);
+    a->wrong += counts.exchanges != STEPS + (a->id == 2) || counts.fetches != 1 ||
+                counts.pushes != (a->id == 1 ? 2 : a->id == 2);
+out:
+    comm_peer_detach(p, a->rank, &ctx);
+    comm_detach(c, a->rank);
+    backend_ctx_free(&ctx);
+    return NULL;
+}
+
+/* Both processes' comms, joined by the fake net. */
+static void procs_init(void)
+{
     char err[256] = "";
     for (int p = 0; p < PROCS; p++) {
         int n = first_of[p + 1] - first_of[p];
@@ -211,27 +385,49 @@ int main(void)
                                   .sum_floats = sum_floats, .sum_doubles = sum_doubles,
                                   .gather_int = gather_int, .bcast_bytes = bcast_bytes,
                                   .gather_floats = gather_floats,
-                                  .gather_doubles = gather_doubles, .fail = fail};
+                                  .gather_doubles = gather_doubles, .call = call,
+                                  .serve = serve, .unserve = unserve, .fail = fail};
         procs[p].c.net = &procs[p].net;
         procs[p].c.first = first_of[p];
     }
+}
+
+/* One thread per replica of the job, each of its process's comm; then the
+ * checks of each and the comms freed. */
+static void run_replicas(void *(*body)(void *), const char *what)
+{
     pthread_t tids[TOTAL];
     replica_arg args[TOTAL];
     for (int id = 0; id < TOTAL; id++) {
         int p = id < first_of[1] ? 0 : 1;
         args[id] = (replica_arg){.proc = p, .rank = id - first_of[p], .id = id};
-        pthread_create(&tids[id], NULL, replica_thread, &args[id]);
+        pthread_create(&tids[id], NULL, body, &args[id]);
     }
     for (int id = 0; id < TOTAL; id++) {
         pthread_join(tids[id], NULL);
-        CHECK(args[id].wrong == 0, "replica %d: %d checks failed", id, args[id].wrong);
-        CHECK(args[id].worst <= 1e-5, "replica %d: the mean over both processes off by %.3g",
-              id, args[id].worst);
+        CHECK(args[id].wrong == 0, "%s: replica %d: %d checks failed", what, id, args[id].wrong);
+        CHECK(args[id].worst <= 1e-5, "%s: replica %d: the mean over both processes off by "
+              "%.3g", what, id, args[id].worst);
     }
     for (int p = 0; p < PROCS; p++) {
-        CHECK(!comm_aborted(&procs[p].c), "process %d's comm aborted: %s", p,
+        CHECK(!comm_aborted(&procs[p].c), "%s: process %d's comm aborted: %s", what, p,
               comm_abort_reason(&procs[p].c));
         comm_free(&procs[p].c);
     }
+}
+
+int main(void)
+{
+    test_init("comm_net");
+    test_fill_uniform(&inputs[0][0][0], (size_t)ROUNDS * TOTAL * LEN, -10, 10);
+    procs_init();
+    run_replicas(replica_thread, "collectives");
+    test_fill_uniform(&x0[0][0], (size_t)TOTAL * LEN, -5, 5);
+    test_fill_uniform(&published[0][0], (size_t)TOTAL * LEN, -5, 5);
+    test_fill_uniform(&pushed[0][0], (size_t)TOTAL * LEN, -5, 5);
+    test_fill_uniform(&own[0][0], (size_t)TOTAL * LEN, -5, 5);
+    test_fill_uniform(centre_in, LEN, -5, 5);
+    procs_init();
+    run_replicas(peer_thread, "peers");
     return test_main_end();
 }
