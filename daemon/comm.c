@@ -629,7 +629,8 @@ static void gpu_detach(comm *c, int rank)
         d->nccl = NULL;
     }
     /* This rank's queued reads of the result are done before it goes. A
-     * failed context skips the wait; then cudaFree below waits for the device. */
+     * failed context skips the wait; then backend_free synchronises the
+     * streams before it frees the result. */
     backend_sync(ctx);
     gpucomm_event_free(ctx, c->ready[rank]);
     c->ready[rank] = NULL;
