@@ -29,6 +29,17 @@ parle_job() { # FILE EPOCHS TRAIN_LIMIT
 JOB
 }
 
+# A 4-replica job on synthetic data (so that peers sit on other ranks):
+# rule_job NAME ALGORITHM_FIELDS EPOCHS TRAIN_LIMIT writes $TMP/NAME.json.
+rule_job() {
+    cat >"$TMP/$1.json" <<JOB
+{"name": "mpi-$1", "model": {"arch": "mlp"},
+ "data": {"dataset": "synthetic", "train_limit": $4, "test_limit": 256},
+ "algorithm": {$2, "replicas": 4}, "optim": {"lr": 0.05, "batch": 32},
+ "epochs": $3, "seed": 5, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
+JOB
+}
+
 # The synchronous peer rules, each with its algorithm object: four whose
 # peer reads go through exchanges, and EASGD (its centre copied on every rank).
 EXCHANGE_RULES="dpsgd sgp osgp lsgd easgd"
@@ -40,27 +51,17 @@ exchange_job() { # RULE
     easgd) alg='"name": "easgd", "tau": 1' ;;
     *) alg="\"name\": \"$1\"" ;;
     esac
-    cat >"$TMP/$1.json" <<JOB
-{"name": "mpi-$1", "model": {"arch": "mlp"},
- "data": {"dataset": "synthetic", "train_limit": 512, "test_limit": 128},
- "algorithm": {$alg, "replicas": 4}, "optim": {"lr": 0.05, "batch": 32},
- "epochs": 1, "seed": 5, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
-JOB
+    rule_job "$1" "$alg" 1 512
 }
 
-# The asynchronous rules: 4 replicas, so that peers sit on other ranks.
+# The asynchronous rules: longer, since their results are compared by loss.
 ASYNC_RULES="gossip adpsgd gosgd easgd-async"
 async_job() { # RULE
     case $1 in
     easgd-async) alg='"name": "easgd", "variant": "async", "tau": 2' ;;
     *) alg="\"name\": \"$1\"" ;;
     esac
-    cat >"$TMP/$1.json" <<JOB
-{"name": "mpi-$1", "model": {"arch": "mlp"},
- "data": {"dataset": "synthetic", "train_limit": 1024, "test_limit": 256},
- "algorithm": {$alg, "replicas": 4}, "optim": {"lr": 0.05, "batch": 32},
- "epochs": 2, "seed": 5, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
-JOB
+    rule_job "$1" "$alg" 2 1024
 }
 test_loss() { # JOB_ID
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["test_loss"])' \
