@@ -25,7 +25,7 @@ struct comm;
  * wait, and give up after timeout_s (aborting the comm with the reason). */
 /* The answer to another process's peer request (comm_net.serve): reads
  * the request's len bytes, writes at most cap bytes of answer into reply and
- * returns how many. */
+ * returns how many. Both buffers are aligned as malloc aligns. */
 typedef size_t (*comm_peer_handler)(void *arg, const void *req, size_t len, void *reply,
                                     size_t cap);
 

@@ -143,7 +143,7 @@ typedef struct fake_server {
     void *arg;
     size_t max;
     int serving;
-    unsigned char answer[MAXBYTES];
+    _Alignas(16) unsigned char answer[MAXBYTES]; /* as malloc aligns the net's buffers */
 } fake_server;
 
 static fake_server servers[PROCS] = {
