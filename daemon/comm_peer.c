@@ -168,41 +168,40 @@ int comm_peer_publish(comm_peer *p, int rank, backend_ctx *ctx, const float *x, 
     return 0;
 }
 
+int peer_snapshot_take(comm_peer *p, int at, backend_ctx *ctx, float *into, int into_rank,
+                       peer_meta *meta)
+{
+    peer_slot *s = &p->slot[at];
+    int b = __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE);
+    if (b < 0 || pthread_rwlock_tryrdlock(&s->snap[b].lock) != 0)
+        return 0;
+    const snap_buf *sb = &s->snap[b];
+    int whole = sb->version > 0;
+    if (whole) {
+        peer_copy(p, ctx, into, into_rank, sb->x, at);
+        *meta = (peer_meta){.clock = sb->clock, .loss = sb->loss, .version = sb->version};
+        /* The owner may write there again once we let go. */
+        backend_sync(ctx);
+    }
+    pthread_rwlock_unlock(&s->snap[b].lock);
+    return whole;
+}
+
 int comm_peer_fetch(comm_peer *p, int rank, int peer, backend_ctx *ctx, double timeout_s,
                     float *into, peer_meta *meta)
 {
     int at = peer_slot_of(p, peer);
-    peer_slot *s = at >= 0 ? &p->slot[at] : NULL;
     double deadline = comm_now_s() + timeout_s;
     for (int spins = 0;; spins++) {
-        if (!s) {
-            int got = peer_net_fetch(p, rank, peer, ctx, into, meta);
-            if (got == 1) {
-                PEER_COUNT(p, rank, fetches, 1);
-                return 0;
-            }
-            if (got < 0)
-                deadline = 0.0;
-        }
-        int b = s ? __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE) : -1;
-        if (b >= 0 && pthread_rwlock_tryrdlock(&s->snap[b].lock) == 0) {
-            const snap_buf *sb = &s->snap[b];
-            int whole = sb->version > 0;
-            if (whole) {
-                peer_copy(p, ctx, into, rank, sb->x, at);
-                *meta = (peer_meta){.clock = sb->clock, .loss = sb->loss, .version = sb->version};
-                /* The owner may write there again once we let go. */
-                backend_sync(ctx);
-            }
-            pthread_rwlock_unlock(&s->snap[b].lock);
-            if (whole) {
-                PEER_COUNT(p, rank, fetches, 1);
-                return 0;
-            }
+        int got = at >= 0 ? peer_snapshot_take(p, at, ctx, into, rank, meta)
+                          : peer_net_fetch(p, rank, peer, ctx, into, meta);
+        if (got == 1) {
+            PEER_COUNT(p, rank, fetches, 1);
+            return 0;
         }
         /* The owner was writing the buffer we picked: it flips `latest` the
          * moment it is done, so a short wait usually suffices. */
-        if (comm_now_s() >= deadline || comm_aborted(p->comm)) {
+        if (got < 0 || comm_now_s() >= deadline || comm_aborted(p->comm)) {
             PEER_COUNT(p, rank, timeouts, 1);
             return -1;
         }
@@ -285,16 +284,22 @@ void comm_peer_push(comm_peer *p, int rank, int id, backend_ctx *ctx, const floa
         nanosleep(&(struct timespec){.tv_nsec = 100 * 1000}, NULL);
         pthread_mutex_lock(&s->box_lock);
     }
+    peer_box_merge(p, peer, ctx, x, rank, a);
+    pthread_mutex_unlock(&s->box_lock);
+    PEER_COUNT(p, rank, pushes, 1);
+}
+
+void peer_box_merge(comm_peer *p, int at, backend_ctx *ctx, const float *x, int x_rank, double a)
+{
+    peer_slot *s = &p->slot[at];
     double m = s->box_mass;
     /* An empty box may hold stale numbers: overwrite, do not merge. */
     if (m == 0.0)
-        peer_copy(p, ctx, s->box, peer, x, rank);
+        peer_copy(p, ctx, s->box, at, x, x_rank);
     else
         vec_axpby(ctx, p->len, (float)(a / (m + a)), x, (float)(m / (m + a)), s->box);
     s->box_mass = m + a;
     backend_sync(ctx);
-    pthread_mutex_unlock(&s->box_lock);
-    PEER_COUNT(p, rank, pushes, 1);
 }
 
 int comm_peer_absorb(comm_peer *p, int rank, backend_ctx *ctx, float *x, int wait)
@@ -356,10 +361,14 @@ int comm_peer_centre_elastic(comm_peer *p, int rank, backend_ctx *ctx, float *x,
 void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x)
 {
     /* Across processes the centre is replica 0's process's. */
-    if (peer_slot_of(p, 0) < 0) {
+    if (peer_slot_of(p, 0) < 0)
         peer_net_centre_average(p, rank, ctx, x);
-        return;
-    }
+    else
+        peer_centre_average_here(p, ctx, x);
+}
+
+void peer_centre_average_here(comm_peer *p, backend_ctx *ctx, float *x)
+{
     pthread_mutex_lock(&p->centre_lock);
     vec_axpby(ctx, p->len, 0.5f, p->centre, 0.5f, x);
     backend_copy(ctx, p->centre, x, bytes_of(p));

@@ -57,6 +57,18 @@ static inline int peer_slot_of(const comm_peer *p, int peer)
     return s >= 0 && s < p->n ? s : -1;
 }
 
+/* ---- comm_peer.c's operations on this process's slots, which the
+ * answers to other processes share ---- */
+/* One try at slot at's newest whole snapshot, copied into `into` (memory of
+ * rank into_rank) with its meta: 1, or 0 when none is whole and free now. */
+int peer_snapshot_take(comm_peer *p, int at, backend_ctx *ctx, float *into, int into_rank,
+                       peer_meta *meta);
+/* (x, a) into slot at's mailbox, x in rank x_rank's memory; the caller
+ * holds the box's lock. */
+void peer_box_merge(comm_peer *p, int at, backend_ctx *ctx, const float *x, int x_rank, double a);
+/* x, c <- (x + c) / 2 on this process's centre, under its lock. */
+void peer_centre_average_here(comm_peer *p, backend_ctx *ctx, float *x);
+
 /* ---- comm_peer_net.c: replicas in other processes (CPUs only) ---- */
 /* Rank 0, after the attach barrier: answer the other processes until
  * peer_net_unserve, which rank 0's detach calls before any slot is freed.

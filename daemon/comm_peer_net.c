@@ -50,26 +50,18 @@ static int try_lock_for(pthread_mutex_t *m)
     return 0;
 }
 
-static enum peer_answer answer_fetch(comm_peer *p, peer_slot *s, peer_wire *w)
+/* The reply's buffer is host memory, as slot at's is (CPUs only). */
+static enum peer_answer answer_fetch(comm_peer *p, int at, peer_wire *w)
 {
     double until = comm_now_s() + ANSWER_TRY_S;
-    for (;;) {
-        int b = __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE);
-        if (b >= 0 && pthread_rwlock_tryrdlock(&s->snap[b].lock) == 0) {
-            const snap_buf *sb = &s->snap[b];
-            int whole = sb->version > 0;
-            if (whole) {
-                backend_copy(&p->serve_ctx, wire_x(w), sb->x, p->len * sizeof(float));
-                w->clock = sb->clock, w->loss = sb->loss, w->version = sb->version;
-            }
-            pthread_rwlock_unlock(&s->snap[b].lock);
-            if (whole)
-                return ANSWER_DONE;
-        }
+    peer_meta m;
+    while (!peer_snapshot_take(p, at, &p->serve_ctx, wire_x(w), at, &m)) {
         if (comm_now_s() > until)
             return ANSWER_NOT_NOW;
         sched_yield();
     }
+    w->clock = m.clock, w->loss = m.loss, w->version = m.version;
+    return ANSWER_DONE;
 }
 
 /* x_j, x_i <- (x_i + x_j) / 2 as comm_peer_pair_average computes it; the
@@ -87,28 +79,18 @@ static enum peer_answer answer_pair(comm_peer *p, peer_slot *s, const peer_wire 
 }
 
 /* The box's lock is held only for one vector op at a time: wait for it. */
-static enum peer_answer answer_push(comm_peer *p, peer_slot *s, const peer_wire *q)
+static enum peer_answer answer_push(comm_peer *p, int at, const peer_wire *q)
 {
-    backend_ctx *ctx = &p->serve_ctx;
-    pthread_mutex_lock(&s->box_lock);
-    double m = s->box_mass, a = q->a;
-    if (m == 0.0)
-        backend_copy(ctx, s->box, wire_cx(q), p->len * sizeof(float));
-    else
-        vec_axpby(ctx, p->len, (float)(a / (m + a)), wire_cx(q), (float)(m / (m + a)), s->box);
-    s->box_mass = m + a;
-    pthread_mutex_unlock(&s->box_lock);
+    pthread_mutex_lock(&p->slot[at].box_lock);
+    peer_box_merge(p, at, &p->serve_ctx, wire_cx(q), at, q->a);
+    pthread_mutex_unlock(&p->slot[at].box_lock);
     return ANSWER_DONE;
 }
 
 static enum peer_answer answer_centre(comm_peer *p, const peer_wire *q, peer_wire *w)
 {
-    backend_ctx *ctx = &p->serve_ctx;
-    pthread_mutex_lock(&p->centre_lock);
-    backend_copy(ctx, wire_x(w), wire_cx(q), p->len * sizeof(float));
-    vec_axpby(ctx, p->len, 0.5f, p->centre, 0.5f, wire_x(w));
-    backend_copy(ctx, p->centre, wire_x(w), p->len * sizeof(float));
-    pthread_mutex_unlock(&p->centre_lock);
+    backend_copy(&p->serve_ctx, wire_x(w), wire_cx(q), p->len * sizeof(float));
+    peer_centre_average_here(p, &p->serve_ctx, wire_x(w));
     return ANSWER_DONE;
 }
 
@@ -131,11 +113,11 @@ static size_t answer(void *arg, const void *req, size_t len, void *reply, size_t
         return sizeof *w;
     peer_slot *s = &p->slot[at];
     if (q->op == OP_FETCH && (p->parts & PEER_SNAPSHOT))
-        w->answer = answer_fetch(p, s, w);
+        w->answer = answer_fetch(p, at, w);
     else if (q->op == OP_PAIR && (p->parts & PEER_PAIR))
         w->answer = answer_pair(p, s, q, w);
     else if (q->op == OP_PUSH && (p->parts & PEER_MAILBOX) && q->a > 0.0)
-        w->answer = answer_push(p, s, q);
+        w->answer = answer_push(p, at, q);
     else if (q->op == OP_CENTRE && (p->parts & PEER_CENTRE_ASYNC) && q->peer == 0)
         w->answer = answer_centre(p, q, w);
     if (p->serve_ctx.failed)
