@@ -19,16 +19,16 @@ struct topology;
 struct comm_device;
 struct comm;
 
-/* Replicas in other processes (MPI, docs/mpi.md). This process's rank 0
- * (its leader) adds up the processes' partial results while its other ranks
- * wait; the ops poll the comm so that an abort or a peer's failure ends the
- * wait, and give up after timeout_s (aborting the comm with the reason). */
 /* The answer to another process's peer request (comm_net.serve): reads
  * the request's len bytes, writes at most cap bytes of answer into reply and
  * returns how many. Both buffers are aligned as malloc aligns. */
 typedef size_t (*comm_peer_handler)(void *arg, const void *req, size_t len, void *reply,
                                     size_t cap);
 
+/* Replicas in other processes (MPI, docs/mpi.md). This process's rank 0
+ * (its leader) adds up the processes' partial results while its other ranks
+ * wait; the ops poll the comm so that an abort or a peer's failure ends the
+ * wait, and give up after timeout_s (aborting the comm with the reason). */
 typedef struct comm_net {
     int total;          /* replicas in all processes: the divisor of the means */
     int procs, proc;    /* the job's processes, and this one's place among them */
