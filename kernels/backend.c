@@ -297,6 +297,34 @@ void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float
     batchnorm_backward(ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
+int backend_fuses_bn_relu_maxpool(const backend_ctx *ctx, const pool2d_desc *pd)
+{
+    return ctx->ops && ctx->ops->fuses_bn_relu_maxpool && ctx->ops->fuses_bn_relu_maxpool(pd);
+}
+
+void batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                          const float *x, const float *gamma, const float *beta,
+                                          float *running_mean, float *running_var,
+                                          float momentum, float eps, float *y, int32_t *argmax,
+                                          float *save_mean, float *save_invstd)
+{
+    if (!ctx->failed)
+        ctx->ops->batchnorm_relu_maxpool_forward_train(ctx, n, pd, x, gamma, beta, running_mean,
+                                                       running_var, momentum, eps, y, argmax,
+                                                       save_mean, save_invstd);
+}
+
+void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                     const float *x, const float *dy, const int32_t *argmax,
+                                     const float *gamma, const float *beta,
+                                     const float *save_mean, const float *save_invstd,
+                                     float *dx, float *dgamma, float *dbeta)
+{
+    if (!ctx->failed)
+        ctx->ops->batchnorm_relu_maxpool_backward(ctx, n, pd, x, dy, argmax, gamma, beta,
+                                                  save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
 {
     if (!ctx->failed)

@@ -226,6 +226,25 @@ void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float
                              const float *save_mean, const float *save_invstd, float *dx,
                              float *dgamma, float *dbeta);
 
+/* Batch normalisation, ReLU and max pooling whose windows tile the map
+ * (stride k, no padding) in one, where backend_fuses_bn_relu_maxpool says
+ * the backend has it for that pooling (otherwise run the three). pd is the pooling of BN's
+ * pd->c channels of in_h x in_w. Forward gives maxpool2d_forward's y and
+ * argmax of batchnorm_relu_forward_train's output, which it never writes;
+ * backward goes from the pooled dy and argmax to BN's dx, which aliases
+ * nothing, with training statistics and gradients as above. */
+int backend_fuses_bn_relu_maxpool(const backend_ctx *ctx, const pool2d_desc *pd);
+void batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                          const float *x, const float *gamma, const float *beta,
+                                          float *running_mean, float *running_var,
+                                          float momentum, float eps, float *y, int32_t *argmax,
+                                          float *save_mean, float *save_invstd);
+void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                     const float *x, const float *dy, const int32_t *argmax,
+                                     const float *gamma, const float *beta,
+                                     const float *save_mean, const float *save_invstd,
+                                     float *dx, float *dgamma, float *dbeta);
+
 /* ---- activations ---- */
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);
 /* Uses the output y; dx may alias dy. */

@@ -65,6 +65,21 @@ struct backend_ops {
                                     const float *beta, const float *save_mean,
                                     const float *save_invstd, float *dx, float *dgamma,
                                     float *dbeta);
+    /* Optional (NULL: models run batchnorm_relu_* and maxpool2d_* apart);
+     * fuses_bn_relu_maxpool says for which poolings the pair below runs. */
+    int (*fuses_bn_relu_maxpool)(const pool2d_desc *pd);
+    void (*batchnorm_relu_maxpool_forward_train)(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                                 const float *x, const float *gamma,
+                                                 const float *beta, float *running_mean,
+                                                 float *running_var, float momentum, float eps,
+                                                 float *y, int32_t *argmax, float *save_mean,
+                                                 float *save_invstd);
+    void (*batchnorm_relu_maxpool_backward)(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                            const float *x, const float *dy,
+                                            const int32_t *argmax, const float *gamma,
+                                            const float *beta, const float *save_mean,
+                                            const float *save_invstd, float *dx, float *dgamma,
+                                            float *dbeta);
     void (*relu_forward)(backend_ctx *ctx, size_t count, const float *x, float *y);
     void (*relu_backward)(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                           float *dx);

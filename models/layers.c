@@ -41,6 +41,31 @@ static int fused_relu(const layer *l, const model *m, enum forward_mode mode)
     return mode != MODE_INFER && bn_feeds_relu(m, l->src);
 }
 
+/* Such a pair whose ReLU feeds only a max pooling with tiling windows: where
+ * the backend fuses the three (batchnorm_relu_maxpool_*), BN writes the
+ * pool's y and argmax and, backward, reads the pool's dy, and the ReLU and
+ * the pool do nothing; plan.c keeps those buffers alive from BN's forward to
+ * its backward (layer_fused_into). */
+static int bn_relu_feeds_pool(const model *m, int i)
+{
+    if (!bn_feeds_relu(m, i) || i + 2 >= m->nlayers || m->layers[i + 1].consumers != 1)
+        return 0;
+    const layer *p = &m->layers[i + 2];
+    return p->kind == LAYER_MAXPOOL && p->src == i + 1 && p->pool.stride == p->pool.k &&
+           p->pool.pad == 0;
+}
+
+int layer_fused_into(const model *m, int i)
+{
+    return i >= 2 && bn_relu_feeds_pool(m, i - 2) ? i - 2 : i;
+}
+
+static int fused_pool(const model *m, backend_ctx *ctx, int i, enum forward_mode mode)
+{
+    return mode != MODE_INFER && bn_relu_feeds_pool(m, i) &&
+           backend_fuses_bn_relu_maxpool(ctx, &m->layers[i + 2].pool);
+}
+
 static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                        enum forward_mode mode)
 {
@@ -54,7 +79,12 @@ static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int
     /* PyTorch's momentum 0.1 in training; 1/k folds batch k into a plain mean. */
     float momentum = mode == MODE_TRAIN ? 0.1f : 1.0f / (float)(m->bn_batches + 1);
     const int i = (int)(l - m->layers);
-    if (bn_feeds_relu(m, i))
+    if (fused_pool(m, ctx, i, mode)) {
+        layer *p = &m->layers[i + 2];
+        batchnorm_relu_maxpool_forward_train(ctx, n, &p->pool, x, param(m, l->w), param(m, l->b),
+                                             rm, rv, momentum, BN_EPS, p->y, p->argmax,
+                                             l->save_mean, l->save_invstd);
+    } else if (bn_feeds_relu(m, i))
         batchnorm_relu_forward_train(ctx, n, l->out_c, hw, x, param(m, l->w), param(m, l->b), rm,
                                      rv, momentum, BN_EPS, m->layers[i + 1].y, l->save_mean,
                                      l->save_invstd);
@@ -67,6 +97,13 @@ static void bn_backward(layer *l, model *m, backend_ctx *ctx, const float *x, co
                         float *dx, int n)
 {
     const int i = (int)(l - m->layers), hw = l->out_h * l->out_w;
+    if (fused_pool(m, ctx, i, MODE_TRAIN)) {
+        const layer *p = &m->layers[i + 2];
+        batchnorm_relu_maxpool_backward(ctx, n, &p->pool, x, p->dy, p->argmax, param(m, l->w),
+                                        param(m, l->b), l->save_mean, l->save_invstd, dx,
+                                        grad(m, l->w), grad(m, l->b));
+        return;
+    }
     if (bn_feeds_relu(m, i)) {
         const layer *r = &m->layers[i + 1];
         batchnorm_relu_backward(ctx, n, l->out_c, hw, x, r->y, r->dy, param(m, l->w),
@@ -96,15 +133,17 @@ static void relu_layer_backward(layer *l, model *m, backend_ctx *ctx, const floa
 static void maxpool_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                             enum forward_mode mode)
 {
-    (void)m, (void)mode;
-    maxpool2d_forward(ctx, &l->pool, n, x, l->y, l->argmax);
+    const int i = (int)(l - m->layers);
+    if (layer_fused_into(m, i) == i || !fused_pool(m, ctx, i - 2, mode))
+        maxpool2d_forward(ctx, &l->pool, n, x, l->y, l->argmax);
 }
 
 static void maxpool_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
                              const float *dy, float *dx, int n)
 {
-    (void)m, (void)x;
-    if (dx)
+    (void)x;
+    const int i = (int)(l - m->layers);
+    if (dx && (layer_fused_into(m, i) == i || !fused_pool(m, ctx, i - 2, MODE_TRAIN)))
         maxpool2d_backward(ctx, &l->pool, n, dy, l->argmax, dx);
 }
 

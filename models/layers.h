@@ -12,6 +12,10 @@ void layer_bind(layer *l);
  * that the memory plan keeps those alive until then. */
 enum { READS_INPUT = 1, READS_OUTPUT = 2 };
 int layer_backward_reads(const layer *l);
+/* The layer whose forward writes layer i's outputs, and whose backward
+ * reads its dy: i itself, or the BN two before a max pooling that may run in
+ * its passes (layers.c), so that the plan keeps them alive for either. */
+int layer_fused_into(const model *m, int i);
 
 /* plan.c: lays out m's per-batch buffers (activations, their gradients,
  * max-pool indices, BN saves, the staged batch) in one arena of the bytes

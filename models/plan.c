@@ -95,12 +95,13 @@ static int list_buffers(const model *m, buf *bufs)
     for (int i = 0; i < m->nlayers; i++) {
         const layer *l = &m->layers[i];
         const size_t out_bytes = nb * l->out_size * act;
-        add(bufs, &n, BUF_Y, i, out_bytes, fwd_step(i), last_read(m, i));
+        const int by = layer_fused_into(m, i); /* writes y first, reads dy last */
+        add(bufs, &n, BUF_Y, i, out_bytes, fwd_step(by), last_read(m, i));
         if (m->train)
-            add(bufs, &n, BUF_DY, i, out_bytes, first_grad(m, i), bwd_step(m, i));
+            add(bufs, &n, BUF_DY, i, out_bytes, first_grad(m, i), bwd_step(m, by));
         if (l->kind == LAYER_MAXPOOL)
-            add(bufs, &n, BUF_ARGMAX, i, nb * l->out_size * sizeof(int32_t), fwd_step(i),
-                m->train ? bwd_step(m, i) : fwd_step(i));
+            add(bufs, &n, BUF_ARGMAX, i, nb * l->out_size * sizeof(int32_t), fwd_step(by),
+                m->train ? bwd_step(m, by) : fwd_step(i));
         if (l->kind == LAYER_BN) {
             /* Per channel, so small: kept for the whole pass. */
             add(bufs, &n, BUF_SAVE_MEAN, i, (size_t)l->out_c * sizeof(float), 0, end);

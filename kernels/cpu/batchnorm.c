@@ -13,25 +13,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bn_stats.h"
 #include "cpu_ops.h"
 #include "cpu_util.h"
 #include "elementwise.h"
 
 enum { CHANNEL_BLOCK = 64 };
-
-/* Sums of (x - shift) and (x - shift)^2 over a row, in one pass. */
-static inline void row_moments(int count, const float *x, float shift, double *s1, double *s2)
-{
-    float a = 0.0f, b = 0.0f;
-#pragma omp simd reduction(+ : a, b)
-    for (int j = 0; j < count; j++) {
-        const float dev = x[j] - shift;
-        a += dev;
-        b += dev * dev;
-    }
-    *s1 += a;
-    *s2 += b;
-}
 
 /* y = a x + b over a row, the affine form of every BN output, then ReLU. */
 static inline void row_affine(int count, float a, float b, int relu, const float *x, float *y)
@@ -42,24 +29,6 @@ static inline void row_affine(int count, float a, float b, int relu, const float
     else
         for (int j = 0; j < count; j++)
             y[j] = a * x[j] + b;
-}
-
-/* dy where the forward's affine output ya x + yb was positive (the ReLU's
- * mask), else 0. Without a ReLU, ya = 0 and yb = 1 keep every dy (of a
- * finite x): one branch-free loop either way. */
-typedef struct bn_mask {
-    float ya, yb;
-} bn_mask;
-
-/* relu_grad_elem(ya x + yb, dy) as a bit mask: GCC branched on the select
- * where the loop stayed scalar. */
-static inline float masked(bn_mask m, float x, float dy)
-{
-    uint32_t bits;
-    memcpy(&bits, &dy, sizeof bits);
-    bits &= -(uint32_t)(m.ya * x + m.yb > 0.0f);
-    memcpy(&dy, &bits, sizeof dy);
-    return dy;
 }
 
 /* Sums of dy and dy (x - mean) over a row, dy masked. */
@@ -83,44 +52,6 @@ static inline void row_grad_affine(int count, float k, float a, float b, bn_mask
 {
     for (int j = 0; j < count; j++)
         dx[j] = k * masked(m, x[j], dy[j]) + a * x[j] + b;
-}
-
-/* The mask of a fused ReLU with shift beta (NULL: none), from the forward's
- * coefficients recomputed as bn_channel_stats did. */
-static bn_mask channel_mask(const float *beta, float gamma, float mean, float invstd)
-{
-    bn_mask m = {0.0f, 1.0f};
-    if (beta) {
-        m.ya = gamma * invstd;
-        m.yb = *beta - m.ya * mean;
-    }
-    return m;
-}
-
-/* Per-channel results of the forward statistics. */
-typedef struct bn_affine {
-    float mean, invstd, a, b;
-} bn_affine;
-
-/* From sums of deviations about `shift` (near the mean, so the variance loses
- * little to cancellation): save mean and 1/std, update the running averages,
- * and return y = a x + b's coefficients. */
-static bn_affine bn_channel_stats(double sum, double sum_sq, double count, float shift,
-                                  float gamma, float beta, float *running_mean,
-                                  float *running_var, float momentum, float eps)
-{
-    const double mean_dev = sum / count, sq_dev = sum_sq - sum * mean_dev;
-    const double sq = sq_dev > 0.0 ? sq_dev : 0.0, var = sq / count;
-    bn_affine s;
-    s.mean = (float)(shift + mean_dev);
-    s.invstd = (float)(1.0 / sqrt(var + eps));
-    s.a = gamma * s.invstd;
-    s.b = beta - s.a * s.mean;
-    /* PyTorch tracks the unbiased variance (one value: nothing to correct). */
-    const double unbiased = count > 1.0 ? sq / (count - 1.0) : var;
-    *running_mean = (1.0f - momentum) * *running_mean + momentum * s.mean;
-    *running_var = (1.0f - momentum) * *running_var + momentum * (float)unbiased;
-    return s;
 }
 
 /* hw = 1: channels [c0, c0 + cb) of every sample, rows of x[i * c + ch]. */
@@ -233,27 +164,6 @@ void cpu_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const f
             row_affine(hw, a, b, 0, x + ((size_t)i * c + ch) * hw,
                        y + ((size_t)i * c + ch) * hw);
     }
-}
-
-/* With xhat = (x - mean) invstd and N = n hw:
- *   dbeta = sum dy, dgamma = sum dy xhat,
- *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N) = k dy + a x + b,
- * the terms in x and the constants gathered. */
-typedef struct bn_grad {
-    float k, a, b;
-} bn_grad;
-
-static bn_grad bn_channel_grad(double sum_dy, double sum_dy_xc, double count, float gamma,
-                               float mean, float invstd, float *dgamma, float *dbeta)
-{
-    const float db = (float)sum_dy, dg = (float)(sum_dy_xc * invstd);
-    *dbeta = db;
-    *dgamma = dg;
-    bn_grad g;
-    g.k = gamma * invstd;
-    g.a = -g.k * dg * invstd / (float)count;
-    g.b = -g.k * db / (float)count - g.a * mean;
-    return g;
 }
 
 /* hw = 1: channels [c0, c0 + cb) of every sample; beta: the fused ReLU's

@@ -76,6 +76,19 @@ void cpu_batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const f
                                  const float *save_mean, const float *save_invstd, float *dx,
                                  float *dgamma, float *dbeta);
 
+int cpu_fuses_bn_relu_maxpool(const pool2d_desc *pd);
+void cpu_batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                              const float *x, const float *gamma,
+                                              const float *beta, float *running_mean,
+                                              float *running_var, float momentum, float eps,
+                                              float *y, int32_t *argmax, float *save_mean,
+                                              float *save_invstd);
+void cpu_batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc *pd,
+                                         const float *x, const float *dy, const int32_t *argmax,
+                                         const float *gamma, const float *beta,
+                                         const float *save_mean, const float *save_invstd,
+                                         float *dx, float *dgamma, float *dbeta);
+
 void cpu_relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);
 void cpu_relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                        float *dx);

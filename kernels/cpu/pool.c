@@ -5,6 +5,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_util.h"
+#include "maxpool_tiled.h"
 
 void pool2d_desc_init(pool2d_desc *d, int c, int in_h, int in_w, int k, int stride, int pad)
 {
@@ -53,41 +54,15 @@ static void maxpool_plane(const pool2d_desc *d, const float *xp, float *yp, int3
     }
 }
 
-/* Windows that tile the plane (stride k, no padding: LeNet's), no clipping.
- * Inlined with k a constant (maxpool_plane_tiled_any), so each window's taps
- * unroll into one chain of selects in the general case's order (the same
- * element wins), and neighbouring windows' chains overlap (5x faster on
- * LeNet's 3x3 pool than the general loop). */
-static inline __attribute__((always_inline)) void
-maxpool_plane_tiled(int k, int W, int OH, int OW, const float *restrict xp, float *restrict yp,
-                    int32_t *restrict ap)
-{
-    for (int oh = 0; oh < OH; oh++)
-        for (int ow = 0; ow < OW; ow++) {
-            const int first = oh * k * W + ow * k;
-            int best = first;
-            float best_v = xp[first];
-            for (int kh = 0; kh < k; kh++)
-                for (int kw = 0; kw < k; kw++) {
-                    const int i = first + kh * W + kw;
-                    const float v = xp[i];
-                    best = v > best_v ? i : best;
-                    best_v = v > best_v ? v : best_v;
-                }
-            yp[oh * OW + ow] = best_v;
-            ap[oh * OW + ow] = best;
-        }
-}
-
 CPU_HOT static void maxpool_plane_tiled_any(int k, int W, int OH, int OW, const float *xp,
                                             float *yp, int32_t *ap)
 {
     if (k == 2)
-        maxpool_plane_tiled(2, W, OH, OW, xp, yp, ap);
+        maxpool_plane_tiled(2, W, OH, OW, xp, 0, 0.0f, 0.0f, yp, ap);
     else if (k == 3)
-        maxpool_plane_tiled(3, W, OH, OW, xp, yp, ap);
+        maxpool_plane_tiled(3, W, OH, OW, xp, 0, 0.0f, 0.0f, yp, ap);
     else
-        maxpool_plane_tiled(k, W, OH, OW, xp, yp, ap);
+        maxpool_plane_tiled(k, W, OH, OW, xp, 0, 0.0f, 0.0f, yp, ap);
 }
 
 void cpu_maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
