@@ -19,6 +19,7 @@
 
 #include "backend_ops.h"
 #include "cpu/cpu_ops.h"
+#include "elementwise.h"
 #include "testutil.h"
 
 #define FWD_ATOL 1e-4
@@ -796,6 +797,45 @@ static void test_dropout(void)
     free(ac.x), free(ac.r), free(ac.keep_scale);
 }
 
+/* The map bit for bit against its scalar definition (on AVX-512 CPUs, the
+ * vector path's), on inputs of both signs (a dropped negative is -0), at
+ * sizes around the spans the CPU backend splits (32 and 128 elements; the
+ * rest goes one by one) and counters whose blocks carry into the high word
+ * at a span's start, inside a span, and wrap around 2^64. */
+static void test_dropout_bits(void)
+{
+    const size_t counts[] = {1, 31, 63, 64, 65, 127, 128, 129, 1000, 163840 + 5};
+    const float ps[] = {0.0f, 0.25f, 0.5f};
+    const uint64_t counters[] = {0xFFFFFFF0u, 0xFFFFFFF7u, 0xFFFFFFFFFFFFFFF9u,
+                                 (uint64_t)test_uniform(0, 1e15)};
+    const philox_key key = philox_make_key(test_seed(), 5, RNG_STREAM_DROPOUT);
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        const size_t n = counts[ci];
+        float *x = new_floats(n, -2, 2), *want = malloc(n * sizeof(float));
+        float *y = malloc(n * sizeof(float));
+        for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+            for (size_t ki = 0; ki < sizeof counters / sizeof counters[0]; ki++) {
+                const float p = ps[pi];
+                const uint64_t counter = counters[ki];
+                for (size_t i = 0; i < n; i++)
+                    want[i] = dropout_elem(x[i], philox_uniform_at(key, counter, i), p);
+                for (int threads = 1; threads <= 2; threads++) {
+                    dropout_forward(threads == 1 ? &ctx1 : &ctx2, n, p, key, counter, x, y);
+                    size_t bad = 0, first = 0;
+                    for (size_t i = 0; i < n; i++)
+                        if (memcmp(&y[i], &want[i], sizeof(float)) != 0)
+                            first = bad++ ? first : i;
+                    CHECK(bad == 0,
+                          "dropout bits n %zu p %g counter %#llx, %d threads: %zu differ, "
+                          "first [%zu] got %.9g want %.9g",
+                          n, (double)p, (unsigned long long)counter, threads, bad, first,
+                          bad ? (double)y[first] : 0.0, bad ? (double)want[first] : 0.0);
+                }
+            }
+        free(x), free(want), free(y);
+    }
+}
+
 /* ---------------- linear ---------------- */
 
 typedef struct linear_case {
@@ -954,6 +994,7 @@ int main(void)
     test_bn_relu_case(128, 300, 1); /* hw = 1: five channel blocks */
     test_relu();
     test_dropout();
+    test_dropout_bits();
     test_linear(5, 7, 4);
     test_softmax_xent();
     backend_ctx_free(&ctx1);
