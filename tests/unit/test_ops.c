@@ -706,6 +706,121 @@ static void test_bn_relu_case(int n, int c, int hw)
     check_bn_relu(name, &ctxc, n, c, hw);
 }
 
+/* BN, ReLU and max pooling with tiling windows in one
+ * (batchnorm_relu_maxpool_*), on ctx, against float64: the pooled output
+ * against the window maxima of relu(BN(x)), each argmax inside its window
+ * and at a maximum, and the backward against BN's exact gradient of the
+ * pooled dy routed to the op's own argmax (masked where the pooled y is 0),
+ * the positions outside every window included (floor mode). */
+static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c, int h, int w,
+                               int k)
+{
+    pool2d_desc pd;
+    pool2d_desc_init(&pd, c, h, w, k, k, 0);
+    const int hw = h * w, ohw = pd.out_h * pd.out_w;
+    const size_t count = (size_t)n * c * hw, pooled = (size_t)n * c * ohw;
+    float *x = new_floats(count, -1, 3), *gamma = new_floats(c, 0.5, 1.5);
+    float *beta = new_floats(c, -1, 1), *r = new_floats(pooled, -1, 1);
+    float *rmean = new_floats(c, -1, 1), *rvar = new_floats(c, 0.5, 2);
+    bn_case bc = {.n = n, .c = c, .hw = hw, .eps = 1e-5};
+    bc.x = to_double(x, count), bc.gamma = to_double(gamma, c), bc.beta = to_double(beta, c);
+    float *y = malloc(pooled * sizeof(float)), *smean = malloc(c * sizeof(float));
+    float *sinv = malloc(c * sizeof(float)), *dx = malloc(count * sizeof(float));
+    float *dg = malloc(c * sizeof(float)), *db = malloc(c * sizeof(float));
+    int32_t *argmax = malloc(pooled * sizeof(int32_t));
+    double *want = malloc(count * sizeof(double)), *mean = malloc(c * sizeof(double));
+    double *var = malloc(c * sizeof(double)), *gx = malloc(count * sizeof(double));
+    double *g = calloc(count, sizeof(double)), *gg = malloc(c * sizeof(double));
+    double *gb = malloc(c * sizeof(double)), *ymax = malloc(pooled * sizeof(double));
+    char what[160];
+
+    CHECK(backend_fuses_bn_relu_maxpool(ctx, &pd), "%s: the CPU does not fuse it", name);
+    ref_bn_train(&bc, want, mean, var);
+    batchnorm_relu_maxpool_forward_train(ctx, n, &pd, x, gamma, beta, rmean, rvar, 0.1f,
+                                         (float)bc.eps, y, argmax, smean, sinv);
+    size_t outside = 0, not_max = 0;
+    for (size_t pl = 0; pl < (size_t)n * c; pl++)
+        for (int oh = 0; oh < pd.out_h; oh++)
+            for (int ow = 0; ow < pd.out_w; ow++) {
+                const size_t o = pl * ohw + oh * pd.out_w + ow;
+                double best = 0.0;
+                for (int kh = 0; kh < k; kh++)
+                    for (int kw = 0; kw < k; kw++) {
+                        const double v = want[pl * hw + (oh * k + kh) * w + ow * k + kw];
+                        best = v > best ? v : best;
+                    }
+                ymax[o] = best;
+                const int a = argmax[o], ah = a / w, aw = a % w;
+                outside += !(a >= 0 && ah / k == oh && aw / k == ow && ah < pd.out_h * k &&
+                             aw < pd.out_w * k);
+                const double at = want[pl * hw + (a >= 0 && a < hw ? a : 0)];
+                not_max += !(fabs((at > 0 ? at : 0.0) - best) <= FWD_ATOL + FWD_RTOL * best);
+            }
+    snprintf(what, sizeof what, "%s: forward", name);
+    check_array(what, y, ymax, pooled, FWD_ATOL, FWD_RTOL);
+    CHECK(outside == 0 && not_max == 0, "%s: %zu argmax outside their windows, %zu not at a "
+          "maximum", name, outside, not_max);
+
+    for (size_t o = 0; o < pooled; o++)
+        if (y[o] > 0)
+            g[o / ohw * hw + argmax[o]] = r[o];
+    for (int ch = 0; ch < c; ch++) {
+        const double invstd = 1.0 / sqrt(var[ch] + bc.eps), N = (double)n * hw;
+        double sg = 0.0, sgx = 0.0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                sg += g[at];
+                sgx += g[at] * (bc.x[at] - mean[ch]) * invstd;
+            }
+        gb[ch] = sg, gg[ch] = sgx;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                const double xhat = (bc.x[at] - mean[ch]) * invstd;
+                gx[at] = bc.gamma[ch] * invstd * (g[at] - sg / N - xhat * sgx / N);
+            }
+    }
+    batchnorm_relu_maxpool_backward(ctx, n, &pd, x, r, argmax, gamma, beta, smean, sinv, dx, dg,
+                                    db);
+    snprintf(what, sizeof what, "%s: backward x", name);
+    check_array(what, dx, gx, count, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward gamma", name);
+    check_array(what, dg, gg, c, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward beta", name);
+    check_array(what, db, gb, c, BWD_ATOL, BWD_RTOL);
+
+    free(x), free(gamma), free(beta), free(r), free(rmean), free(rvar), free(y), free(smean);
+    free(sinv), free(dx), free(dg), free(db), free(argmax), free(want), free(mean), free(var);
+    free(gx), free(g), free(gg), free(gb), free(ymax), free(bc.x), free(bc.gamma), free(bc.beta);
+}
+
+static void test_bn_relu_pool_case(int n, int c, int h, int w, int k)
+{
+    char name[96];
+    snprintf(name, sizeof name, "batchnorm+relu+maxpool n%d c%d %dx%d k%d", n, c, h, w, k);
+    check_bn_relu_pool(name, &ctx1, n, c, h, w, k);
+    snprintf(name, sizeof name, "batchnorm+relu+maxpool n%d c%d %dx%d k%d, 2 threads", n, c, h,
+             w, k);
+    check_bn_relu_pool(name, &ctx2, n, c, h, w, k);
+}
+
+/* Where the CPU fuses them: tiling windows on planes of 64 or more. */
+static void test_bn_relu_pool_fits(void)
+{
+    pool2d_desc tiled, overlapping, small;
+    pool2d_desc_init(&tiled, 20, 24, 24, 3, 3, 0);
+    pool2d_desc_init(&overlapping, 20, 24, 24, 3, 2, 0);
+    pool2d_desc_init(&small, 50, 4, 4, 2, 2, 0);
+    CHECK(backend_fuses_bn_relu_maxpool(&ctx1, &tiled) &&
+              !backend_fuses_bn_relu_maxpool(&ctx1, &overlapping) &&
+              !backend_fuses_bn_relu_maxpool(&ctx1, &small),
+          "backend_fuses_bn_relu_maxpool: tiled %d, overlapping %d, 4x4 %d",
+          backend_fuses_bn_relu_maxpool(&ctx1, &tiled),
+          backend_fuses_bn_relu_maxpool(&ctx1, &overlapping),
+          backend_fuses_bn_relu_maxpool(&ctx1, &small));
+}
+
 /* ---------------- ReLU and dropout ---------------- */
 
 typedef struct act_case {
@@ -992,6 +1107,10 @@ int main(void)
     /* Big enough for 2 threads to split (CPU_PARALLEL_MIN). */
     test_bn_relu_case(32, 5, 221);
     test_bn_relu_case(128, 300, 1); /* hw = 1: five channel blocks */
+    test_bn_relu_pool_case(20, 3, 24, 24, 3); /* LeNet's conv1 maps, 2 threads splitting */
+    test_bn_relu_pool_case(4, 2, 11, 13, 2);  /* floor mode: a row and a column left out */
+    test_bn_relu_pool_case(3, 2, 17, 16, 4);
+    test_bn_relu_pool_fits();
     test_relu();
     test_dropout();
     test_dropout_bits();
