@@ -17,7 +17,6 @@
 #include "checkpoint.h"
 #include "coupling.h"
 #include "fault.h"
-#include "core_turns.h"
 #include "replica.h"
 #include "sampler.h"
 #include "topology.h"
@@ -29,7 +28,6 @@ typedef struct job_run {
     const coupling_rule *rule;
     int parle_family;         /* Parle and its special cases: gamma and rho mean something */
     comm comm;
-    core_turns turns;         /* CPU replicas floating over too few cores */
     int n;                    /* the job's replicas, in all processes */
     int first, nlocal;        /* this process's: first .. first + nlocal - 1 (comm ranks 0..) */
     run_devices where;
@@ -194,24 +192,17 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
     return (float)(v < cap ? v : cap);
 }
 
-/* CPU replicas that outnumber the cores and do not divide them evenly:
- * round-robin pinning would leave some cores with more replicas than others,
- * and synchronous rules run at the pace of the busiest core. */
-static int replicas_float(const job_run *run)
-{
-    return run->where.ngpus == 0 && run->nlocal > run->where.ncores &&
-           run->nlocal % run->where.ncores != 0;
-}
-
-/* Replica a's cores: a set of max(1, ncores / n). Floating replicas
- * (replicas_float) may each run on any core, one thread each, and take
- * turns on them step by step (core_turns.h). A replica on a GPU mostly launches
+/* Replica a's cores: a set of max(1, ncores / n). When replicas outnumber the
+ * cores and do not divide them evenly, round-robin pinning would leave some
+ * cores with more replicas than others, and synchronous rules run at the pace
+ * of the busiest core: there each replica may run on any core, one thread
+ * each, and the kernel balances them. A replica on a GPU mostly launches
  * work and copies batches to it: it runs on the job's cores nearest its GPU
  * (its NUMA node's, from sysfs), shared with the GPU's other replicas. */
 static int pin_replica(const job_run *run, int rank)
 {
     int share = run->where.ncores / run->nlocal > 1 ? run->where.ncores / run->nlocal : 1;
-    int floating = replicas_float(run);
+    int floating = run->nlocal > run->where.ncores && run->nlocal % run->where.ncores != 0;
     cpu_set_t set;
     CPU_ZERO(&set);
     int gpu = topology_device(rank, run->where.gpus, run->where.ngpus);
@@ -620,11 +611,9 @@ static void *replica_main(void *p)
             (void)batch_loader_take(&loader, &next);
             double t1 = now_s();
             r.wait_s += t1 - t0;
-            core_turns_take(&run->turns);
             model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
             model_set_dropout_step(&r.model, dkey, (uint64_t)step);
             float loss = model_train_slot(&r.model, &r.ctx, cur_slot, cur.n, NULL);
-            core_turns_give(&run->turns);
             /* model_train_slot saw cur's copy finish (backend_stage_done). */
             (void)batch_loader_release(&loader, &cur);
             step++;
@@ -818,7 +807,6 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
         return -1;
     run.comm.net = where->net;
     run.comm.first = run.first;
-    core_turns_init(&run.turns, replicas_float(&run) ? where->ncores : 0);
     pthread_mutex_init(&run.lock, NULL);
     pthread_cond_init(&run.ended, NULL);
     run.t_start = now_s();
@@ -887,7 +875,6 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (where->net && comm_aborted(&run.comm))
         where->net->fail(where->net, run.failed ? run.err : "the job was stopped");
     comm_free(&run.comm);
-    core_turns_destroy(&run.turns);
     pthread_cond_destroy(&run.ended);
     pthread_mutex_destroy(&run.lock);
     *result = run.result;
