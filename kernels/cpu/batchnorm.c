@@ -98,14 +98,8 @@ CPU_HOT static void bn_forward_channel(int n, int c, int hw, int ch, const float
                                        float *running_var, float momentum, float eps, int relu,
                                        float *y, float *save_mean, float *save_invstd)
 {
-    const float shift = x[(size_t)ch * hw];
-    double sum = 0.0, sum_sq = 0.0;
-    for (int i = 0; i < n; i++)
-        row_moments(hw, x + ((size_t)i * c + ch) * hw, shift, &sum, &sum_sq);
-    const bn_affine s = bn_channel_stats(sum, sum_sq, (double)n * hw, shift, gamma[ch], beta[ch],
-                                         &running_mean[ch], &running_var[ch], momentum, eps);
-    save_mean[ch] = s.mean;
-    save_invstd[ch] = s.invstd;
+    const bn_affine s = bn_channel_train(n, c, hw, ch, x, gamma, beta, running_mean, running_var,
+                                         momentum, eps, save_mean, save_invstd);
     for (int i = 0; i < n; i++)
         row_affine(hw, s.a, s.b, relu, x + ((size_t)i * c + ch) * hw,
                    y + ((size_t)i * c + ch) * hw);

@@ -43,14 +43,8 @@ CPU_HOT static void forward_channel(int n, const pool2d_desc *pd, int ch, const 
                                     int32_t *argmax, float *save_mean, float *save_invstd)
 {
     const int c = pd->c, hw = pd->in_h * pd->in_w, ohw = pd->out_h * pd->out_w;
-    const float shift = x[(size_t)ch * hw];
-    double sum = 0.0, sum_sq = 0.0;
-    for (int i = 0; i < n; i++)
-        row_moments(hw, x + ((size_t)i * c + ch) * hw, shift, &sum, &sum_sq);
-    const bn_affine s = bn_channel_stats(sum, sum_sq, (double)n * hw, shift, gamma[ch], beta[ch],
-                                         &running_mean[ch], &running_var[ch], momentum, eps);
-    save_mean[ch] = s.mean;
-    save_invstd[ch] = s.invstd;
+    const bn_affine s = bn_channel_train(n, c, hw, ch, x, gamma, beta, running_mean, running_var,
+                                         momentum, eps, save_mean, save_invstd);
     for (int i = 0; i < n; i++) {
         const size_t plane = (size_t)i * c + ch;
         pool_affine_plane(pd, x + plane * hw, s.a, s.b, y + plane * ohw, argmax + plane * ohw);

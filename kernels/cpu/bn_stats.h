@@ -78,6 +78,25 @@ static inline bn_affine bn_channel_stats(double sum, double sum_sq, double count
     return s;
 }
 
+/* Channel ch's statistics over its n rows x[i][ch][0..hw): saved, the
+ * running averages updated, y = a x + b's coefficients returned. */
+static inline bn_affine bn_channel_train(int n, int c, int hw, int ch, const float *x,
+                                         const float *gamma, const float *beta,
+                                         float *running_mean, float *running_var,
+                                         float momentum, float eps, float *save_mean,
+                                         float *save_invstd)
+{
+    const float shift = x[(size_t)ch * hw];
+    double sum = 0.0, sum_sq = 0.0;
+    for (int i = 0; i < n; i++)
+        row_moments(hw, x + ((size_t)i * c + ch) * hw, shift, &sum, &sum_sq);
+    const bn_affine s = bn_channel_stats(sum, sum_sq, (double)n * hw, shift, gamma[ch], beta[ch],
+                                         &running_mean[ch], &running_var[ch], momentum, eps);
+    save_mean[ch] = s.mean;
+    save_invstd[ch] = s.invstd;
+    return s;
+}
+
 /* With xhat = (x - mean) invstd and N = n hw:
  *   dbeta = sum dy, dgamma = sum dy xhat,
  *   dx = gamma invstd (dy - dbeta / N - xhat dgamma / N) = k dy + a x + b,

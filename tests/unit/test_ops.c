@@ -615,6 +615,32 @@ static void test_bn_case(int n, int c, int hw, double offset)
     free(bc.x), free(bc.gamma), free(bc.beta), free(bc.r);
 }
 
+/* BN's exact gradient in float64 from g = dL/dy (y = BN(x) in training):
+ * dx = gamma invstd (g - mean(g) - xhat mean(g xhat)), dgamma = sum g xhat,
+ * dbeta = sum g, with the forward's mean and biased var. */
+static void ref_bn_grad(const bn_case *bc, const double *g, const double *mean,
+                        const double *var, double *gx, double *gg, double *gb)
+{
+    const int n = bc->n, c = bc->c, hw = bc->hw;
+    for (int ch = 0; ch < c; ch++) {
+        const double invstd = 1.0 / sqrt(var[ch] + bc->eps), N = (double)n * hw;
+        double sg = 0.0, sgx = 0.0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                sg += g[at];
+                sgx += g[at] * (bc->x[at] - mean[ch]) * invstd;
+            }
+        gb[ch] = sg, gg[ch] = sgx;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                const size_t at = ((size_t)i * c + ch) * hw + j;
+                const double xhat = (bc->x[at] - mean[ch]) * invstd;
+                gx[at] = bc->gamma[ch] * invstd * (g[at] - sg / N - xhat * sgx / N);
+            }
+    }
+}
+
 /* BN then ReLU in one op (batchnorm_relu_*): on ctx, against float64, with
  * dL/dy = r masked where the op's own y is 0 (as relu_backward reads y),
  * then BN's exact gradient: dx = gamma invstd (g - mean(g) - xhat
@@ -635,6 +661,7 @@ static void check_bn_relu(const char *name, backend_ctx *ctx, int n, int c, int 
     double *want = malloc(count * sizeof(double)), *mean = malloc(c * sizeof(double));
     double *var = malloc(c * sizeof(double)), *gx = malloc(count * sizeof(double));
     double *gg = malloc(c * sizeof(double)), *gb = malloc(c * sizeof(double));
+    double *g = malloc(count * sizeof(double));
     char what[160];
 
     ref_bn_train(&bc, want, mean, var);
@@ -645,24 +672,9 @@ static void check_bn_relu(const char *name, backend_ctx *ctx, int n, int c, int 
     snprintf(what, sizeof what, "%s: forward", name);
     check_array(what, y, want, count, FWD_ATOL, FWD_RTOL);
 
-    for (int ch = 0; ch < c; ch++) {
-        const double invstd = 1.0 / sqrt(var[ch] + bc.eps), N = (double)n * hw;
-        double sg = 0.0, sgx = 0.0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                const size_t at = ((size_t)i * c + ch) * hw + j;
-                const double g = y[at] > 0 ? r[at] : 0.0;
-                sg += g;
-                sgx += g * (bc.x[at] - mean[ch]) * invstd;
-            }
-        gb[ch] = sg, gg[ch] = sgx;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                const size_t at = ((size_t)i * c + ch) * hw + j;
-                const double g = y[at] > 0 ? r[at] : 0.0, xhat = (bc.x[at] - mean[ch]) * invstd;
-                gx[at] = bc.gamma[ch] * invstd * (g - sg / N - xhat * sgx / N);
-            }
-    }
+    for (size_t i = 0; i < count; i++)
+        g[i] = y[i] > 0 ? r[i] : 0.0;
+    ref_bn_grad(&bc, g, mean, var, gx, gg, gb);
     memcpy(dy, r, count * sizeof(float));
     batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, smean, sinv, dx, dg, db);
     snprintf(what, sizeof what, "%s: backward x", name);
@@ -685,7 +697,7 @@ static void check_bn_relu(const char *name, backend_ctx *ctx, int n, int c, int 
 
     free(x), free(gamma), free(beta), free(r), free(rmean), free(rvar), free(y), free(smean);
     free(sinv), free(dx), free(dy), free(dg), free(db), free(want), free(mean), free(var);
-    free(gx), free(gg), free(gb), free(bc.x), free(bc.gamma), free(bc.beta);
+    free(gx), free(gg), free(gb), free(g), free(bc.x), free(bc.gamma), free(bc.beta);
 }
 
 /* The CPU's fused passes on 1 and 2 threads, and backend.c's composition of
@@ -764,23 +776,7 @@ static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c,
     for (size_t o = 0; o < pooled; o++)
         if (y[o] > 0)
             g[o / ohw * hw + argmax[o]] = r[o];
-    for (int ch = 0; ch < c; ch++) {
-        const double invstd = 1.0 / sqrt(var[ch] + bc.eps), N = (double)n * hw;
-        double sg = 0.0, sgx = 0.0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                const size_t at = ((size_t)i * c + ch) * hw + j;
-                sg += g[at];
-                sgx += g[at] * (bc.x[at] - mean[ch]) * invstd;
-            }
-        gb[ch] = sg, gg[ch] = sgx;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                const size_t at = ((size_t)i * c + ch) * hw + j;
-                const double xhat = (bc.x[at] - mean[ch]) * invstd;
-                gx[at] = bc.gamma[ch] * invstd * (g[at] - sg / N - xhat * sgx / N);
-            }
-    }
+    ref_bn_grad(&bc, g, mean, var, gx, gg, gb);
     batchnorm_relu_maxpool_backward(ctx, n, &pd, x, r, argmax, gamma, beta, smean, sinv, dx, dg,
                                     db);
     snprintf(what, sizeof what, "%s: backward x", name);
