@@ -66,6 +66,12 @@ static int fused_pool(const model *m, backend_ctx *ctx, int i, enum forward_mode
            backend_fuses_bn_relu_maxpool(ctx, &m->layers[i + 2].pool);
 }
 
+/* The max pooling at i runs in its BN's passes. */
+static int pool_in_bn(const model *m, backend_ctx *ctx, int i, enum forward_mode mode)
+{
+    return i >= 2 && fused_pool(m, ctx, i - 2, mode);
+}
+
 static void bn_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                        enum forward_mode mode)
 {
@@ -134,7 +140,7 @@ static void maxpool_forward(layer *l, model *m, backend_ctx *ctx, const float *x
                             enum forward_mode mode)
 {
     const int i = (int)(l - m->layers);
-    if (layer_fused_into(m, i) == i || !fused_pool(m, ctx, i - 2, mode))
+    if (!pool_in_bn(m, ctx, i, mode))
         maxpool2d_forward(ctx, &l->pool, n, x, l->y, l->argmax);
 }
 
@@ -143,7 +149,7 @@ static void maxpool_backward(layer *l, model *m, backend_ctx *ctx, const float *
 {
     (void)x;
     const int i = (int)(l - m->layers);
-    if (dx && (layer_fused_into(m, i) == i || !fused_pool(m, ctx, i - 2, MODE_TRAIN)))
+    if (dx && !pool_in_bn(m, ctx, i, MODE_TRAIN))
         maxpool2d_backward(ctx, &l->pool, n, dy, l->argmax, dx);
 }
 

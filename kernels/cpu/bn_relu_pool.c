@@ -1,5 +1,5 @@
 /* Batch normalisation, ReLU and max pooling with tiling windows in one
- * (LeNet's conv1 -> BN -> ReLU -> 3x3 pool, and conv2's with a 2x2 pool).
+ * (LeNet's conv1 -> BN -> ReLU -> 3x3 pool).
  *
  * Apart, the three move a conv1-sized map (5.9 MB at batch 128, a trip to
  * L3 each time) eight times a step: BN's statistics, its output, the pool's
@@ -25,8 +25,9 @@ int cpu_fuses_bn_relu_maxpool(const pool2d_desc *pd)
 
 /* One plane's windows of relu(a x + b), k a constant where it is LeNet's;
  * inlined into forward_channel's clones. */
-static inline __attribute__((always_inline)) void pool_affine_plane(const pool2d_desc *pd, const float *xp, float a, float b,
-                              float *yp, int32_t *ap)
+static inline __attribute__((always_inline)) void
+pool_affine_plane(const pool2d_desc *pd, const float *xp, float a, float b, float *yp,
+                  int32_t *ap)
 {
     const int k = pd->k, W = pd->in_w, OH = pd->out_h, OW = pd->out_w;
     if (k == 2)

@@ -270,7 +270,7 @@ CPU_HOT SHORT_ROWS static void im2row(const conv2d_desc *d, int m, const float *
             for (int ow = 0; ow < d->out_w; ow++, colT += ckk) {
                 const int ih0 = oh * s - d->pad, iw0 = ow * s - d->pad;
                 const float *src = x + (ptrdiff_t)ih0 * W + iw0;
-                if (dense && k == 5) {
+                if (dense && k == 5) { /* k a constant for LeNet's conv2 */
                     window_row(C, 5, W, plane, src, colT);
                     continue;
                 }

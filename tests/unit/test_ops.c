@@ -641,6 +641,52 @@ static void ref_bn_grad(const bn_case *bc, const double *g, const double *mean,
     }
 }
 
+/* What the fused BN checks share: inputs (x in [-1, 3)), their float64
+ * copies, the float64 forward (want, mean, var), the op's per-channel
+ * outputs, and BN's exact gradients once ref_bn_grad has filled gx, gg, gb. */
+typedef struct bn_fixture {
+    bn_case bc;
+    size_t count;
+    float *x, *gamma, *beta, *rmean, *rvar, *smean, *sinv, *dg, *db;
+    double *want, *mean, *var, *gx, *gg, *gb;
+} bn_fixture;
+
+static bn_fixture bn_fixture_new(int n, int c, int hw)
+{
+    bn_fixture f = {.bc = {.n = n, .c = c, .hw = hw, .eps = 1e-5}, .count = (size_t)n * c * hw};
+    f.x = new_floats(f.count, -1, 3), f.gamma = new_floats(c, 0.5, 1.5);
+    f.beta = new_floats(c, -1, 1), f.rmean = new_floats(c, -1, 1), f.rvar = new_floats(c, 0.5, 2);
+    f.bc.x = to_double(f.x, f.count), f.bc.gamma = to_double(f.gamma, c);
+    f.bc.beta = to_double(f.beta, c);
+    f.smean = malloc(c * sizeof(float)), f.sinv = malloc(c * sizeof(float));
+    f.dg = malloc(c * sizeof(float)), f.db = malloc(c * sizeof(float));
+    f.want = malloc(f.count * sizeof(double)), f.gx = malloc(f.count * sizeof(double));
+    f.mean = malloc(c * sizeof(double)), f.var = malloc(c * sizeof(double));
+    f.gg = malloc(c * sizeof(double)), f.gb = malloc(c * sizeof(double));
+    ref_bn_train(&f.bc, f.want, f.mean, f.var);
+    return f;
+}
+
+static void bn_fixture_free(bn_fixture *f)
+{
+    free(f->x), free(f->gamma), free(f->beta), free(f->rmean), free(f->rvar), free(f->smean);
+    free(f->sinv), free(f->dg), free(f->db), free(f->want), free(f->mean), free(f->var);
+    free(f->gx), free(f->gg), free(f->gb), free(f->bc.x), free(f->bc.gamma), free(f->bc.beta);
+}
+
+/* dx and the op's dgamma, dbeta against ref_bn_grad's of g = dL/dy. */
+static void check_bn_backward(const char *name, bn_fixture *f, const double *g, const float *dx)
+{
+    char what[160];
+    ref_bn_grad(&f->bc, g, f->mean, f->var, f->gx, f->gg, f->gb);
+    snprintf(what, sizeof what, "%s: backward x", name);
+    check_array(what, dx, f->gx, f->count, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward gamma", name);
+    check_array(what, f->dg, f->gg, f->bc.c, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: backward beta", name);
+    check_array(what, f->db, f->gb, f->bc.c, BWD_ATOL, BWD_RTOL);
+}
+
 /* BN then ReLU in one op (batchnorm_relu_*): on ctx, against float64, with
  * dL/dy = r masked where the op's own y is 0 (as relu_backward reads y),
  * then BN's exact gradient: dx = gamma invstd (g - mean(g) - xhat
@@ -648,56 +694,42 @@ static void ref_bn_grad(const bn_case *bc, const double *g, const double *mean,
  * lay them out. */
 static void check_bn_relu(const char *name, backend_ctx *ctx, int n, int c, int hw)
 {
-    const size_t count = (size_t)n * c * hw;
-    float *x = new_floats(count, -1, 3), *gamma = new_floats(c, 0.5, 1.5);
-    float *beta = new_floats(c, -1, 1), *r = new_floats(count, -1, 1);
-    float *rmean = new_floats(c, -1, 1), *rvar = new_floats(c, 0.5, 2);
-    bn_case bc = {.n = n, .c = c, .hw = hw, .eps = 1e-5};
-    bc.x = to_double(x, count), bc.gamma = to_double(gamma, c), bc.beta = to_double(beta, c);
-    float *y = malloc(count * sizeof(float)), *smean = malloc(c * sizeof(float));
-    float *sinv = malloc(c * sizeof(float)), *dx = malloc(count * sizeof(float));
-    float *dy = malloc(count * sizeof(float)), *dg = malloc(c * sizeof(float));
-    float *db = malloc(c * sizeof(float));
-    double *want = malloc(count * sizeof(double)), *mean = malloc(c * sizeof(double));
-    double *var = malloc(c * sizeof(double)), *gx = malloc(count * sizeof(double));
-    double *gg = malloc(c * sizeof(double)), *gb = malloc(c * sizeof(double));
+    bn_fixture f = bn_fixture_new(n, c, hw);
+    const size_t count = f.count;
+    const float eps = (float)f.bc.eps;
+    float *r = new_floats(count, -1, 1), *y = malloc(count * sizeof(float));
+    float *dx = malloc(count * sizeof(float)), *dy = malloc(count * sizeof(float));
     double *g = malloc(count * sizeof(double));
     char what[160];
 
-    ref_bn_train(&bc, want, mean, var);
     for (size_t i = 0; i < count; i++)
-        want[i] = want[i] > 0 ? want[i] : 0.0;
-    batchnorm_relu_forward_train(ctx, n, c, hw, x, gamma, beta, rmean, rvar, 0.1f, (float)bc.eps,
-                                 y, smean, sinv);
+        f.want[i] = f.want[i] > 0 ? f.want[i] : 0.0;
+    batchnorm_relu_forward_train(ctx, n, c, hw, f.x, f.gamma, f.beta, f.rmean, f.rvar, 0.1f, eps,
+                                 y, f.smean, f.sinv);
     snprintf(what, sizeof what, "%s: forward", name);
-    check_array(what, y, want, count, FWD_ATOL, FWD_RTOL);
+    check_array(what, y, f.want, count, FWD_ATOL, FWD_RTOL);
 
     for (size_t i = 0; i < count; i++)
         g[i] = y[i] > 0 ? r[i] : 0.0;
-    ref_bn_grad(&bc, g, mean, var, gx, gg, gb);
     memcpy(dy, r, count * sizeof(float));
-    batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, smean, sinv, dx, dg, db);
-    snprintf(what, sizeof what, "%s: backward x", name);
-    check_array(what, dx, gx, count, BWD_ATOL, BWD_RTOL);
-    snprintf(what, sizeof what, "%s: backward gamma", name);
-    check_array(what, dg, gg, c, BWD_ATOL, BWD_RTOL);
-    snprintf(what, sizeof what, "%s: backward beta", name);
-    check_array(what, db, gb, c, BWD_ATOL, BWD_RTOL);
+    batchnorm_relu_backward(ctx, n, c, hw, f.x, y, dy, f.gamma, f.beta, f.smean, f.sinv, dx, f.dg,
+                            f.db);
+    check_bn_backward(name, &f, g, dx);
 
     /* In place: y over x, then dx over dy. */
-    memcpy(dy, x, count * sizeof(float));
-    batchnorm_relu_forward_train(ctx, n, c, hw, dy, gamma, beta, rmean, rvar, 0.1f,
-                                 (float)bc.eps, dy, smean, sinv);
+    memcpy(dy, f.x, count * sizeof(float));
+    batchnorm_relu_forward_train(ctx, n, c, hw, dy, f.gamma, f.beta, f.rmean, f.rvar, 0.1f, eps,
+                                 dy, f.smean, f.sinv);
     snprintf(what, sizeof what, "%s: forward in place", name);
-    check_array(what, dy, want, count, FWD_ATOL, FWD_RTOL);
+    check_array(what, dy, f.want, count, FWD_ATOL, FWD_RTOL);
     memcpy(dy, r, count * sizeof(float));
-    batchnorm_relu_backward(ctx, n, c, hw, x, y, dy, gamma, beta, smean, sinv, dy, dg, db);
+    batchnorm_relu_backward(ctx, n, c, hw, f.x, y, dy, f.gamma, f.beta, f.smean, f.sinv, dy, f.dg,
+                            f.db);
     snprintf(what, sizeof what, "%s: backward in place", name);
-    check_array(what, dy, gx, count, BWD_ATOL, BWD_RTOL);
+    check_array(what, dy, f.gx, count, BWD_ATOL, BWD_RTOL);
 
-    free(x), free(gamma), free(beta), free(r), free(rmean), free(rvar), free(y), free(smean);
-    free(sinv), free(dx), free(dy), free(dg), free(db), free(want), free(mean), free(var);
-    free(gx), free(gg), free(gb), free(g), free(bc.x), free(bc.gamma), free(bc.beta);
+    free(r), free(y), free(dx), free(dy), free(g);
+    bn_fixture_free(&f);
 }
 
 /* The CPU's fused passes on 1 and 2 threads, and backend.c's composition of
@@ -730,26 +762,17 @@ static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c,
     pool2d_desc pd;
     pool2d_desc_init(&pd, c, h, w, k, k, 0);
     const int hw = h * w, ohw = pd.out_h * pd.out_w;
-    const size_t count = (size_t)n * c * hw, pooled = (size_t)n * c * ohw;
-    float *x = new_floats(count, -1, 3), *gamma = new_floats(c, 0.5, 1.5);
-    float *beta = new_floats(c, -1, 1), *r = new_floats(pooled, -1, 1);
-    float *rmean = new_floats(c, -1, 1), *rvar = new_floats(c, 0.5, 2);
-    bn_case bc = {.n = n, .c = c, .hw = hw, .eps = 1e-5};
-    bc.x = to_double(x, count), bc.gamma = to_double(gamma, c), bc.beta = to_double(beta, c);
-    float *y = malloc(pooled * sizeof(float)), *smean = malloc(c * sizeof(float));
-    float *sinv = malloc(c * sizeof(float)), *dx = malloc(count * sizeof(float));
-    float *dg = malloc(c * sizeof(float)), *db = malloc(c * sizeof(float));
+    bn_fixture f = bn_fixture_new(n, c, hw);
+    const size_t pooled = (size_t)n * c * ohw;
+    float *r = new_floats(pooled, -1, 1), *y = malloc(pooled * sizeof(float));
+    float *dx = malloc(f.count * sizeof(float));
     int32_t *argmax = malloc(pooled * sizeof(int32_t));
-    double *want = malloc(count * sizeof(double)), *mean = malloc(c * sizeof(double));
-    double *var = malloc(c * sizeof(double)), *gx = malloc(count * sizeof(double));
-    double *g = calloc(count, sizeof(double)), *gg = malloc(c * sizeof(double));
-    double *gb = malloc(c * sizeof(double)), *ymax = malloc(pooled * sizeof(double));
+    double *g = calloc(f.count, sizeof(double)), *ymax = malloc(pooled * sizeof(double));
     char what[160];
 
     CHECK(backend_fuses_bn_relu_maxpool(ctx, &pd), "%s: the CPU does not fuse it", name);
-    ref_bn_train(&bc, want, mean, var);
-    batchnorm_relu_maxpool_forward_train(ctx, n, &pd, x, gamma, beta, rmean, rvar, 0.1f,
-                                         (float)bc.eps, y, argmax, smean, sinv);
+    batchnorm_relu_maxpool_forward_train(ctx, n, &pd, f.x, f.gamma, f.beta, f.rmean, f.rvar, 0.1f,
+                                         (float)f.bc.eps, y, argmax, f.smean, f.sinv);
     size_t outside = 0, not_max = 0;
     for (size_t pl = 0; pl < (size_t)n * c; pl++)
         for (int oh = 0; oh < pd.out_h; oh++)
@@ -758,14 +781,14 @@ static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c,
                 double best = 0.0;
                 for (int kh = 0; kh < k; kh++)
                     for (int kw = 0; kw < k; kw++) {
-                        const double v = want[pl * hw + (oh * k + kh) * w + ow * k + kw];
+                        const double v = f.want[pl * hw + (oh * k + kh) * w + ow * k + kw];
                         best = v > best ? v : best;
                     }
                 ymax[o] = best;
                 const int a = argmax[o], ah = a / w, aw = a % w;
                 outside += !(a >= 0 && ah / k == oh && aw / k == ow && ah < pd.out_h * k &&
                              aw < pd.out_w * k);
-                const double at = want[pl * hw + (a >= 0 && a < hw ? a : 0)];
+                const double at = f.want[pl * hw + (a >= 0 && a < hw ? a : 0)];
                 not_max += !(fabs((at > 0 ? at : 0.0) - best) <= FWD_ATOL + FWD_RTOL * best);
             }
     snprintf(what, sizeof what, "%s: forward", name);
@@ -776,19 +799,12 @@ static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c,
     for (size_t o = 0; o < pooled; o++)
         if (y[o] > 0)
             g[o / ohw * hw + argmax[o]] = r[o];
-    ref_bn_grad(&bc, g, mean, var, gx, gg, gb);
-    batchnorm_relu_maxpool_backward(ctx, n, &pd, x, r, argmax, gamma, beta, smean, sinv, dx, dg,
-                                    db);
-    snprintf(what, sizeof what, "%s: backward x", name);
-    check_array(what, dx, gx, count, BWD_ATOL, BWD_RTOL);
-    snprintf(what, sizeof what, "%s: backward gamma", name);
-    check_array(what, dg, gg, c, BWD_ATOL, BWD_RTOL);
-    snprintf(what, sizeof what, "%s: backward beta", name);
-    check_array(what, db, gb, c, BWD_ATOL, BWD_RTOL);
+    batchnorm_relu_maxpool_backward(ctx, n, &pd, f.x, r, argmax, f.gamma, f.beta, f.smean, f.sinv,
+                                    dx, f.dg, f.db);
+    check_bn_backward(name, &f, g, dx);
 
-    free(x), free(gamma), free(beta), free(r), free(rmean), free(rvar), free(y), free(smean);
-    free(sinv), free(dx), free(dg), free(db), free(argmax), free(want), free(mean), free(var);
-    free(gx), free(g), free(gg), free(gb), free(ymax), free(bc.x), free(bc.gamma), free(bc.beta);
+    free(r), free(y), free(dx), free(argmax), free(g), free(ymax);
+    bn_fixture_free(&f);
 }
 
 static void test_bn_relu_pool_case(int n, int c, int h, int w, int k)
