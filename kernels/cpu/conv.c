@@ -425,7 +425,8 @@ static void thin_forward_slice(backend_ctx *ctx, const conv_args *a, size_t lo, 
 void cpu_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                         const float *w, const float *b, float *y)
 {
-    if (conv_dnnl_forward(ctx, d, n, x, w, b, y) == 0)
+    if (conv_dnnl_forward(ctx, d, n, x, w, b, y) == 0 ||
+        conv_winograd5_forward(ctx, d, n, x, w, b, y) == 0)
         return;
     conv_args a = {.d = d, .s = conv_split_make(ctx, d, n), .x = x, .w = w, .b = b, .y = y};
     conv_slice_fn fn = forward_slice;
@@ -460,7 +461,8 @@ static void backward_data_slice(backend_ctx *ctx, const conv_args *a, size_t lo,
 void cpu_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
                               const float *w, float *dx)
 {
-    if (conv_dnnl_backward_data(ctx, d, n, dy, w, dx) == 0)
+    if (conv_dnnl_backward_data(ctx, d, n, dy, w, dx) == 0 ||
+        conv_winograd5_backward_data(ctx, d, n, dy, w, dx) == 0)
         return;
     conv_args a = {.d = d, .s = conv_split_make(ctx, d, n), .w = w, .dy = dy, .dx = dx};
     a.ws = backend_workspace(ctx, a.s.chunk_floats * a.s.threads);
@@ -533,7 +535,8 @@ static void thin_filter_slice(backend_ctx *ctx, const conv_args *a, size_t lo, s
 void cpu_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                                 const float *dy, float *dw, float *db)
 {
-    if (conv_dnnl_backward_filter(ctx, d, n, x, dy, dw, db) == 0)
+    if (conv_dnnl_backward_filter(ctx, d, n, x, dy, dw, db) == 0 ||
+        conv_winograd5_backward_filter(ctx, d, n, x, dy, dw, db) == 0)
         return;
     conv_args a = {.d = d, .s = conv_split_make(ctx, d, n), .x = x, .dy = dy};
     conv_slice_fn fn = backward_filter_slice;

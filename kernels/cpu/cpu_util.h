@@ -41,6 +41,17 @@ int conv_dnnl_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, con
 /* Destroys the context's primitives, stream and engine. */
 void conv_dnnl_free(cpu_impl *impl);
 
+/* conv_winograd5.c: 5x5 stride-1 unpadded convolutions whose outputs split
+ * into 4x4 blocks, with 8 or more input channels, by Winograd F(4x4, 5x5),
+ * on x86-64 with AVX-512VL and the context's conv_winograd set; returns 0
+ * when done, -1 when the caller must compute it instead. */
+int conv_winograd5_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                           const float *w, const float *b, float *y);
+int conv_winograd5_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
+                                 const float *w, float *dx);
+int conv_winograd5_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n,
+                                   const float *x, const float *dy, float *dw, float *db);
+
 /* conv_thin.c (x86-64 with AVX-512VL at run time): stride-1 unpadded
  * convolutions with thin filters, image by image. conv_thin_fits says
  * whether d is one and this CPU has the instructions; the forward writes y

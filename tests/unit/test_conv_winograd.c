@@ -1,8 +1,11 @@
-/* 3x3 stride-1 convolutions through Winograd (oneDNN's F(4x4, 3x3), chosen by
- * conv_dnnl.c) and directly (cpu_impl.conv_winograd = 0: oneDNN's direct
- * primitive from 32 channels, im2col + GEMM below),
+/* Convolutions through Winograd and directly (cpu_impl.conv_winograd = 0),
  * forward, data gradient and filter gradient, against a float64 direct
- * convolution on fresh random inputs in [-1, 1), padding 1, odd sizes.
+ * convolution on fresh random inputs in [-1, 1), odd sizes:
+ *   3x3 stride 1, padding 1: oneDNN's F(4x4, 3x3) (conv_dnnl.c); direct is
+ *     oneDNN's direct primitive from 32 channels, im2col + GEMM below;
+ *   5x5 stride 1, no padding, outputs in 4x4 blocks, 8 or more channels in:
+ *     our F(4x4, 5x5) (conv_winograd5.c), LeNet's conv2 among them; direct
+ *     is im2col + GEMM.
  *
  * The error is normwise: max |got - want| over the tensor / max |want|, printed
  * for both paths so the difference shows. Tolerances:
@@ -11,11 +14,13 @@
  *     scale; measured 2-4e-7 (forward, data), up to 3e-6 (filter, n = 128);
  *   Winograd: 2e-5. Its transforms scale tile values by up to ~10 and cancel,
  *     costing about one decimal digit in the forward and data gradient:
- *     measured 0.8-2e-6 there, 0.6-1e-6 in the filter gradient (oneDNN sums
- *     it in blocks, so better than direct at n = 128).
+ *     F(4x4, 3x3) measured 0.8-2e-6 there, 0.6-1e-6 in the filter gradient
+ *     (oneDNN sums it in blocks, so better than direct at n = 128);
+ *     F(4x4, 5x5), whose 8x8 tiles carry larger factors (up to 8 and 21/4),
+ *     measured 2.6-6.2e-6 in all three.
  * An indexing or transform slip is off by the scale itself (~1).
- * Where oneDNN has Winograd (AVX-512 CPUs), its results must also differ from
- * the direct ones, or the path under test did not run. */
+ * Where the CPU has the Winograd path for a shape, its results must also
+ * differ from the direct ones, or the path under test did not run. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,11 +70,22 @@ static int have_winograd(void)
 #endif
 }
 
-static void test_shape(backend_ctx *ctx, int n, int in_c, int h, int w_, int out_c, int bias)
+/* Whether a k x k convolution of this shape takes a Winograd path here. */
+static int winograd_runs(const conv2d_desc *d)
+{
+    if (d->k == 3)
+        return have_winograd();
+    return d->k == 5 && d->pad == 0 && d->out_h % 4 == 0 && d->out_w % 4 == 0 &&
+           d->in_c >= 8 && (d->in_c < 32 || d->out_c < 32) &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+static void test_shape(backend_ctx *ctx, int ksize, int n, int in_c, int h, int w_, int out_c,
+                       int bias)
 {
     conv2d_desc d;
-    conv2d_desc_init(&d, in_c, h, w_, out_c, 3, 1, 1);
-    const size_t nx = (size_t)n * in_c * h * w_, nw = (size_t)out_c * in_c * 9;
+    conv2d_desc_init(&d, in_c, h, w_, out_c, ksize, 1, ksize == 3 ? 1 : 0);
+    const size_t nx = (size_t)n * in_c * h * w_, nw = (size_t)out_c * in_c * ksize * ksize;
     const size_t ny = (size_t)n * out_c * d.out_h * d.out_w;
     float *x = new_floats(nx), *w = new_floats(nw), *dy = new_floats(ny);
     float *b = bias ? new_floats(out_c) : NULL;
@@ -91,14 +107,14 @@ static void test_shape(backend_ctx *ctx, int n, int in_c, int h, int w_, int out
         const double ey = norm_err(y[k], ref.y, ny), ex = norm_err(dx[k], ref.dx, nx);
         const double ew = norm_err(dw[k], ref.dw, nw);
         const double eb = bias ? norm_err(db[k], ref.db, out_c) : 0;
-        printf("n%d %d->%d %dx%d%s %-8s: max rel error forward %.2e, data %.2e, filter %.2e, "
-               "bias %.2e\n", n, in_c, out_c, h, w_, bias ? " bias" : "", path[k], ey, ex, ew, eb);
+        printf("%dx%d n%d %d->%d %dx%d%s %-8s: max rel error forward %.2e, data %.2e, filter %.2e, "
+               "bias %.2e\n", ksize, ksize, n, in_c, out_c, h, w_, bias ? " bias" : "", path[k], ey, ex, ew, eb);
         CHECK(ey <= tol[k], "%s forward %.3g > %.3g", path[k], ey, tol[k]);
         CHECK(ex <= tol[k], "%s backward data %.3g > %.3g", path[k], ex, tol[k]);
         CHECK(ew <= tol[k], "%s backward filter %.3g > %.3g", path[k], ew, tol[k]);
         CHECK(eb <= tol[k], "%s backward bias %.3g > %.3g", path[k], eb, tol[k]);
     }
-    if (have_winograd()) {
+    if (winograd_runs(&d)) {
         CHECK(differs(y[0], y[1], ny), "forward: Winograd gave the direct bits (did it run?)");
         CHECK(differs(dx[0], dx[1], nx), "backward data: Winograd gave the direct bits");
         CHECK(differs(dw[0], dw[1], nw), "backward filter: Winograd gave the direct bits");
@@ -109,20 +125,31 @@ static void test_shape(backend_ctx *ctx, int n, int in_c, int h, int w_, int out
     conv_ref_free(&ref);
 }
 
+#define test_shape3(ctx, ...) test_shape(ctx, 3, __VA_ARGS__)
+#define test_shape5(ctx, ...) test_shape(ctx, 5, __VA_ARGS__)
+
 int main(void)
 {
     test_init("conv_winograd");
     if (!have_winograd())
-        printf("no AVX-512 oneDNN here: both paths are the direct one\n");
+        printf("no AVX-512 oneDNN here: both 3x3 paths are the direct one\n");
+    if (!__builtin_cpu_supports("avx512vl"))
+        printf("no AVX-512VL here: both 5x5 paths are the direct one\n");
     backend_ctx ctx;
     for (int threads = 1; threads <= 2; threads++) {
         backend_ctx_init_cpu(&ctx, threads);
-        test_shape(&ctx, 3, 32, 9, 11, 48, 1);
-        test_shape(&ctx, 2, 64, 7, 7, 32, 0);
-        test_shape(&ctx, 4, 48, 13, 5, 64, 1);
-        test_shape(&ctx, 2, 96, 17, 17, 96, 1);
-        test_shape(&ctx, 2, 16, 10, 9, 64, 1); /* Winograd from 16 channels; direct: im2col */
-        test_shape(&ctx, 128, 64, 8, 8, 64, 0); /* WRN's batch: long filter-gradient sums */
+        test_shape3(&ctx, 3, 32, 9, 11, 48, 1);
+        test_shape3(&ctx, 2, 64, 7, 7, 32, 0);
+        test_shape3(&ctx, 4, 48, 13, 5, 64, 1);
+        test_shape3(&ctx, 2, 96, 17, 17, 96, 1);
+        test_shape3(&ctx, 2, 16, 10, 9, 64, 1); /* Winograd from 16 channels; direct: im2col */
+        test_shape3(&ctx, 128, 64, 8, 8, 64, 0); /* WRN's batch: long filter-gradient sums */
+        test_shape5(&ctx, 128, 20, 8, 8, 50, 1); /* LeNet's conv2: one block an image */
+        test_shape5(&ctx, 5, 20, 8, 8, 50, 0);   /* an odd batch: threads split it unevenly */
+        test_shape5(&ctx, 3, 8, 12, 16, 24, 1);  /* 2 x 3 overlapping windows an image */
+        test_shape5(&ctx, 2, 40, 20, 8, 16, 1);  /* 4 x 1 blocks; 40 channels in */
+        test_shape5(&ctx, 2, 12, 9, 10, 7, 1);   /* 5x6 outputs: not 4x4 blocks, im2col */
+        test_shape5(&ctx, 2, 4, 12, 12, 16, 1);  /* 4 channels in: conv.c's paths */
         backend_ctx_free(&ctx);
     }
     return test_main_end();
