@@ -325,6 +325,26 @@ void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc 
                                                   save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
+int backend_fuses_conv_filter_bn(const backend_ctx *ctx, const conv2d_desc *cd,
+                                 const pool2d_desc *pd)
+{
+    return ctx->ops && ctx->ops->fuses_conv_filter_bn && ctx->ops->fuses_conv_filter_bn(cd, pd);
+}
+
+void conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
+                                            const float *x_conv, const pool2d_desc *pd,
+                                            const float *x, const float *dy,
+                                            const int32_t *argmax, const float *gamma,
+                                            const float *beta, const float *save_mean,
+                                            const float *save_invstd, const float *dgamma,
+                                            const float *dbeta, float *dw, float *db)
+{
+    if (!ctx->failed)
+        ctx->ops->conv2d_backward_filter_bn_relu_maxpool(ctx, n, cd, x_conv, pd, x, dy, argmax,
+                                                         gamma, beta, save_mean, save_invstd,
+                                                         dgamma, dbeta, dw, db);
+}
+
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
 {
     if (!ctx->failed)

@@ -232,7 +232,8 @@ void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float
  * pd->c channels of in_h x in_w. Forward gives maxpool2d_forward's y and
  * argmax of batchnorm_relu_forward_train's output, which it never writes;
  * backward goes from the pooled dy and argmax to BN's dx, which aliases
- * nothing, with training statistics and gradients as above. */
+ * nothing, with training statistics and gradients as above; with dx NULL it
+ * gives dgamma and dbeta only. */
 int backend_fuses_bn_relu_maxpool(const backend_ctx *ctx, const pool2d_desc *pd);
 void batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
                                           const float *x, const float *gamma, const float *beta,
@@ -244,6 +245,23 @@ void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc 
                                      const float *gamma, const float *beta,
                                      const float *save_mean, const float *save_invstd,
                                      float *dx, float *dgamma, float *dbeta);
+
+/* The filter gradient (dw, and db unless NULL) of a convolution cd over
+ * x_conv whose output x feeds only such a fused BN + ReLU + pooling, from
+ * BN's dx without storing it: dx is formed image by image from the pooled
+ * dy and argmax, BN's parameters, its saved statistics and the dgamma and
+ * dbeta of its backward (run with dx NULL). For a convolution whose input
+ * needs no gradient, where backend_fuses_conv_filter_bn says the backend
+ * has it (otherwise store dx and run conv2d_backward_filter). */
+int backend_fuses_conv_filter_bn(const backend_ctx *ctx, const conv2d_desc *cd,
+                                 const pool2d_desc *pd);
+void conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
+                                            const float *x_conv, const pool2d_desc *pd,
+                                            const float *x, const float *dy,
+                                            const int32_t *argmax, const float *gamma,
+                                            const float *beta, const float *save_mean,
+                                            const float *save_invstd, const float *dgamma,
+                                            const float *dbeta, float *dw, float *db);
 
 /* ---- activations ---- */
 void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);

@@ -80,6 +80,14 @@ struct backend_ops {
                                             const float *beta, const float *save_mean,
                                             const float *save_invstd, float *dx, float *dgamma,
                                             float *dbeta);
+    /* Optional (NULL: models store BN's dx and run conv2d_backward_filter on
+     * it); fuses_conv_filter_bn says for which convolutions it runs. */
+    int (*fuses_conv_filter_bn)(const conv2d_desc *cd, const pool2d_desc *pd);
+    void (*conv2d_backward_filter_bn_relu_maxpool)(
+        backend_ctx *ctx, int n, const conv2d_desc *cd, const float *x_conv,
+        const pool2d_desc *pd, const float *x, const float *dy, const int32_t *argmax,
+        const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
+        const float *dgamma, const float *dbeta, float *dw, float *db);
     void (*relu_forward)(backend_ctx *ctx, size_t count, const float *x, float *y);
     void (*relu_backward)(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                           float *dx);

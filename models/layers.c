@@ -12,13 +12,6 @@ static void conv_forward(layer *l, model *m, backend_ctx *ctx, const float *x, i
     conv2d_forward(ctx, &l->conv, n, x, param(m, l->w), param(m, l->b), l->y);
 }
 
-static void conv_backward(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
-                          float *dx, int n)
-{
-    conv2d_backward_filter(ctx, &l->conv, n, x, dy, grad(m, l->w), grad(m, l->b));
-    if (dx)
-        conv2d_backward_data(ctx, &l->conv, n, dy, param(m, l->w), dx);
-}
 
 /* A BN layer whose only consumer is the ReLU right after it runs that ReLU
  * in its own passes with batch statistics (batchnorm_relu_*): it writes the
@@ -55,15 +48,54 @@ static int bn_relu_feeds_pool(const model *m, int i)
            p->pool.pad == 0;
 }
 
-int layer_fused_into(const model *m, int i)
-{
-    return i >= 2 && bn_relu_feeds_pool(m, i - 2) ? i - 2 : i;
-}
-
 static int fused_pool(const model *m, backend_ctx *ctx, int i, enum forward_mode mode)
 {
     return mode != MODE_INFER && bn_relu_feeds_pool(m, i) &&
            backend_fuses_bn_relu_maxpool(ctx, &m->layers[i + 2].pool);
+}
+
+/* A convolution on the model's input (no data gradient) whose output feeds
+ * only such a BN: where the backend has it (conv2d_backward_filter_bn_relu_
+ * maxpool), BN's backward only sums (dgamma, dbeta) and the convolution's
+ * takes its filter gradient from them, the pool's dy and argmax and its own
+ * output, BN's input, so that BN's dx, conv1-sized, is never written.
+ * plan.c keeps those buffers alive until the convolution's backward
+ * (layer_fused_into, layer_backward_reads). */
+static int conv_feeds_bn_pool(const model *m, int i)
+{
+    return i >= 0 && m->layers[i].kind == LAYER_CONV && m->layers[i].src < 0 &&
+           m->layers[i].consumers == 1 && i + 1 < m->nlayers && m->layers[i + 1].src == i &&
+           bn_relu_feeds_pool(m, i + 1);
+}
+
+static int fused_conv(const model *m, backend_ctx *ctx, int i)
+{
+    return conv_feeds_bn_pool(m, i) && fused_pool(m, ctx, i + 1, MODE_TRAIN) &&
+           backend_fuses_conv_filter_bn(ctx, &m->layers[i].conv, &m->layers[i + 3].pool);
+}
+
+int layer_fused_into(const model *m, int i)
+{
+    if (i < 2 || !bn_relu_feeds_pool(m, i - 2))
+        return i;
+    return conv_feeds_bn_pool(m, i - 3) ? i - 3 : i - 2;
+}
+
+static void conv_backward(layer *l, model *m, backend_ctx *ctx, const float *x, const float *dy,
+                          float *dx, int n)
+{
+    const int i = (int)(l - m->layers);
+    if (fused_conv(m, ctx, i)) {
+        const layer *bn = &m->layers[i + 1], *p = &m->layers[i + 3];
+        conv2d_backward_filter_bn_relu_maxpool(
+            ctx, n, &l->conv, x, &p->pool, l->y, p->dy, p->argmax, param(m, bn->w),
+            param(m, bn->b), bn->save_mean, bn->save_invstd, grad(m, bn->w), grad(m, bn->b),
+            grad(m, l->w), grad(m, l->b));
+        return;
+    }
+    conv2d_backward_filter(ctx, &l->conv, n, x, dy, grad(m, l->w), grad(m, l->b));
+    if (dx)
+        conv2d_backward_data(ctx, &l->conv, n, dy, param(m, l->w), dx);
 }
 
 /* The max pooling at i runs in its BN's passes. */
@@ -106,8 +138,9 @@ static void bn_backward(layer *l, model *m, backend_ctx *ctx, const float *x, co
     if (fused_pool(m, ctx, i, MODE_TRAIN)) {
         const layer *p = &m->layers[i + 2];
         batchnorm_relu_maxpool_backward(ctx, n, &p->pool, x, p->dy, p->argmax, param(m, l->w),
-                                        param(m, l->b), l->save_mean, l->save_invstd, dx,
-                                        grad(m, l->w), grad(m, l->b));
+                                        param(m, l->b), l->save_mean, l->save_invstd,
+                                        fused_conv(m, ctx, i - 1) ? NULL : dx, grad(m, l->w),
+                                        grad(m, l->b));
         return;
     }
     if (bn_feeds_relu(m, i)) {
@@ -233,10 +266,11 @@ void layer_bind(layer *l)
     }
 }
 
-int layer_backward_reads(const layer *l)
+int layer_backward_reads(const model *m, int i)
 {
-    switch (l->kind) {
-    case LAYER_CONV: case LAYER_BN: case LAYER_LINEAR: return READS_INPUT;
+    switch (m->layers[i].kind) {
+    case LAYER_CONV: return READS_INPUT | (conv_feeds_bn_pool(m, i) ? READS_OUTPUT : 0);
+    case LAYER_BN: case LAYER_LINEAR: return READS_INPUT;
     case LAYER_RELU: return READS_OUTPUT;
     case LAYER_MAXPOOL: /* keeps argmax instead */
     case LAYER_AVGPOOL:

@@ -8,13 +8,15 @@
 
 /* Set l->forward / l->backward for l->kind. */
 void layer_bind(layer *l);
-/* What l's backward reads besides dy (its input x, its own output y), so
- * that the memory plan keeps those alive until then. */
+/* What layer i's backward reads besides dy (its input x, its own output y),
+ * so that the memory plan keeps those alive until then. */
 enum { READS_INPUT = 1, READS_OUTPUT = 2 };
-int layer_backward_reads(const layer *l);
-/* The layer whose forward writes layer i's outputs, and whose backward
- * reads its dy: i itself, or the BN two before a max pooling that may run in
- * its passes (layers.c), so that the plan keeps them alive for either. */
+int layer_backward_reads(const model *m, int i);
+/* The earliest layer among those whose forward writes layer i's outputs
+ * and whose backward reads its dy: i itself, or for a max pooling that may
+ * run in its BN's passes, that BN two before, or the convolution before it
+ * whose filter gradient reads the pool's dy and argmax (layers.c), so that
+ * the plan keeps them alive for each. */
 int layer_fused_into(const model *m, int i);
 
 /* plan.c: lays out m's per-batch buffers (activations, their gradients,

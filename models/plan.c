@@ -42,14 +42,14 @@ static int imin(int a, int b) { return a < b ? a : b; }
 static int last_read(const model *m, int s)
 {
     int last = s == m->nlayers - 1 ? loss_step(m) : fwd_step(s);
-    if (s >= 0 && m->train && (layer_backward_reads(&m->layers[s]) & READS_OUTPUT))
+    if (s >= 0 && m->train && (layer_backward_reads(m, s) & READS_OUTPUT))
         last = imax(last, bwd_step(m, s));
     for (int j = s + 1; j < m->nlayers; j++) {
         const layer *l = &m->layers[j];
         if (l->src != s && l->src2 != s)
             continue;
         last = imax(last, fwd_step(j));
-        if (m->train && (layer_backward_reads(l) & READS_INPUT))
+        if (m->train && (layer_backward_reads(m, j) & READS_INPUT))
             last = imax(last, bwd_step(m, j));
     }
     return last;

@@ -7,7 +7,14 @@
  * Fused, forward reads x twice (statistics, then the pooled windows of
  * relu(a x + b), never stored) and backward once (BN's gradient sums need
  * only the pooled positions, since dy is zero elsewhere) and writes dx once.
- * Channels are independent, so threads split them. */
+ * Where BN's input comes from a thin convolution (conv_thin.c) that needs no
+ * data gradient (a first layer), dx is not written at all: backward only
+ * sums, and the convolution's filter gradient forms each image's dx planes
+ * in cache and uses them at once (cpu_conv2d_backward_filter_bn_relu_maxpool).
+ * Channels are independent, so threads split them; the filter gradient's
+ * threads split the images. */
+#include <string.h>
+
 #include "bn_stats.h"
 #include "cpu_ops.h"
 #include "cpu_util.h"
@@ -67,18 +74,15 @@ void cpu_batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const poo
                         argmax, save_mean, save_invstd);
 }
 
-/* BN's gradient sums over the pooled positions (the rest of dy is 0), then
- * dx = k dy + a x + b: a x + b everywhere, the k dy term where a window's
- * maximum was. */
-CPU_HOT static void backward_channel(int n, const pool2d_desc *pd, int ch, const float *x,
-                                     const float *dy, const int32_t *argmax, const float *gamma,
-                                     const float *beta, const float *save_mean,
-                                     const float *save_invstd, float *dx, float *dgamma,
-                                     float *dbeta)
+/* BN's gradient sums over the pooled positions (the rest of dy is 0): dgamma,
+ * dbeta and dx's coefficients. */
+CPU_HOT static bn_grad channel_grad(int n, const pool2d_desc *pd, int ch, const float *x,
+                                    const float *dy, const int32_t *argmax, const float *gamma,
+                                    bn_mask m, const float *save_mean, const float *save_invstd,
+                                    float *dgamma, float *dbeta)
 {
     const int c = pd->c, hw = pd->in_h * pd->in_w, ohw = pd->out_h * pd->out_w;
-    const float mean = save_mean[ch], invstd = save_invstd[ch];
-    const bn_mask m = channel_mask(&beta[ch], gamma[ch], mean, invstd);
+    const float mean = save_mean[ch];
     double sum_dy = 0.0, sum_dy_xc = 0.0;
     for (int i = 0; i < n; i++) {
         const size_t plane = (size_t)i * c + ch;
@@ -94,17 +98,36 @@ CPU_HOT static void backward_channel(int n, const pool2d_desc *pd, int ch, const
         sum_dy += s;
         sum_dy_xc += sx;
     }
-    const bn_grad g = bn_channel_grad(sum_dy, sum_dy_xc, (double)n * hw, gamma[ch], mean, invstd,
-                                      &dgamma[ch], &dbeta[ch]);
-    for (int i = 0; i < n; i++) {
+    return bn_channel_grad(sum_dy, sum_dy_xc, (double)n * hw, gamma[ch], mean, save_invstd[ch],
+                           &dgamma[ch], &dbeta[ch]);
+}
+
+/* One plane of dx = k dy + a x + b: a x + b everywhere, the k dy term where
+ * a window's maximum was. */
+static inline __attribute__((always_inline)) void
+dx_plane(int hw, int ohw, bn_grad g, bn_mask m, const float *xp, const float *dyp,
+         const int32_t *ap, float *dxp)
+{
+    for (int p = 0; p < hw; p++)
+        dxp[p] = g.a * xp[p] + g.b;
+    for (int j = 0; j < ohw; j++)
+        dxp[ap[j]] = g.k * masked(m, xp[ap[j]], dyp[j]) + g.a * xp[ap[j]] + g.b;
+}
+
+CPU_HOT static void backward_channel(int n, const pool2d_desc *pd, int ch, const float *x,
+                                     const float *dy, const int32_t *argmax, const float *gamma,
+                                     const float *beta, const float *save_mean,
+                                     const float *save_invstd, float *dx, float *dgamma,
+                                     float *dbeta)
+{
+    const int c = pd->c, hw = pd->in_h * pd->in_w, ohw = pd->out_h * pd->out_w;
+    const bn_mask m = channel_mask(&beta[ch], gamma[ch], save_mean[ch], save_invstd[ch]);
+    const bn_grad g = channel_grad(n, pd, ch, x, dy, argmax, gamma, m, save_mean, save_invstd,
+                                   dgamma, dbeta);
+    for (int i = 0; dx && i < n; i++) {
         const size_t plane = (size_t)i * c + ch;
-        const float *xp = x + plane * hw, *dyp = dy + plane * ohw;
-        const int32_t *ap = argmax + plane * ohw;
-        float *dxp = dx + plane * hw;
-        for (int p = 0; p < hw; p++)
-            dxp[p] = g.a * xp[p] + g.b;
-        for (int j = 0; j < ohw; j++)
-            dxp[ap[j]] = g.k * masked(m, xp[ap[j]], dyp[j]) + g.a * xp[ap[j]] + g.b;
+        dx_plane(hw, ohw, g, m, x + plane * hw, dy + plane * ohw, argmax + plane * ohw,
+                 dx + plane * hw);
     }
 }
 
@@ -121,3 +144,108 @@ void cpu_batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_d
         backward_channel(n, pd, ch, x, dy, argmax, gamma, beta, save_mean, save_invstd, dx,
                          dgamma, dbeta);
 }
+
+#if CONV_THIN
+int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd)
+{
+    return conv_thin_fits(cd) && cpu_fuses_bn_relu_maxpool(pd) && cd->out_c == pd->c &&
+           cd->out_h == pd->in_h && cd->out_w == pd->in_w;
+}
+
+CPU_HOT static float plane_sum(int hw, const float *p)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < hw; j++)
+        s += p[j];
+    return s;
+}
+
+/* Images [lo, hi): each one's dx planes, then their share of dw (gw) and db
+ * (gb) while the planes are in cache. */
+static void filter_from_bn_slice(const conv2d_desc *cd, const float *x_conv,
+                                 const pool2d_desc *pd, const float *x, const float *dy,
+                                 const int32_t *argmax, const bn_grad *g, const bn_mask *m,
+                                 size_t lo, size_t hi, float *planes, float *gw, float *gb)
+{
+    const int c = pd->c, hw = pd->in_h * pd->in_w, ohw = pd->out_h * pd->out_w;
+    const size_t in_size = (size_t)cd->in_c * cd->in_h * cd->in_w;
+    memset(gw, 0, ((size_t)c * cd->in_c * cd->k * cd->k + c) * sizeof(float));
+    for (size_t i = lo; i < hi; i++) {
+        for (int ch = 0; ch < c; ch++) {
+            const size_t plane = i * c + ch;
+            dx_plane(hw, ohw, g[ch], m[ch], x + plane * hw, dy + plane * ohw,
+                     argmax + plane * ohw, planes + (size_t)ch * hw);
+            gb[ch] += plane_sum(hw, planes + (size_t)ch * hw);
+        }
+        conv_thin_filter_image(cd, x_conv + i * in_size, planes, gw);
+    }
+}
+
+/* Threads split the images, each summing into its own [dw | db] block; the
+ * blocks are added in thread order, as conv.c does. */
+void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
+                                                const float *x_conv, const pool2d_desc *pd,
+                                                const float *x, const float *dy,
+                                                const int32_t *argmax, const float *gamma,
+                                                const float *beta, const float *save_mean,
+                                                const float *save_invstd, const float *dgamma,
+                                                const float *dbeta, float *dw, float *db)
+{
+    const int c = pd->c, hw = pd->in_h * pd->in_w;
+    const size_t nw = (size_t)c * cd->in_c * cd->k * cd->k, block = (size_t)c * hw + nw + c;
+    int threads = ctx->threads < n ? ctx->threads : n;
+    if ((size_t)n * c * hw < CPU_PARALLEL_MIN || threads < 1)
+        threads = 1;
+    /* Per channel: dx's coefficients and ReLU mask, then the threads' blocks. */
+    const size_t head = (size_t)c * (sizeof(bn_grad) + sizeof(bn_mask)) / sizeof(float);
+    float *ws = backend_workspace(ctx, head + block * threads);
+    if (!ws)
+        return;
+    bn_grad *g = (bn_grad *)ws;
+    bn_mask *m = (bn_mask *)(g + c);
+    for (int ch = 0; ch < c; ch++) {
+        g[ch] = bn_grad_coeffs(dbeta[ch], dgamma[ch], (double)n * hw, gamma[ch], save_mean[ch],
+                               save_invstd[ch]);
+        m[ch] = channel_mask(&beta[ch], gamma[ch], save_mean[ch], save_invstd[ch]);
+    }
+    float *blocks = ws + head;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        size_t lo, hi;
+        cpu_slice((size_t)n, &lo, &hi);
+        float *mine = blocks + block * omp_get_thread_num();
+        filter_from_bn_slice(cd, x_conv, pd, x, dy, argmax, g, m, lo, hi, mine,
+                             mine + (size_t)c * hw, mine + (size_t)c * hw + nw);
+    }
+    for (size_t j = 0; j < nw + c; j++) {
+        float sum = blocks[(size_t)c * hw + j];
+        for (int t = 1; t < threads; t++)
+            sum += blocks[block * t + (size_t)c * hw + j];
+        if (j < nw)
+            dw[j] = sum;
+        else if (db)
+            db[j - nw] = sum;
+    }
+}
+#else
+/* Without conv_thin.c's kernels nothing fuses, and models never call the op. */
+int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd)
+{
+    (void)cd, (void)pd;
+    return 0;
+}
+
+void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
+                                                const float *x_conv, const pool2d_desc *pd,
+                                                const float *x, const float *dy,
+                                                const int32_t *argmax, const float *gamma,
+                                                const float *beta, const float *save_mean,
+                                                const float *save_invstd, const float *dgamma,
+                                                const float *dbeta, float *dw, float *db)
+{
+    (void)n, (void)cd, (void)x_conv, (void)pd, (void)x, (void)dy, (void)argmax, (void)gamma;
+    (void)beta, (void)save_mean, (void)save_invstd, (void)dgamma, (void)dbeta, (void)dw, (void)db;
+    backend_fail(ctx, "conv2d_backward_filter_bn_relu_maxpool: not on this CPU backend");
+}
+#endif

@@ -105,17 +105,26 @@ typedef struct bn_grad {
     float k, a, b;
 } bn_grad;
 
-static inline bn_grad bn_channel_grad(double sum_dy, double sum_dy_xc, double count, float gamma,
-                               float mean, float invstd, float *dgamma, float *dbeta)
+/* dx's coefficients from dbeta (db) and dgamma (dg) as stored. */
+static inline bn_grad bn_grad_coeffs(float db, float dg, double count, float gamma, float mean,
+                                     float invstd)
 {
-    const float db = (float)sum_dy, dg = (float)(sum_dy_xc * invstd);
-    *dbeta = db;
-    *dgamma = dg;
     bn_grad g;
     g.k = gamma * invstd;
     g.a = -g.k * dg * invstd / (float)count;
     g.b = -g.k * db / (float)count - g.a * mean;
     return g;
+}
+
+/* dgamma and dbeta stored from the sums of dy and dy (x - mean), and dx's
+ * coefficients (rounded from the stored floats, so that bn_grad_coeffs
+ * gives them again from dgamma and dbeta). */
+static inline bn_grad bn_channel_grad(double sum_dy, double sum_dy_xc, double count, float gamma,
+                                      float mean, float invstd, float *dgamma, float *dbeta)
+{
+    *dbeta = (float)sum_dy;
+    *dgamma = (float)(sum_dy_xc * invstd);
+    return bn_grad_coeffs(*dbeta, *dgamma, count, gamma, mean, invstd);
 }
 
 #endif

@@ -89,6 +89,15 @@ void cpu_batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_d
                                          const float *save_mean, const float *save_invstd,
                                          float *dx, float *dgamma, float *dbeta);
 
+int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd);
+void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
+                                                const float *x_conv, const pool2d_desc *pd,
+                                                const float *x, const float *dy,
+                                                const int32_t *argmax, const float *gamma,
+                                                const float *beta, const float *save_mean,
+                                                const float *save_invstd, const float *dgamma,
+                                                const float *dbeta, float *dw, float *db);
+
 void cpu_relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);
 void cpu_relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy,
                        float *dx);

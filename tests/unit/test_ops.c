@@ -750,6 +750,53 @@ static void test_bn_relu_case(int n, int c, int hw)
     check_bn_relu(name, &ctxc, n, c, hw);
 }
 
+/* Where BN's input is a thin 5x5 convolution's output (the convolution's
+ * own input x0 fresh here: BN's x need not be its result for the maths),
+ * the convolution's filter and bias gradients straight from BN's
+ * (conv2d_backward_filter_bn_relu_maxpool) against float64 sums of BN's
+ * exact dx (f->gx, from check_bn_backward) times x0; BN's backward with dx
+ * NULL still gives dgamma and dbeta. */
+static void check_conv_filter_from_bn(const char *name, backend_ctx *ctx, bn_fixture *f,
+                                      const pool2d_desc *pd, const float *dy,
+                                      const int32_t *argmax)
+{
+    const int n = f->bc.n, c = pd->c, K = 5, W0 = pd->in_w + K - 1, H0 = pd->in_h + K - 1;
+    conv2d_desc cd;
+    conv2d_desc_init(&cd, 1, H0, W0, c, K, 1, 0);
+    if (!backend_fuses_conv_filter_bn(ctx, &cd, pd))
+        return;
+    const size_t nw = (size_t)c * K * K;
+    float *x0 = new_floats((size_t)n * H0 * W0, -1, 1), *dw = malloc(nw * sizeof(float));
+    float *db = malloc(c * sizeof(float));
+    double *gw = calloc(nw, sizeof(double)), *gb = calloc(c, sizeof(double));
+    char what[160];
+    batchnorm_relu_maxpool_backward(ctx, n, pd, f->x, dy, argmax, f->gamma, f->beta, f->smean,
+                                    f->sinv, NULL, f->dg, f->db);
+    snprintf(what, sizeof what, "%s, no dx: backward gamma", name);
+    check_array(what, f->dg, f->gg, c, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s, no dx: backward beta", name);
+    check_array(what, f->db, f->gb, c, BWD_ATOL, BWD_RTOL);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < c; o++)
+            for (int p = 0; p < pd->in_h * pd->in_w; p++) {
+                const double gx = f->gx[((size_t)i * c + o) * pd->in_h * pd->in_w + p];
+                const int oh = p / pd->in_w, ow = p % pd->in_w;
+                gb[o] += gx;
+                for (int u = 0; u < K; u++)
+                    for (int v = 0; v < K; v++)
+                        gw[(o * K + u) * K + v] +=
+                            gx * x0[((size_t)i * H0 + oh + u) * W0 + ow + v];
+            }
+    conv2d_backward_filter_bn_relu_maxpool(ctx, n, &cd, x0, pd, f->x, dy, argmax, f->gamma,
+                                           f->beta, f->smean, f->sinv, f->dg, f->db, dw, db);
+    CHECK(!backend_failed(ctx), "%s: %s", name, ctx->err);
+    snprintf(what, sizeof what, "%s: conv filter from BN", name);
+    check_array(what, dw, gw, nw, BWD_ATOL, BWD_RTOL);
+    snprintf(what, sizeof what, "%s: conv bias from BN", name);
+    check_array(what, db, gb, c, BWD_ATOL, BWD_RTOL);
+    free(x0), free(dw), free(db), free(gw), free(gb);
+}
+
 /* BN, ReLU and max pooling with tiling windows in one
  * (batchnorm_relu_maxpool_*), on ctx, against float64: the pooled output
  * against the window maxima of relu(BN(x)), each argmax inside its window
@@ -802,6 +849,7 @@ static void check_bn_relu_pool(const char *name, backend_ctx *ctx, int n, int c,
     batchnorm_relu_maxpool_backward(ctx, n, &pd, f.x, r, argmax, f.gamma, f.beta, f.smean, f.sinv,
                                     dx, f.dg, f.db);
     check_bn_backward(name, &f, g, dx);
+    check_conv_filter_from_bn(name, ctx, &f, &pd, r, argmax);
 
     free(r), free(y), free(dx), free(argmax), free(g), free(ymax);
     bn_fixture_free(&f);
