@@ -130,12 +130,18 @@ def ours_supports(binary, option):
     return option in out.stdout + out.stderr
 
 
+SETTLE_S = 0.3
+
+
 def measure(servers, threads, reps, steps, warmup, sgemm_size=0, peak_server=None):
     """Interleaved blocks: after `warmup` untimed steps of every server at
     every thread count, `reps` rounds, each asking `peak_server` (if any) for
     the sgemm GFLOP/s and every server for the ms/step of `steps` steps at
-    each thread count, servers in rotating order. Returns ({(name, threads):
-    [ms]}, {threads: [GFLOP/s]})."""
+    each thread count, servers in rotating order. Each block starts after a
+    pause of SETTLE_S, so that the previous server's threads have gone to
+    sleep (ours at 2 threads once measured at its 1-thread rate, 2 of 8
+    tables, when its 60 ms block followed PyTorch's). Returns ({(name,
+    threads): [ms]}, {threads: [GFLOP/s]})."""
     times = {(s.name, t): [] for s in servers for t in threads}
     peak = {t: [] for t in threads}
     for t in threads:
@@ -147,6 +153,7 @@ def measure(servers, threads, reps, steps, warmup, sgemm_size=0, peak_server=Non
                 peak[t].append(peak_server.ask(f"sgemm {t} {sgemm_size}"))
             for j in range(len(servers)):
                 s = servers[(j + k) % len(servers)]
+                time.sleep(SETTLE_S)
                 times[(s.name, t)].append(s.ms_per_step(t, steps))
     return times, peak
 
