@@ -152,15 +152,6 @@ int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd)
            cd->out_h == pd->in_h && cd->out_w == pd->in_w;
 }
 
-CPU_HOT static float plane_sum(int hw, const float *p)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int j = 0; j < hw; j++)
-        s += p[j];
-    return s;
-}
-
 /* Images [lo, hi): each one's dx planes, then their share of dw (gw) and db
  * (gb) while the planes are in cache. */
 static void filter_from_bn_slice(const conv2d_desc *cd, const float *x_conv,
@@ -176,7 +167,7 @@ static void filter_from_bn_slice(const conv2d_desc *cd, const float *x_conv,
             const size_t plane = i * c + ch;
             dx_plane(hw, ohw, g[ch], m[ch], x + plane * hw, dy + plane * ohw,
                      argmax + plane * ohw, planes + (size_t)ch * hw);
-            gb[ch] += plane_sum(hw, planes + (size_t)ch * hw);
+            gb[ch] += cpu_row_sum((size_t)hw, planes + (size_t)ch * hw);
         }
         conv_thin_filter_image(cd, x_conv + i * in_size, planes, gw);
     }

@@ -470,7 +470,7 @@ void cpu_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, con
         conv_run(ctx, &a, n, backward_data_slice);
 }
 
-CPU_HOT static float row_sum(size_t count, const float *x)
+CPU_HOT float cpu_row_sum(size_t count, const float *x)
 {
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
@@ -505,7 +505,7 @@ static void backward_filter_slice(backend_ctx *ctx, const conv_args *a, size_t l
                  ckk);
         /* The bias gradient from the gathered chunk, while it is in cache. */
         for (int o = 0; o < oc; o++)
-            gb[o] += row_sum(P * m, dyg + o * P * m);
+            gb[o] += cpu_row_sum(P * m, dyg + o * P * m);
     }
 }
 
@@ -523,7 +523,7 @@ static void thin_filter_slice(backend_ctx *ctx, const conv_args *a, size_t lo, s
         const float *dy = a->dy + i * d->out_c * P;
         conv_thin_filter_image(d, a->x + i * in_size, dy, gw);
         for (int o = 0; o < d->out_c; o++)
-            gb[o] += row_sum(P, dy + o * P);
+            gb[o] += cpu_row_sum(P, dy + o * P);
     }
 }
 #endif

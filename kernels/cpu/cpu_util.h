@@ -29,6 +29,9 @@ static inline void cpu_slice(size_t n, size_t *lo, size_t *hi)
     *hi = *lo + n / nt + (t < n % nt);
 }
 
+/* The sum of x[0 .. count) (conv.c): a bias gradient's. */
+float cpu_row_sum(size_t count, const float *x);
+
 /* conv_dnnl.c: the convolution through oneDNN's primitives when that is the
  * faster way (32 or more channels in and out) and oneDNN is there; returns
  * 0 when done, -1 when the caller must compute it instead. */
