@@ -139,7 +139,7 @@ def measure(servers, threads, reps, steps, warmup, sgemm_size=0, peak_server=Non
     the sgemm GFLOP/s and every server for the ms/step of `steps` steps at
     each thread count, servers in rotating order. Each block starts after a
     pause of SETTLE_S, so that the previous server's threads have gone to
-    sleep (ours at 2 threads once measured at its 1-thread rate, 2 of 8
+    sleep (ours at 2 threads once measured at its 1-thread rate, 2 of 7
     tables, when its 60 ms block followed PyTorch's). Returns ({(name,
     threads): [ms]}, {threads: [GFLOP/s]})."""
     times = {(s.name, t): [] for s in servers for t in threads}
