@@ -1,6 +1,8 @@
 /* 5x5 stride-1 unpadded convolutions by Winograd F(4x4, 5x5): LeNet's conv2
  * (20 -> 50 channels, 8x8 maps to 4x4, one tile an image) and any other
- * whose output splits into 4x4 blocks, on x86-64 with AVX-512VL.
+ * whose output splits into 4x4 blocks, with 8 or more channels in (thinner
+ * ones stay with conv_thin.c) and fewer than 32 in or out (wider ones go to
+ * oneDNN first, conv_dnnl.c), on x86-64 with AVX-512VL.
  *
  * A 4x4 block of outputs reads an 8x8 window of each input map. The window
  * and each 5x5 filter are carried to 8x8 tiles (V = B^T d B, U = G g G^T),
@@ -23,7 +25,7 @@
 
 #include "cpu_util.h"
 
-#if CONV_THIN
+#if CONV_THIN /* x86-64 and GCC's intrinsics, as conv_thin.c */
 #include <immintrin.h>
 
 #define W5_TARGET __attribute__((target("avx2,fma,avx512f,avx512vl")))

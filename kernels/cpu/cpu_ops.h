@@ -11,8 +11,9 @@
  * one per (direction, shape, batch, threads, bias, precision, conv_winograd),
  * reused round-robin when full, and the engine and stream they run on,
  * created on first use. conv_winograd: 1 (the default) lets 3x3 stride-1
- * convolutions run as Winograd where oneDNN has it (conv_dnnl.c); 0 keeps
- * them direct, for tests that compare the two. */
+ * convolutions run as Winograd where oneDNN has it (conv_dnnl.c) and 5x5
+ * ones as ours (conv_winograd5.c); 0 keeps them direct, for tests that
+ * compare the two. */
 #define CPU_CONV_PLANS 48
 #define CPU_GEMM_BF16_PRIMS 8
 struct conv_plan;
