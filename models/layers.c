@@ -12,7 +12,6 @@ static void conv_forward(layer *l, model *m, backend_ctx *ctx, const float *x, i
     conv2d_forward(ctx, &l->conv, n, x, param(m, l->w), param(m, l->b), l->y);
 }
 
-
 /* A BN layer whose only consumer is the ReLU right after it runs that ReLU
  * in its own passes with batch statistics (batchnorm_relu_*): it writes the
  * ReLU's output and, backward, reads the ReLU's dy, and the ReLU does

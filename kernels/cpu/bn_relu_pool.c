@@ -154,10 +154,11 @@ int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd)
 
 /* Images [lo, hi): each one's dx planes, then their share of dw (gw) and db
  * (gb) while the planes are in cache. */
-static void filter_from_bn_slice(const conv2d_desc *cd, const float *x_conv,
-                                 const pool2d_desc *pd, const float *x, const float *dy,
-                                 const int32_t *argmax, const bn_grad *g, const bn_mask *m,
-                                 size_t lo, size_t hi, float *planes, float *gw, float *gb)
+CPU_HOT static void filter_from_bn_slice(const conv2d_desc *cd, const float *x_conv,
+                                         const pool2d_desc *pd, const float *x, const float *dy,
+                                         const int32_t *argmax, const bn_grad *g,
+                                         const bn_mask *m, size_t lo, size_t hi, float *planes,
+                                         float *gw, float *gb)
 {
     const int c = pd->c, hw = pd->in_h * pd->in_w, ohw = pd->out_h * pd->out_w;
     const size_t in_size = (size_t)cd->in_c * cd->in_h * cd->in_w;
