@@ -33,15 +33,19 @@
 #include "cpu/cpu_ops.h"
 #include "model.h"
 
-enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 256, MAX_REPS = 100, SGEMM_CALLS = 3 };
+enum { MAX_THREAD_COUNTS = 16, MAX_ROWS = 256, MAX_REPS = 100, SGEMM_CALLS = 3,
+       BENCH_MAX_THREADS = 256 };
 
 static const float LR = 0.01f, MOMENTUM = 0.9f;
 
 typedef struct bench {
     model m;
-    /* The model lives in host's memory; ctx, remade for each thread count,
-     * runs it (every CPU context can use another's memory). */
-    backend_ctx host, ctx;
+    /* The model lives in host's memory; ctx, one of made[] (a context for
+     * each thread count, made on first use and kept, so that switching
+     * counts rebuilds no oneDNN primitive), runs it (every CPU context can
+     * use another's memory). */
+    backend_ctx host, *ctx;
+    backend_ctx made[BENCH_MAX_THREADS + 1];
     int threads;         /* ctx's thread count; 0 before the first */
     enum backend_precision precision;
     int direct;          /* no Winograd */
@@ -150,8 +154,9 @@ static void bench_free(bench *b)
 {
     model_free(&b->m, &b->host);
     backend_ctx_free(&b->host);
-    if (b->threads)
-        backend_ctx_free(&b->ctx);
+    for (int t = 1; t <= BENCH_MAX_THREADS; t++)
+        if (b->made[t].ops)
+            backend_ctx_free(&b->made[t]);
     free(b->x);
     free(b->labels);
     free(b->velocity);
@@ -172,9 +177,9 @@ static void set_threads(bench *b, int threads)
 {
     if (b->threads == threads)
         return;
-    if (b->threads)
-        backend_ctx_free(&b->ctx);
-    ctx_init(b, &b->ctx, threads, b->precision);
+    if (!b->made[threads].ops)
+        ctx_init(b, &b->made[threads], threads, b->precision);
+    b->ctx = &b->made[threads];
     b->threads = threads;
 }
 
@@ -186,14 +191,14 @@ static void next_step(bench *b)
 
 static void update(bench *b)
 {
-    vec_sgd_momentum(&b->ctx, b->m.nparams, LR, MOMENTUM, 0.0f, 1, b->m.params, b->velocity,
+    vec_sgd_momentum(b->ctx, b->m.nparams, LR, MOMENTUM, 0.0f, 1, b->m.params, b->velocity,
                      b->m.grads);
 }
 
 static void train_step(bench *b)
 {
     next_step(b);
-    model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    model_train_grads(&b->m, b->ctx, b->x, b->labels, b->batch, NULL);
     update(b);
 }
 
@@ -223,7 +228,7 @@ static double sgemm_gflops(bench *b, int threads, int n)
         set_threads(b, threads);
         for (int k = 0; k <= SGEMM_CALLS; k++) {
             double t0 = now_s();
-            gemm(&b->ctx, 0, 0, n, n, n, 1.0f, a, n, bm, n, 0.0f, c, n);
+            gemm(b->ctx, 0, 0, n, n, n, 1.0f, a, n, bm, n, 0.0f, c, n);
             double t = now_s() - t0;
             if (k > 0 && (best == 0 || t < best))
                 best = t;
@@ -340,9 +345,9 @@ static void profiled_step(bench *b, profile *p, double *acc, double *prim)
     p->prim = prim;
     next_step(b);
     double before = layer_rows_s(p, acc), t0 = now_s();
-    model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    model_train_grads(&b->m, b->ctx, b->x, b->labels, b->batch, NULL);
     acc[p->driver_row] += now_s() - t0 - (layer_rows_s(p, acc) - before);
-    TIMED(&b->ctx, p->update_row, update(b));
+    TIMED(b->ctx, p->update_row, update(b));
 }
 
 /* The wrapped step must compute what the plain one does. */
@@ -357,12 +362,12 @@ static int check_profiled(bench *b, profile *p, char *err, size_t errlen)
     }
     next_step(b);
     b->step--; /* the same dropout draws for both passes */
-    float want_loss = model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    float want_loss = model_train_grads(&b->m, b->ctx, b->x, b->labels, b->batch, NULL);
     memcpy(want, b->m.grads, np * sizeof(float));
     profile_wrap(&b->m, p, 1);
     p->acc = acc;
     p->prim = prim;
-    float loss = model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    float loss = model_train_grads(&b->m, b->ctx, b->x, b->labels, b->batch, NULL);
     profile_wrap(&b->m, p, 0);
     b->step++;
     double worst = 0, scale = 0;
@@ -388,7 +393,7 @@ static int parse_threads(const char *s, int *out, int *count)
     while (*s) {
         char *end;
         long t = strtol(s, &end, 10);
-        if (end == s || t < 1 || t > 1024 || *count == MAX_THREAD_COUNTS ||
+        if (end == s || t < 1 || t > BENCH_MAX_THREADS || *count == MAX_THREAD_COUNTS ||
             (*end && *end != ','))
             return -1;
         out[(*count)++] = (int)t;
@@ -402,12 +407,14 @@ static int serve(bench *b)
     char line[128];
     while (fgets(line, sizeof line, stdin)) {
         int threads, steps;
-        if (sscanf(line, "sgemm %d %d", &threads, &steps) == 2 && threads >= 1 && steps >= 1) {
+        if (sscanf(line, "sgemm %d %d", &threads, &steps) == 2 && threads >= 1 &&
+            threads <= BENCH_MAX_THREADS && steps >= 1) {
             printf("%.6f\n", sgemm_gflops(b, threads, steps));
             fflush(stdout);
             continue;
         }
-        if (sscanf(line, "%d %d", &threads, &steps) != 2 || threads < 1 || steps < 1) {
+        if (sscanf(line, "%d %d", &threads, &steps) != 2 || threads < 1 ||
+            threads > BENCH_MAX_THREADS || steps < 1) {
             fprintf(stderr, "lenet_step: bad request \"%s\" (want \"THREADS STEPS\" or \"sgemm THREADS N\")\n", line);
             return 1;
         }
@@ -497,7 +504,7 @@ static int compare_precision(bench *b, int threads, char *err, size_t errlen)
     memcpy(want, b->m.grads, np * sizeof(float));
     set_threads(b, threads);
     next_step(b);
-    float loss = model_train_grads(&b->m, &b->ctx, b->x, b->labels, b->batch, NULL);
+    float loss = model_train_grads(&b->m, b->ctx, b->x, b->labels, b->batch, NULL);
     double d2 = 0, w2 = 0;
     for (size_t i = 0; i < np; i++) {
         double d = (double)b->m.grads[i] - want[i];

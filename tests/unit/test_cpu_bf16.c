@@ -11,8 +11,10 @@
  * indexing slip is off by ~|want|, far above. And bf16 must have run: the
  * normwise error (max |got - want| / max |want|) is above 1e-4, where fp32
  * gives ~1e-7. A 3x3 stride-1 convolution in a bf16 context runs as fp32
- * Winograd (faster here than bf16 direct, conv_dnnl.c): checked at fp32's
- * tolerance. Skipped, with one line, where the CPU lacks AVX512-BF16. */
+ * Winograd (faster here than bf16 direct, conv_dnnl.c), and one with fewer
+ * than 32 channels in or out through conv.c in fp32 (bf16 GEMMs were slower
+ * there): both checked at fp32's tolerance. Skipped, with one line, where
+ * the CPU lacks AVX512-BF16. */
 #include <stdlib.h>
 
 #include "conv_ref.h"
@@ -56,6 +58,7 @@ static void test_conv(backend_ctx *ctx, int n, int in_c, int h, int w_, int out_
     conv2d_desc_init(&d, in_c, h, w_, out_c, k, stride, pad);
     const size_t nx = (size_t)n * in_c * h * w_, nw = (size_t)out_c * in_c * k * k;
     const size_t ny = (size_t)n * out_c * d.out_h * d.out_w;
+    const int fp32 = in_c < 32 || out_c < 32 || (winograd && k == 3 && stride == 1);
     float *x = new_floats(nx), *w = new_floats(nw), *dy = new_floats(ny), *b = new_floats(out_c);
     float *y = malloc(ny * sizeof(float)), *dx = malloc(nx * sizeof(float));
     float *dw = malloc(nw * sizeof(float)), *db = malloc(out_c * sizeof(float));
@@ -78,8 +81,8 @@ static void test_conv(backend_ctx *ctx, int n, int in_c, int h, int w_, int out_
         snprintf(what, sizeof what, "%s %s", name, part[i]);
         err[i] = check_bf16(what, got[i], want[i], abs[i], len[i]);
         /* The bias gradient sums dy: bf16 rounds dy, so it too is off by ~1e-3. */
-        if (winograd && k == 3 && stride == 1)
-            CHECK(err[i] <= FP32_TOL, "%s: %.3g, not fp32 Winograd's accuracy", what, err[i]);
+        if (fp32)
+            CHECK(err[i] <= FP32_TOL, "%s: %.3g, not fp32's accuracy", what, err[i]);
         else
             CHECK(err[i] > BF16_RAN, "%s: error %.3g: this is not bf16", what, err[i]);
     }
@@ -151,6 +154,9 @@ int main(void)
         test_conv(&ctx, 3, 64, 7, 7, 32, 1, 1, 0, 1);  /* 1x1 */
         test_conv(&ctx, 3, 32, 9, 9, 48, 3, 1, 1, 0);  /* 3x3 s1 kept direct: bf16 */
         test_conv(&ctx, 3, 32, 9, 9, 48, 3, 1, 1, 1);  /* 3x3 s1: fp32 Winograd */
+        test_conv(&ctx, 4, 3, 12, 10, 24, 3, 1, 1, 1); /* a first layer: conv.c, fp32 */
+        test_conv(&ctx, 3, 1, 12, 20, 8, 5, 1, 0, 1);  /* thin: conv_thin.c, fp32 */
+        test_conv(&ctx, 3, 16, 9, 9, 96, 3, 1, 1, 0);  /* conv.c, GEMMs of 64+ a side: fp32 */
         test_linear(&ctx, 96, 300, 70); /* every side of every product >= 64: bf16 (gemm.c) */
         backend_ctx_free(&ctx);
     }
