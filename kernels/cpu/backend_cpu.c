@@ -93,8 +93,10 @@ const backend_ops backend_cpu_ops = {
     .fuses_bn_relu_maxpool = cpu_fuses_bn_relu_maxpool,
     .batchnorm_relu_maxpool_forward_train = cpu_batchnorm_relu_maxpool_forward_train,
     .batchnorm_relu_maxpool_backward = cpu_batchnorm_relu_maxpool_backward,
+#if CONV_THIN
     .fuses_conv_filter_bn = cpu_fuses_conv_filter_bn,
     .conv2d_backward_filter_bn_relu_maxpool = cpu_conv2d_backward_filter_bn_relu_maxpool,
+#endif
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .dropout_forward = cpu_dropout_forward,

@@ -186,9 +186,7 @@ void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const c
 {
     const int c = pd->c, hw = pd->in_h * pd->in_w;
     const size_t nw = (size_t)c * cd->in_c * cd->k * cd->k, block = (size_t)c * hw + nw + c;
-    int threads = ctx->threads < n ? ctx->threads : n;
-    if ((size_t)n * c * hw < CPU_PARALLEL_MIN || threads < 1)
-        threads = 1;
+    const int threads = cpu_batch_threads(ctx, n, (size_t)n * c * hw);
     /* Per channel: dx's coefficients and ReLU mask, then the threads' blocks. */
     const size_t head = (size_t)c * (sizeof(bn_grad) + sizeof(bn_mask)) / sizeof(float);
     float *ws = backend_workspace(ctx, head + block * threads);
@@ -210,34 +208,6 @@ void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const c
         filter_from_bn_slice(cd, x_conv, pd, x, dy, argmax, g, m, lo, hi, mine,
                              mine + (size_t)c * hw, mine + (size_t)c * hw + nw);
     }
-    for (size_t j = 0; j < nw + c; j++) {
-        float sum = blocks[(size_t)c * hw + j];
-        for (int t = 1; t < threads; t++)
-            sum += blocks[block * t + (size_t)c * hw + j];
-        if (j < nw)
-            dw[j] = sum;
-        else if (db)
-            db[j - nw] = sum;
-    }
-}
-#else
-/* Without conv_thin.c's kernels nothing fuses, and models never call the op. */
-int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd)
-{
-    (void)cd, (void)pd;
-    return 0;
-}
-
-void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
-                                                const float *x_conv, const pool2d_desc *pd,
-                                                const float *x, const float *dy,
-                                                const int32_t *argmax, const float *gamma,
-                                                const float *beta, const float *save_mean,
-                                                const float *save_invstd, const float *dgamma,
-                                                const float *dbeta, float *dw, float *db)
-{
-    (void)n, (void)cd, (void)x_conv, (void)pd, (void)x, (void)dy, (void)argmax, (void)gamma;
-    (void)beta, (void)save_mean, (void)save_invstd, (void)dgamma, (void)dbeta, (void)dw, (void)db;
-    backend_fail(ctx, "conv2d_backward_filter_bn_relu_maxpool: not on this CPU backend");
+    cpu_sum_thread_blocks(threads, blocks + (size_t)c * hw, block, nw, dw, (size_t)c, db);
 }
 #endif

@@ -83,9 +83,7 @@ static int chunk_images(const conv2d_desc *d, int n)
  * threads. */
 static int conv_threads(const backend_ctx *ctx, const conv2d_desc *d, int n)
 {
-    if (floats_per_image(d) * n < CPU_PARALLEL_MIN)
-        return 1;
-    return ctx->threads < n ? ctx->threads : n > 1 ? n : 1;
+    return cpu_batch_threads(ctx, n, floats_per_image(d) * n);
 }
 
 /* How a convolution of n images on t threads is cut. */
@@ -557,14 +555,20 @@ void cpu_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, c
     if (!a.ws)
         return;
     conv_run(ctx, &a, n, fn);
-    const float *grads = a.ws + a.s.chunk_floats * a.s.threads;
-    for (size_t j = 0; j < grad_floats; j++) {
-        float sum = grads[j];
-        for (int u = 1; u < a.s.threads; u++)
-            sum += grads[grad_floats * u + j];
-        if (j < nw)
-            dw[j] = sum;
-        else if (db)
-            db[j - nw] = sum;
+    cpu_sum_thread_blocks(a.s.threads, a.ws + a.s.chunk_floats * a.s.threads, grad_floats, nw,
+                          dw, (size_t)d->out_c, db);
+}
+
+void cpu_sum_thread_blocks(int threads, const float *blocks, size_t stride, size_t n1,
+                           float *out1, size_t n2, float *out2)
+{
+    for (size_t j = 0; j < n1 + (out2 ? n2 : 0); j++) {
+        float sum = blocks[j];
+        for (int t = 1; t < threads; t++)
+            sum += blocks[stride * t + j];
+        if (j < n1)
+            out1[j] = sum;
+        else
+            out2[j - n1] = sum;
     }
 }

@@ -250,59 +250,67 @@ static wino_shape shape_of(const backend_ctx *ctx, const conv2d_desc *d, int n)
     s.in_size = (size_t)s.C * s.H * s.W;
     s.out_size = (size_t)s.O * s.OH * s.OW;
     s.chunk_floats = (size_t)s.J * (s.C + s.O) * TILE;
-    s.threads = ctx->threads < n ? ctx->threads : n;
-    if ((s.in_size + s.out_size) * n < CPU_PARALLEL_MIN)
-        s.threads = 1;
+    s.threads = cpu_batch_threads(ctx, n, (s.in_size + s.out_size) * n);
     return s;
 }
 
-/* Block b of an image: its window's (and outputs') top-left offsets. */
-static size_t window_at(const wino_shape *s, int b)
+/* Block b's top-left offset in a map `width` floats wide: its input window's
+ * (width W) or its outputs' (width OW). */
+static size_t block_origin(const wino_shape *s, size_t b, int width)
 {
-    return (size_t)(b / s->tw) * 4 * s->W + (size_t)(b % s->tw) * 4;
-}
-
-static size_t block_at(const wino_shape *s, int b)
-{
-    return (size_t)(b / s->tw) * 4 * s->OW + (size_t)(b % s->tw) * 4;
+    return b / s->tw * 4 * width + b % s->tw * 4;
 }
 
 /* V[j][c] for blocks [j0, j0 + nj) of the batch. */
-W5_TARGET static void input_tiles(const wino_shape *s, const float *x, long j0, int nj, float *v)
+W5_TARGET static void input_tiles(const wino_shape *s, const float *x, size_t j0, int nj,
+                                  float *v)
 {
     for (int j = 0; j < nj; j++) {
-        const long i = (j0 + j) / s->T;
-        const float *win = x + i * s->in_size + window_at(s, (int)((j0 + j) % s->T));
+        const size_t i = (j0 + j) / s->T;
+        const float *win = x + i * s->in_size + block_origin(s, (j0 + j) % s->T, s->W);
         for (int c = 0; c < s->C; c++)
             input_tile(win + (size_t)c * s->H * s->W, s->W, v + ((size_t)j * s->C + c) * TILE);
     }
 }
 
 /* dM[j][o] for blocks [j0, j0 + nj) of the batch. */
-W5_TARGET static void grad_tiles(const wino_shape *s, const float *dy, long j0, int nj,
+W5_TARGET static void grad_tiles(const wino_shape *s, const float *dy, size_t j0, int nj,
                                  float *dm)
 {
     for (int j = 0; j < nj; j++) {
-        const long i = (j0 + j) / s->T;
-        const float *blk = dy + i * s->out_size + block_at(s, (int)((j0 + j) % s->T));
+        const size_t i = (j0 + j) / s->T;
+        const float *blk = dy + i * s->out_size + block_origin(s, (j0 + j) % s->T, s->OW);
         for (int o = 0; o < s->O; o++)
             grad_tile(blk + (size_t)o * s->OH * s->OW, s->OW,
                       dm + ((size_t)j * s->O + o) * TILE);
     }
 }
 
-/* Images [lo, hi) of the forward, in chunks through thread t's scratch. */
+/* Blocks in the chunk from block j0: J, or fewer where the slice ends
+ * (before image hi). */
+static int next_chunk(const wino_shape *s, size_t hi, size_t j0)
+{
+    return hi * s->T - j0 < (size_t)s->J ? (int)(hi * s->T - j0) : s->J;
+}
+
+/* Images [lo, hi) of one direction that maps the filters' tiles u from `in`
+ * to `out` (b: the forward's bias, or NULL), through one thread's scratch. */
+typedef void (*filter_slice_fn)(const wino_shape *s, const float *u, const float *in,
+                                const float *b, float *out, size_t lo, size_t hi,
+                                float *scratch);
+
 W5_TARGET static void forward_slice(const wino_shape *s, const float *u, const float *x,
-                                    const float *b, float *y, long lo, long hi, float *scratch)
+                                    const float *b, float *y, size_t lo, size_t hi,
+                                    float *scratch)
 {
     float *v = scratch, *m = scratch + (size_t)s->J * s->C * TILE;
-    for (long j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
-        const int nj = hi * s->T - j0 < s->J ? (int)(hi * s->T - j0) : s->J;
+    for (size_t j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
+        const int nj = next_chunk(s, hi, j0);
         input_tiles(s, x, j0, nj, v);
         tile_products(s->O, nj, s->C, u, s->C, 1, v, s->C, 1, m, s->O, 1, 0);
         for (int j = 0; j < nj; j++) {
-            const long i = (j0 + j) / s->T;
-            float *out = y + i * s->out_size + block_at(s, (int)((j0 + j) % s->T));
+            const size_t i = (j0 + j) / s->T;
+            float *out = y + i * s->out_size + block_origin(s, (j0 + j) % s->T, s->OW);
             for (int o = 0; o < s->O; o++) {
                 __m256 r[8], z[8];
                 load_tile(m + ((size_t)j * s->O + o) * TILE, r);
@@ -316,20 +324,21 @@ W5_TARGET static void forward_slice(const wino_shape *s, const float *u, const f
     }
 }
 
-/* Images [lo, hi) of the data gradient. Windows overlap when an image has
- * several blocks, so dx is cleared and each window added in. */
-W5_TARGET static void data_slice(const wino_shape *s, const float *u, const float *dy, float *dx,
-                                 long lo, long hi, float *scratch)
+/* The data gradient (b unused). Windows overlap when an image has several
+ * blocks, so dx is cleared and each window added in. */
+W5_TARGET static void data_slice(const wino_shape *s, const float *u, const float *dy,
+                                 const float *b, float *dx, size_t lo, size_t hi, float *scratch)
 {
+    (void)b;
     float *dv = scratch, *dm = scratch + (size_t)s->J * s->C * TILE;
-    memset(dx + lo * s->in_size, 0, (size_t)(hi - lo) * s->in_size * sizeof(float));
-    for (long j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
-        const int nj = hi * s->T - j0 < s->J ? (int)(hi * s->T - j0) : s->J;
+    memset(dx + lo * s->in_size, 0, (hi - lo) * s->in_size * sizeof(float));
+    for (size_t j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
+        const int nj = next_chunk(s, hi, j0);
         grad_tiles(s, dy, j0, nj, dm);
         tile_products(s->C, nj, s->O, u, 1, s->C, dm, s->O, 1, dv, s->C, 1, 0);
         for (int j = 0; j < nj; j++) {
-            const long i = (j0 + j) / s->T;
-            float *win = dx + i * s->in_size + window_at(s, (int)((j0 + j) % s->T));
+            const size_t i = (j0 + j) / s->T;
+            float *win = dx + i * s->in_size + block_origin(s, (j0 + j) % s->T, s->W);
             for (int c = 0; c < s->C; c++) {
                 __m256 r[8], z[8];
                 load_tile(dv + ((size_t)j * s->C + c) * TILE, r);
@@ -345,39 +354,27 @@ W5_TARGET static void data_slice(const wino_shape *s, const float *u, const floa
 /* Images [lo, hi) of the filter gradient, summed into du (tiles [o][c],
  * cleared here) and db (O floats). */
 W5_TARGET static void filter_slice(const wino_shape *s, const float *x, const float *dy,
-                                   float *du, float *db, long lo, long hi, float *scratch)
+                                   float *du, float *db, size_t lo, size_t hi, float *scratch)
 {
     float *v = scratch, *dm = scratch + (size_t)s->J * s->C * TILE;
     memset(du, 0, (size_t)s->O * s->C * TILE * sizeof(float));
     memset(db, 0, (size_t)s->O * sizeof(float));
-    for (long j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
-        const int nj = hi * s->T - j0 < s->J ? (int)(hi * s->T - j0) : s->J;
+    for (size_t j0 = lo * s->T; j0 < hi * s->T; j0 += s->J) {
+        const int nj = next_chunk(s, hi, j0);
         input_tiles(s, x, j0, nj, v);
         grad_tiles(s, dy, j0, nj, dm);
         tile_products(s->O, s->C, nj, dm, 1, s->O, v, 1, s->C, du, 1, s->C, 1);
     }
     const size_t P = (size_t)s->OH * s->OW;
-    for (long i = lo; i < hi; i++)
-        for (int o = 0; o < s->O; o++) {
-            const float *g = dy + i * s->out_size + o * P;
-            float sum = 0.0f;
-            for (size_t p = 0; p < P; p++)
-                sum += g[p];
-            db[o] += sum;
-        }
+    for (size_t i = lo; i < hi; i++)
+        for (int o = 0; o < s->O; o++)
+            db[o] += cpu_row_sum(P, dy + i * s->out_size + o * P);
 }
 
-/* This thread's share of n images, inside a parallel region or not. */
-static void image_slice(int n, long *lo, long *hi)
-{
-    size_t l, h;
-    cpu_slice((size_t)n, &l, &h);
-    *lo = (long)l;
-    *hi = (long)h;
-}
-
-int conv_winograd5_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                           const float *w, const float *b, float *y)
+/* The forward or the data gradient: the filters' tiles once, then the
+ * threads' image slices. */
+static int run_with_filter_tiles(backend_ctx *ctx, const conv2d_desc *d, int n, const float *w,
+                                 const float *in, const float *b, float *out, filter_slice_fn fn)
 {
     if (!fits(ctx, d, n))
         return -1;
@@ -389,36 +386,27 @@ int conv_winograd5_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const 
     filter_tiles(d, w, ws);
 #pragma omp parallel num_threads(s.threads) if (s.threads > 1)
     {
-        long lo, hi;
-        image_slice(n, &lo, &hi);
-        forward_slice(&s, ws, x, b, y, lo, hi, ws + nu + s.chunk_floats * omp_get_thread_num());
+        size_t lo, hi;
+        cpu_slice((size_t)n, &lo, &hi);
+        fn(&s, ws, in, b, out, lo, hi, ws + nu + s.chunk_floats * omp_get_thread_num());
     }
     return 0;
+}
+
+int conv_winograd5_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                           const float *w, const float *b, float *y)
+{
+    return run_with_filter_tiles(ctx, d, n, w, x, b, y, forward_slice);
 }
 
 int conv_winograd5_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
                                  const float *w, float *dx)
 {
-    if (!fits(ctx, d, n))
-        return -1;
-    const wino_shape s = shape_of(ctx, d, n);
-    const size_t nu = (size_t)s.O * s.C * TILE;
-    float *ws = backend_workspace(ctx, nu + s.chunk_floats * s.threads);
-    if (!ws)
-        return 0;
-    filter_tiles(d, w, ws);
-#pragma omp parallel num_threads(s.threads) if (s.threads > 1)
-    {
-        long lo, hi;
-        image_slice(n, &lo, &hi);
-        data_slice(&s, ws, dy, dx, lo, hi, ws + nu + s.chunk_floats * omp_get_thread_num());
-    }
-    return 0;
+    return run_with_filter_tiles(ctx, d, n, w, dy, NULL, dx, data_slice);
 }
 
 /* Each thread sums its images into its own dU and db; they are added up in
- * thread order (the same sums for the same thread count), then dU maps back
- * to 5x5 filters. */
+ * thread order, then dU maps back to 5x5 filters. */
 int conv_winograd5_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n,
                                    const float *x, const float *dy, float *dw, float *db)
 {
@@ -431,20 +419,14 @@ int conv_winograd5_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n
         return 0;
 #pragma omp parallel num_threads(s.threads) if (s.threads > 1)
     {
-        long lo, hi;
-        image_slice(n, &lo, &hi);
+        size_t lo, hi;
+        cpu_slice((size_t)n, &lo, &hi);
         float *mine = ws + per_thread * omp_get_thread_num();
         filter_slice(&s, x, dy, mine + s.chunk_floats, mine + s.chunk_floats + nu, lo, hi, mine);
     }
-    float *du = ws + s.chunk_floats, *dbs = du + nu;
-    for (int t = 1; t < s.threads; t++) {
-        const float *other = ws + per_thread * t + s.chunk_floats;
-        for (size_t i = 0; i < nu + s.O; i++)
-            du[i] += other[i];
-    }
+    float *du = ws + s.chunk_floats;
+    cpu_sum_thread_blocks(s.threads, du, per_thread, nu, du, (size_t)s.O, db);
     filters_from_tiles(d, du, dw);
-    if (db)
-        memcpy(db, dbs, (size_t)s.O * sizeof(float));
     return 0;
 }
 

@@ -90,6 +90,8 @@ void cpu_batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_d
                                          const float *save_mean, const float *save_invstd,
                                          float *dx, float *dgamma, float *dbeta);
 
+/* Only where conv_thin.c is built (x86-64); backend_cpu.c leaves them out
+ * elsewhere, and models then store BN's dx. */
 int cpu_fuses_conv_filter_bn(const conv2d_desc *cd, const pool2d_desc *pd);
 void cpu_conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
                                                 const float *x_conv, const pool2d_desc *pd,

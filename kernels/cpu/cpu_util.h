@@ -29,8 +29,25 @@ static inline void cpu_slice(size_t n, size_t *lo, size_t *hi)
     *hi = *lo + n / nt + (t < n % nt);
 }
 
+/* Threads splitting a batch of n items whose work spans `floats` floats: the
+ * context's, never more than n, and one where the work is smaller than a
+ * team's wake-up. */
+static inline int cpu_batch_threads(const backend_ctx *ctx, int n, size_t floats)
+{
+    if (floats < CPU_PARALLEL_MIN || n < 2)
+        return 1;
+    return ctx->threads < n ? ctx->threads : n;
+}
+
 /* The sum of x[0 .. count) (conv.c): a bias gradient's. */
 float cpu_row_sum(size_t count, const float *x);
+
+/* Per-thread partial gradients added up in thread order (the same sums for
+ * the same thread count), conv.c: `threads` blocks `stride` floats apart
+ * from `blocks`, each n1 floats summed into out1 (which may be the first
+ * block itself) and the n2 after them into out2 (none if NULL). */
+void cpu_sum_thread_blocks(int threads, const float *blocks, size_t stride, size_t n1,
+                           float *out1, size_t n2, float *out2);
 
 /* conv_dnnl.c: the convolution through oneDNN's primitives when that is the
  * faster way (32 or more channels in and out) and oneDNN is there; returns
