@@ -19,6 +19,7 @@
 #include "fault.h"
 #include "replica.h"
 #include "sampler.h"
+#include "step_schedule.h"
 #include "topology.h"
 
 typedef struct job_run {
@@ -42,6 +43,8 @@ typedef struct job_run {
     fault_point fault;        /* PARLE_FAULT_REPLICA (tests) */
     long *at_step;            /* each replica's last step, for the watchdog's message */
     size_t *mem_bytes;        /* each replica's peak memory as note_memory counts it */
+    step_schedule sched;      /* turns on the cores for floating replicas (step_schedule.h) */
+    int scheduled;            /* ... when they take them */
     pthread_mutex_t lock;     /* guards failed, stopped_now, err, live */
     pthread_cond_t ended;     /* a replica thread finished */
     int live;                 /* replica threads not yet finished */
@@ -192,17 +195,26 @@ static float schedule_growth(double start, double cap, double growth, long nb, l
     return (float)(v < cap ? v : cap);
 }
 
-/* Replica a's cores: a set of max(1, ncores / n). When replicas outnumber the
- * cores and do not divide them evenly, round-robin pinning would leave some
- * cores with more replicas than others, and synchronous rules run at the pace
- * of the busiest core: there each replica may run on any core, one thread
- * each, and the kernel balances them. A replica on a GPU mostly launches
- * work and copies batches to it: it runs on the job's cores nearest its GPU
- * (its NUMA node's, from sysfs), shared with the GPU's other replicas. */
+/* CPU replicas that outnumber the cores and do not divide them evenly: with
+ * round-robin pinning some cores would have more replicas than others, and
+ * synchronous rules run at the pace of the busiest core. Each of these may
+ * run on any of the job's cores, one thread each, and takes its turns on
+ * them (step_schedule.h) where its rule meets every S steps, S large enough;
+ * elsewhere the kernel's time slices share the cores. */
+static int replicas_float(const job_run *run)
+{
+    return run->where.ngpus == 0 && run->nlocal > run->where.ncores &&
+           run->nlocal % run->where.ncores != 0;
+}
+
+/* Replica a's cores: a set of max(1, ncores / n), or all of them when the
+ * replicas float (above). A replica on a GPU mostly launches work and copies
+ * batches to it: it runs on the job's cores nearest its GPU (its NUMA
+ * node's, from sysfs), shared with the GPU's other replicas. */
 static int pin_replica(const job_run *run, int rank)
 {
     int share = run->where.ncores / run->nlocal > 1 ? run->where.ncores / run->nlocal : 1;
-    int floating = run->nlocal > run->where.ncores && run->nlocal % run->where.ncores != 0;
+    int floating = replicas_float(run);
     cpu_set_t set;
     CPU_ZERO(&set);
     int gpu = topology_device(rank, run->where.gpus, run->where.ngpus);
@@ -606,8 +618,13 @@ static void *replica_main(void *p)
             const loader_batch cur = next;
             const int cur_slot = slot;
             slot = (slot + 1) % BACKEND_STAGE_SLOTS;
-            /* At most two held (cur and next): take cannot fail here. */
+            /* Waiting for a core is waiting for peers: it counts as sync. */
             double t0 = now_s();
+            if (run->scheduled && step_schedule_wait(&run->sched, r.rank, k, l) != 0)
+                goto out;
+            r.sync_s += now_s() - t0;
+            /* At most two held (cur and next): take cannot fail here. */
+            t0 = now_s();
             (void)batch_loader_take(&loader, &next);
             double t1 = now_s();
             r.wait_s += t1 - t0;
@@ -636,6 +653,8 @@ static void *replica_main(void *p)
             r.last_loss = loss;
             run->rule->step(&r);
             r.step_s += now_s() - t1;
+            if (run->scheduled)
+                step_schedule_done(&run->sched, r.rank, l);
             window_loss += loss;
             window_steps++;
             epoch_loss += loss;
@@ -731,6 +750,8 @@ static void supervise(job_run *run)
     pthread_mutex_lock(&run->lock);
     while (run->live > 0) {
         pthread_mutex_unlock(&run->lock);
+        if (run->scheduled && comm_aborted(&run->comm))
+            step_schedule_abort(&run->sched); /* a failed replica never ends its turn */
         int stop = run->hooks && run->hooks->stop
                        ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) : 0;
         int missing;
@@ -837,6 +858,12 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
             memset(&run.resume, 0, sizeof run.resume);
         }
     }
+    int S = run.rule->steps_per_sync(cfg);
+    /* Out of memory for it, the kernel's time slices share the cores. */
+    run.scheduled = replicas_float(&run) && S != RULE_STEPS_PER_PASS &&
+                    step_schedule_wanted(run.nlocal, where->ncores, S) &&
+                    step_schedule_init(&run.sched, run.nlocal, where->ncores, S,
+                                       run.resume.k + 1) == 0;
     pthread_t *tids = calloc((size_t)run.n, sizeof(pthread_t));
     replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
     run.at_step = calloc((size_t)run.n, sizeof(long));
@@ -875,6 +902,8 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (where->net && comm_aborted(&run.comm))
         where->net->fail(where->net, run.failed ? run.err : "the job was stopped");
     comm_free(&run.comm);
+    if (run.scheduled)
+        step_schedule_free(&run.sched);
     pthread_cond_destroy(&run.ended);
     pthread_mutex_destroy(&run.lock);
     *result = run.result;

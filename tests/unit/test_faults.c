@@ -3,7 +3,9 @@
  * run ends within seconds, the replica and step named in the error, whatever
  * the others were doing. A cancel ends a job whose replica is stuck; a
  * thread that never starts ends the started ones; Parle at learning rates 2
- * to 10 ends, done or failed. Each run is bounded by RUN_LIMIT_S; meson's
+ * to 10 ends, done or failed. With L 21 the replicas take turns on the 2
+ * cores (step_schedule.h): a failure or hang in a turn that another replica
+ * waits for ends the job the same way. Each run is bounded by RUN_LIMIT_S; meson's
  * timeout catches a true hang. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -59,11 +61,14 @@ static outcome run_with(const job_config *cfg, const char *fault, const char *ck
     return o;
 }
 
-static void expect_failure(const char *fault, const char *ckpt_dir, const char *want1,
+/* L: the outer iteration's steps (0: the base config's, too few for turns). */
+static void expect_failure(int L, const char *fault, const char *ckpt_dir, const char *want1,
                            const char *want2)
 {
     job_config cfg;
     base_config(&cfg);
+    if (L)
+        cfg.algorithm.L = L;
     outcome o = run_with(&cfg, fault, ckpt_dir, NULL);
     CHECK(o.rc == -1, "%s: the run did not fail (rc %d)", fault, o.rc);
     CHECK(o.seconds < RUN_LIMIT_S, "%s: took %.1f s to fail", fault, o.seconds);
@@ -89,13 +94,13 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL, "mkdtemp failed");
 
     /* Every phase of an outer iteration, on a replica other than 0 and on 0. */
-    expect_failure("1:step:2:2", NULL, "replica 1", "step 5");
-    expect_failure("0:step:1:1", NULL, "replica 0", "step 1");
-    expect_failure("2:sync:3", NULL, "replica 2", "sync of outer iteration 3");
-    expect_failure("0:eval:16", NULL, "replica 0", "evaluation after outer iteration 16");
-    expect_failure("2:eval:16", NULL, "replica 2", "(step 48)");
-    expect_failure("1:checkpoint:16", dir, "replica 1", "checkpoint after outer iteration 16");
-    expect_failure("2:start:1", NULL, "replica thread 2 of 3", "could not start");
+    expect_failure(0, "1:step:2:2", NULL, "replica 1", "step 5");
+    expect_failure(0, "0:step:1:1", NULL, "replica 0", "step 1");
+    expect_failure(0, "2:sync:3", NULL, "replica 2", "sync of outer iteration 3");
+    expect_failure(0, "0:eval:16", NULL, "replica 0", "evaluation after outer iteration 16");
+    expect_failure(0, "2:eval:16", NULL, "replica 2", "(step 48)");
+    expect_failure(0, "1:checkpoint:16", dir, "replica 1", "checkpoint after outer iteration 16");
+    expect_failure(0, "2:start:1", NULL, "replica thread 2 of 3", "could not start");
 
     /* A stuck replica: the others wait for it at the sync until the deadline. */
     job_config cfg;
@@ -107,6 +112,18 @@ int main(void)
           "a stuck replica: rc %d, %s", o.rc, o.err);
     CHECK(o.seconds < RUN_LIMIT_S, "the watchdog took %.1f s", o.seconds);
     printf("stuck replica, 0.5 s deadline -> failed in %.2f s: %s\n", o.seconds, o.err);
+
+    /* Turns: replica 1 fails or hangs in its first turn (steps 1-11 of 21,
+     * on the second core), which replica 2 waits for. */
+    expect_failure(21, "1:step:2:2", NULL, "replica 1", "step 23");
+    base_config(&cfg);
+    cfg.algorithm.L = 21;
+    cfg.comm.timeout_s = 0.5;
+    o = run_with(&cfg, "1:hang:2:1", NULL, NULL);
+    CHECK(o.rc == -1 && strstr(o.err, "did not reach the all-reduce"),
+          "a stuck replica taking turns: rc %d, %s", o.rc, o.err);
+    CHECK(o.seconds < RUN_LIMIT_S, "the watchdog took %.1f s with turns", o.seconds);
+    printf("stuck replica taking turns -> failed in %.2f s: %s\n", o.seconds, o.err);
 
     /* The same stuck replica, the default deadline, and a cancel. */
     base_config(&cfg);
