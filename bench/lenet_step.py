@@ -90,13 +90,19 @@ class Server:
         if banner and not self.banner:
             sys.exit(f"lenet_step.py: {name} ({argv[0]}) ended (exit {self.proc.wait()})")
 
-    def ask(self, request):
+    def send(self, request):
         self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
+
+    def receive(self):
         line = self.proc.stdout.readline()
         if not line:
             sys.exit(f"lenet_step.py: {self.name} ended (exit {self.proc.wait()})")
         return float(line)
+
+    def ask(self, request):
+        self.send(request)
+        return self.receive()
 
     def ms_per_step(self, threads, steps):
         return self.ask(f"{threads} {steps}")

