@@ -627,20 +627,20 @@ static void *replica_main(void *p)
             const loader_batch cur = next;
             const int cur_slot = slot;
             slot = (slot + 1) % BACKEND_STAGE_SLOTS;
-            /* Waiting for a core is waiting for peers: it counts as sync. */
-            double t0 = now_s();
             if (run->scheduled) {
+                /* Waiting for a core is waiting for peers: it counts as sync. */
+                double tw = now_s();
                 int on = step_schedule_wait(&run->sched, r.rank, k, l);
                 if (on < 0)
                     goto out;
+                r.sync_s += now_s() - tw;
                 /* On its slot's core the kernel moves it no more: 3% faster. */
                 if (on != turn_slot)
                     pin_to_core(run->where.cores[on]);
                 turn_slot = on;
             }
-            r.sync_s += now_s() - t0;
             /* At most two held (cur and next): take cannot fail here. */
-            t0 = now_s();
+            double t0 = now_s();
             (void)batch_loader_take(&loader, &next);
             double t1 = now_s();
             r.wait_s += t1 - t0;

@@ -15,6 +15,8 @@ int step_schedule_wanted(int n, int cores, int steps)
 int step_schedule_init(step_schedule *s, int n, int cores, int steps, long first_k)
 {
     *s = (step_schedule){.n = n, .cores = cores, .steps = steps, .first_k = first_k};
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->turned, NULL);
     s->parts = calloc((size_t)n, sizeof(*s->parts));
     s->nsegs = calloc((size_t)cores, sizeof(int));
     s->done = calloc((size_t)cores, sizeof(long));
@@ -41,17 +43,13 @@ int step_schedule_init(step_schedule *s, int n, int cores, int steps, long first
         s->parts[r][1] = (step_segment){j, s->nsegs[j]++, head + 1, steps};
         s->parts[r][0] = (step_segment){j + 1, s->nsegs[j + 1]++, 1, head};
     }
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->turned, NULL);
     return 0;
 }
 
 void step_schedule_free(step_schedule *s)
 {
-    if (s->parts && s->nsegs && s->done) {
-        pthread_cond_destroy(&s->turned);
-        pthread_mutex_destroy(&s->lock);
-    }
+    pthread_cond_destroy(&s->turned);
+    pthread_mutex_destroy(&s->lock);
     free(s->parts);
     free(s->nsegs);
     free(s->done);

@@ -42,7 +42,7 @@ int step_schedule_wanted(int n, int cores, int steps);
 /* The schedule for n > cores replicas; the first outer iteration run is
  * first_k. Returns 0, or -1 when out of memory. */
 int step_schedule_init(step_schedule *s, int n, int cores, int steps, long first_k);
-void step_schedule_free(step_schedule *s);
+void step_schedule_free(step_schedule *s); /* after init returned 0 (it cleans up its own failure) */
 
 /* Before replica r's step l of outer iteration k: waits for its turn when
  * l starts one of its segments. Returns the slot that runs step l (the
