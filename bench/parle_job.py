@@ -13,7 +13,7 @@ same job file, for wall time.
   parle_job.py [JOB.json] --budget 0
       runs the whole job in PyTorch alone and prints each epoch's test error
       of the master (a check that this reference learns as ours does).
-  parle_job.py [JOB.json] --breakdown [--train-limit N]
+  parle_job.py [JOB.json] --breakdown [--train-limit N] [--reps R]
       ours alone against its ideal: runs parle-train on the job cut to one
       epoch of N examples, up to its evaluation, and splits its wall time into
       start-up (data loading), training (first to last progress line) and the
@@ -22,7 +22,9 @@ same job file, for wall time.
       replica on its share of the cores timed by lenet_step in the same run:
       alone (the other cores idle), and as the job runs its replicas, as
       many at once as there are shares of the cores (they share the caches
-      and the memory bus).
+      and the memory bus), and as replica 0 ran it in the job (the runner's
+      clock), which leaves only the time lost outside the steps. --reps runs
+      it that many times; the summary gives medians and ranges.
 
 --python PY runs all of this under another interpreter (bench/pip_torch.sh's
 venv: PyTorch as users install it). The n replicas of the reference run one
@@ -271,9 +273,10 @@ def replica_step_ms(binary, threads, env, at_once=1, reps=5, steps=20):
     return statistics.median(blocks[1:])
 
 
-def breakdown(args, job, s):
-    """Ours alone: where the wall time of a cut-down job goes, against its
-    replicas' step time x steps."""
+def breakdown_once(args, job, s):
+    """Ours alone, one run: where the wall time of a cut-down job goes,
+    against its replicas' step time x steps. Returns the training time's
+    ratios to the three ideals (step alone, together, in the job)."""
     cores = len(os.sched_getaffinity(0))
     per = max(1, cores // s["n"])  # the runner's cores per replica
     env = dict(os.environ)  # parle-train and lenet_step set parled's OpenMP default
@@ -332,20 +335,41 @@ def breakdown(args, job, s):
           f"{(train - ideal) / outer * 1e3:.0f} ms lost per outer iteration; against "
           f"{ideal_together:.2f} s with the step timed {at_once} at once: "
           f"{train / ideal_together:.3f}x")
+    in_job_ms = spent["steps"] / ((outer + 1) * s["L"]) * 1e3
+    ideal_in_job = per_step * in_job_ms
     print(f"  replica 0 as the runner clocks it (whole run): steps {spent['steps']:.2f} s, "
           f"sync {spent['sync']:.2f} s, waiting for the loader {spent['loader wait']:.2f} s; "
-          f"steps {spent['steps'] / ((outer + 1) * s['L']) * 1e3:.2f} ms each in the job "
-          f"against {step_ms:.2f} ms alone, {together_ms:.2f} ms {at_once} at once")
+          f"steps {in_job_ms:.2f} ms each in the job against {step_ms:.2f} ms alone, "
+          f"{together_ms:.2f} ms {at_once} at once")
+    # With the step as the job ran it, what is left is time lost outside the
+    # steps: sync, waiting for a turn or the loader, the schedule's rounding.
+    print(f"  training against {ideal_in_job:.2f} s with the step as replica 0 ran it in the job: "
+          f"{train / ideal_in_job:.3f}x (time lost outside the steps)")
     work = (outer + 1) * s["L"] * s["n"] * step_ms * 1e-3 * per
     print(f"  CPU time of parle-train: {usage.ru_utime + usage.ru_stime:.2f} s for "
           f"{end - t0:.2f} s of wall on {cores} cores, against {work:.2f} s of replica steps "
           f"(wall x cores beyond the CPU time: waiting, for a barrier or for a core)")
     print(f"  evaluation (last progress to the eval line): {evaluated - progress[-1]:.2f} s; "
           f"exit: {end - evaluated:.2f} s")
-    print(f"SUMMARY\tParle job, ours vs its ideal\ttraining {train / ideal:.3f}x of "
-          f"(steps x step time alone), {train / ideal_together:.3f}x of (steps x step time, "
-          f"{at_once} at once); whole run {(end - t0) / ideal:.3f}x, "
-          f"{(end - t0) / ideal_together:.3f}x")
+    return {"alone": train / ideal, "together": train / ideal_together,
+            "in_job": train / ideal_in_job, "whole": (end - t0) / ideal}
+
+
+def breakdown(args, job, s):
+    """breakdown_once --reps times; the summary gives each ratio's median and
+    range (the step alone drifts by several percent within minutes here)."""
+    runs = []
+    for k in range(args.reps):
+        print(f"run {k + 1} of {args.reps}:", flush=True)
+        runs.append(breakdown_once(args, job, s))
+
+    def spread(key):
+        v = [r[key] for r in runs]
+        return f"{statistics.median(v):.3f}x [{min(v):.3f}-{max(v):.3f}]"
+    print(f"SUMMARY\tParle job, ours vs its ideal, median [range] of {len(runs)} runs\t"
+          f"training {spread('alone')} of (steps x step time alone), {spread('together')} of "
+          f"(steps x step time, as many at once as the job runs), {spread('in_job')} of "
+          f"(steps x step time in the job); whole run {spread('whole')} of the first")
 
 
 def main():
