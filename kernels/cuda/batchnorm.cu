@@ -171,8 +171,14 @@ extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, 
                                         const float *save_mean, const float *save_invstd,
                                         float *dx, float *dgamma, float *dbeta)
 {
-    if (c <= 0 || (size_t)n * hw == 0)
+    if (c <= 0)
         return;
+    if ((size_t)n * hw == 0) { /* nothing to sum: the sums are 0, as on the CPU */
+        cudaStream_t s = cuda_stream_of(ctx);
+        CUDA_OK(ctx, cudaMemsetAsync(dgamma, 0, (size_t)c * sizeof(float), s));
+        CUDA_OK(ctx, cudaMemsetAsync(dbeta, 0, (size_t)c * sizeof(float), s));
+        return;
+    }
     ACT_DISPATCH(ctx, bn_backward, ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,
                  dgamma, dbeta);
 }

@@ -361,6 +361,28 @@ static void check_batchnorm(int n, int c, int hw)
         drop(all[i]);
 }
 
+/* An empty batch has nothing to sum: dgamma and dbeta come out 0 on both
+ * sides (the CPU writes its zero sums; the GPU must not leave them as they
+ * were). */
+static void check_batchnorm_empty(int c, int hw)
+{
+    buf x = make(1, 0, 1), dy = make(1, 0, 1), dx = make(1, 0, 1), gamma = make(c, 0.5, 1.5);
+    buf smean = make(c, -1, 1), sinv = make(c, 0.5, 2), dgamma = make(c, 1, 2);
+    buf dbeta = make(c, 1, 2);
+    batchnorm_backward(&cpu, 0, c, hw, x.h, dy.h, gamma.h, smean.h, sinv.h, dx.h, dgamma.h,
+                       dbeta.h);
+    batchnorm_backward(&gpu, 0, c, hw, x.d, dy.d, gamma.d, smean.d, sinv.d, dx.d, dgamma.d,
+                       dbeta.d);
+    for (int ch = 0; ch < c; ch++)
+        CHECK(dgamma.h[ch] == 0.0f && dbeta.h[ch] == 0.0f, "cpu: empty batch channel %d: "
+              "dgamma %g dbeta %g", ch, (double)dgamma.h[ch], (double)dbeta.h[ch]);
+    compare("batchnorm n=0 backward dgamma", &dgamma, 0, 0);
+    compare("  backward dbeta", &dbeta, 0, 0);
+    buf *all[] = {&x, &dy, &dx, &gamma, &smean, &sinv, &dgamma, &dbeta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
+}
+
 static void check_softmax(int n, int classes)
 {
     buf z = make((size_t)n * classes, -4, 4), dz = make((size_t)n * classes, 0, 0);
@@ -519,6 +541,7 @@ int main(void)
     check_batchnorm(9, 13, 1);        /* 1-D, after a linear layer */
     check_batchnorm(1, 5, 1);         /* n hw = 1: variance 0 */
     check_batchnorm(1, 3, 7);
+    check_batchnorm_empty(6, 10);
     check_softmax(7, 10);
     check_softmax(33, 100);
     check_softmax(3, 1000);
