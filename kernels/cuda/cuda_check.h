@@ -26,6 +26,7 @@
 static inline int cuda_fail(char *err, size_t errlen, const char *file, int line, const char *func,
                             const char *call, cudaError_t rc)
 {
+    (void)cudaGetLastError(); /* as cuda_ok_: the next launch check must not report it again */
     snprintf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, func, call, cudaGetErrorName(rc),
              cudaGetErrorString(rc));
     return -1;
