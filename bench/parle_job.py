@@ -276,7 +276,8 @@ def replica_step_ms(binary, threads, env, at_once=1, reps=5, steps=20):
 def breakdown_once(args, job, s):
     """Ours alone, one run: where the wall time of a cut-down job goes,
     against its replicas' step time x steps. Returns the training time's
-    ratios to the three ideals (step alone, together, in the job)."""
+    ratios to the three ideals (step alone, together, in the job) and the
+    whole run's to the first."""
     cores = len(os.sched_getaffinity(0))
     per = max(1, cores // s["n"])  # the runner's cores per replica
     env = dict(os.environ)  # parle-train and lenet_step set parled's OpenMP default

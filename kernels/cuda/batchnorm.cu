@@ -174,9 +174,8 @@ extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, 
     if (c <= 0)
         return;
     if ((size_t)n * hw == 0) { /* nothing to sum: the sums are 0, as on the CPU */
-        cudaStream_t s = cuda_stream_of(ctx);
-        CUDA_OK(ctx, cudaMemsetAsync(dgamma, 0, (size_t)c * sizeof(float), s));
-        CUDA_OK(ctx, cudaMemsetAsync(dbeta, 0, (size_t)c * sizeof(float), s));
+        backend_zero(ctx, dgamma, (size_t)c * sizeof(float));
+        backend_zero(ctx, dbeta, (size_t)c * sizeof(float));
         return;
     }
     ACT_DISPATCH(ctx, bn_backward, ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,

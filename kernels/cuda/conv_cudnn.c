@@ -347,11 +347,6 @@ static size_t w_count(const conv2d_desc *d) { return (size_t)d->out_c * d->in_c 
  * compute, and its gradients are zeros. */
 static int empty(const conv2d_desc *d, int n) { return n <= 0 || d->out_h <= 0 || d->out_w <= 0; }
 
-static void zero(backend_ctx *ctx, void *p, size_t bytes)
-{
-    CUDA_OK(ctx, cudaMemsetAsync(p, 0, bytes, cuda_stream_of(ctx)));
-}
-
 void cuda_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
                          const float *w, const float *b, float *y)
 {
@@ -375,7 +370,7 @@ void cuda_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, co
 {
     if (empty(d, n)) {
         if (n > 0)
-            zero(ctx, dx, x_count(d, n) * backend_act_size(ctx));
+            backend_zero(ctx, dx, x_count(d, n) * backend_act_size(ctx));
         return;
     }
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_DATA);
@@ -398,9 +393,9 @@ void cuda_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, 
                                  const float *dy, float *dw, float *db)
 {
     if (empty(d, n)) {
-        zero(ctx, dw, w_count(d) * sizeof(float));
+        backend_zero(ctx, dw, w_count(d) * sizeof(float));
         if (db)
-            zero(ctx, db, (size_t)d->out_c * sizeof(float));
+            backend_zero(ctx, db, (size_t)d->out_c * sizeof(float));
         return;
     }
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_FILTER);
