@@ -1,29 +1,34 @@
-/* bf16 activations on a CUDA context at PRECISION_BF16 (never run on a GPU
- * yet: the tolerances below are reasoned, not measured):
+/* bf16 activations on a CUDA context at PRECISION_BF16 (first run on an
+ * H200, 2026-11-26):
  *   (a) every op that takes activations, on bf16 inputs, against the CPU
  *       backend run in fp32 on the same values (each bf16 input widened
  *       exactly; weights and biases drawn bf16-representable, so the GPU's
  *       conversion of them is exact too). The two then differ by the
  *       summation order and by the rounding of each bf16 result, at most
- *       2^-9 of it: |gpu - cpu| <= atol + 2^-8 |cpu|, with atol 1e-5 per
- *       summed term (10x the fp32 tests') and 1e-4 for batch norm (as
- *       there). Results that are exact in bf16 (max pooling, argmax, ReLU)
- *       must be equal; fp32 outputs (statistics, weight and bias gradients
- *       from fp32 accumulation) keep the fp32 tests' 1e-5 relative, dw of a
- *       convolution (cuDNN hands it over in bf16) 2^-8.
+ *       half an ulp, 2^-8 of it: |gpu - cpu| <= atol + 2^-8 |cpu|, with atol
+ *       1e-5 per summed term (10x the fp32 tests') and 1e-4 for batch norm
+ *       (as there), more where a result is rounded more than once (a bias
+ *       added after cuDNN's or cuBLAS's rounding). Results that are exact in
+ *       bf16 (max pooling, argmax, ReLU) must be equal; fp32 outputs
+ *       (statistics, weight and bias gradients from fp32 accumulation) keep
+ *       the fp32 tests' 1e-5 relative, dw of a convolution (cuDNN hands it
+ *       over in bf16) 2^-8.
  *   (b) one training step of LeNet, All-CNN and WRN-16-4 on the GPU at bf16
- *       against the CPU in fp32 from the same initialisation, batch and
- *       dropout draws. Every stored activation and activation gradient is
- *       rounded to bf16 (2^-9 relative), the weights too on their way into
- *       the convolutions and GEMMs, so each layer adds ~2^-8 of relative
- *       noise; over ~30-60 layers that is a few percent, and ReLU and
- *       max-pool ties flip (test_gpu_model.c measured flips at 1e-5
- *       perturbations giving tensor RMS errors up to 2e-2 in fp32). With
- *       test_gpu_model's measure (|gpu - cpu| / (|cpu| + 1e-2 of the model's
- *       largest tensor)): loss within 2e-2 relative, each gradient tensor's
- *       RMS error within 0.25, all gradients as one within 0.1; and at least
- *       one tensor off by 1e-4 or more, or bf16 was not used (fp32 storage
- *       gives ~1e-6).
+ *       against the CPU in fp32 from the same initialisation, batch (8
+ *       images) and dropout draws, per parameter tensor as |gpu - cpu| /
+ *       |cpu|. Rounding every activation and activation gradient to bf16
+ *       is far from harmless here: the error grows layer by layer toward
+ *       the input, through max-pool ties and batch norm over 8 images, to
+ *       0.2-0.34 of the first layers' gradients on the H200.
+ *       tests/gpu/bf16_step_reference.py, the same rounding emulated in
+ *       PyTorch, gives LeNet the same profile (fc2 0.012, fc1 0.16, conv1
+ *       0.24, bn1 0.31 at most over 5 seeds), so that is bf16, not a bug.
+ *       Bounds: each tensor within 0.5, the whole gradient within 0.35
+ *       (a wrong index or a missed
+ *       conversion gives 1 or more); tensors whose exact gradient is 0 (a
+ *       bias before batch norm: |cpu| under 1e-4 of the whole gradient's
+ *       norm) are left out; the loss within 2e-2 relative; and at least one
+ *       tensor off by 1e-4 or more, or bf16 was not used (fp32 gives ~1e-6).
  *   (c) the memory a bf16 model takes on the GPU is what its plan says, and
  *       less than the fp32 model's.
  * Exits 77 (skipped) when there is no CUDA device. */
@@ -300,8 +305,6 @@ static void check_elementwise(void)
 
 /* ---- (b) a training step, (c) its memory ---- */
 
-static const double FLOOR = 1e-2;
-
 static model_spec arch_spec(const char *arch, int depth, int width)
 {
     int mnist = strcmp(arch, "lenet") == 0;
@@ -365,38 +368,36 @@ static void check_step(const char *arch, int depth, int width)
           (double)lg, (double)lc);
 
     float *gc = download(&cpu, mc.grads, mc.nparams), *gg = download(&gpu, mg.grads, mg.nparams);
-    double scale = 0.0, all2 = 0.0, all_n = 0.0, worst = 0.0;
+    double all_d2 = 0.0, all_r2 = 0.0, worst = 0.0;
     for (size_t i = 0; i < mc.nparams; i++)
-        scale = fmax(scale, fabs((double)gc[i]));
+        all_r2 += (double)gc[i] * gc[i];
     const char *worst_at = "";
     for (int t = 0; t < mc.ntensors; t++) {
         const tensor_info *ti = &mc.tensors[t];
         if (ti->is_stat)
             continue;
-        double e2 = 0.0, d2 = 0.0, r2 = 0.0;
+        double d2 = 0.0, r2 = 0.0;
         for (size_t i = ti->offset; i < ti->offset + ti->count; i++) {
             const double d = (double)gg[i] - gc[i];
-            const double e = fabs(d) / (fabs((double)gc[i]) + FLOOR * scale);
-            e2 += e * e;
             d2 += d * d;
             r2 += (double)gc[i] * gc[i];
         }
-        const double rms = sqrt(e2 / (double)ti->count);
-        /* Each tensor's line: the element-wise measure, and the norm of the
-         * error over the norm of the CPU's gradient. */
-        printf("    %-24s %8zu  RMS %.3g  |gpu - cpu| / |cpu| %.3g  |cpu| %.3g\n", ti->name,
-               ti->count, rms, sqrt(d2 / (r2 > 0 ? r2 : 1)), sqrt(r2));
-        all2 += e2;
-        all_n += (double)ti->count;
-        if (!(rms <= worst)) {
-            worst = rms;
+        const double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+        const int zero = sqrt(r2) < 1e-4 * sqrt(all_r2); /* a bias before batch norm */
+        printf("    %-28s %8zu  |gpu - cpu| / |cpu| %.3g  |cpu| %.3g%s\n", ti->name, ti->count,
+               rel, sqrt(r2), zero ? " (exactly 0: left out)" : "");
+        if (zero)
+            continue;
+        all_d2 += d2;
+        if (!(rel <= worst)) {
+            worst = rel;
             worst_at = ti->name;
         }
     }
-    const double global = sqrt(all2 / all_n);
-    printf("  %-10s loss gpu %.6f cpu %.6f; gradients: worst tensor RMS %.3g (%s), all %.3g\n",
-           arch, (double)lg, (double)lc, worst, worst_at, global);
-    CHECK(worst <= 0.25 && global <= 0.1, "%s: gradient errors: worst tensor %.3g (%s), all %.3g",
+    const double global = sqrt(all_d2 / (all_r2 > 0 ? all_r2 : 1));
+    printf("  %-10s loss gpu %.6f cpu %.6f; gradients: worst tensor %.3g (%s), all %.3g\n", arch,
+           (double)lg, (double)lc, worst, worst_at, global);
+    CHECK(worst <= 0.5 && global <= 0.35, "%s: gradient errors: worst tensor %.3g (%s), all %.3g",
           arch, worst, worst_at, global);
     CHECK(worst >= 1e-4, "%s: gradients within %.3g of fp32: were activations bf16?", arch,
           worst);
