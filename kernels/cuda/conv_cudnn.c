@@ -20,13 +20,10 @@
 #include <string.h>
 
 #include "backend_cuda.h"
+#include "conv_pick.h"
 #include "cuda_check.h"
 
 enum conv_dir { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER, CONV_DIRS };
-
-/* Algorithms asking for more workspace than this are passed over while a
- * leaner one is on offer: several replicas share one GPU's memory. */
-#define CONV_WORKSPACE_MAX ((size_t)512 << 20)
 
 /* More than any direction's algorithm count (asserted where they are read). */
 #define MAX_OFFERS 16
@@ -167,41 +164,17 @@ static conv_plan *find_plan(backend_ctx *ctx, const conv2d_desc *d, int n)
     return plan_descriptors(ctx, p) == 0 ? p : NULL;
 }
 
-/* A candidate of cuDNN's heuristics, whichever direction's perf struct it
- * came in. */
-typedef struct algo_offer {
-    int algo;
-    cudnnStatus_t status;
-    size_t memory;
-    cudnnDeterminism_t determinism;
-    cudnnMathType_t math;
-} algo_offer;
-
-#define OFFERS(perf, count, offers)                     \
-    for (int i_ = 0; i_ < (count); i_++)                \
-        (offers)[i_] = (algo_offer){(int)(perf)[i_].algo, (perf)[i_].status, \
-                                    (perf)[i_].memory, (perf)[i_].determinism, \
-                                    (perf)[i_].mathType}
-
-/* The first of the candidates (best first) that cuDNN can run and that fits
- * the determinism and precision asked for and the workspace limit; failing
- * the limit, the leanest that fits the rest. Returns its index or -1. */
-static int pick(const conv_key *k, const algo_offer *offers, int count)
-{
-    int best = -1, leanest = -1;
-    for (int i = 0; i < count; i++) {
-        const algo_offer *o = &offers[i];
-        if (o->status != CUDNN_STATUS_SUCCESS ||
-            (k->deterministic && o->determinism != CUDNN_DETERMINISTIC) ||
-            (k->precision == PRECISION_FP32 && o->math != CUDNN_FMA_MATH))
-            continue;
-        if (leanest < 0 || o->memory < offers[leanest].memory)
-            leanest = i;
-        if (best < 0 && o->memory <= CONV_WORKSPACE_MAX)
-            best = i;
+/* cuDNN's candidates, whichever direction's perf struct they came in, as
+ * conv_pick sees them; their math types kept beside. */
+#define OFFERS(perf, count, offers, maths)                                          \
+    for (int i_ = 0; i_ < (count); i_++) {                                          \
+        (offers)[i_] = (algo_offer){(int)(perf)[i_].algo,                           \
+                                    (perf)[i_].status == CUDNN_STATUS_SUCCESS,      \
+                                    (perf)[i_].memory,                              \
+                                    (perf)[i_].determinism == CUDNN_DETERMINISTIC,  \
+                                    (perf)[i_].mathType == CUDNN_FMA_MATH};         \
+        (maths)[i_] = (perf)[i_].mathType;                                          \
     }
-    return best >= 0 ? best : leanest;
-}
 
 static const char *const dir_name[CONV_DIRS] = {"forward", "backward-data", "backward-filter"};
 
@@ -212,6 +185,7 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
         return 0;
     cudnnHandle_t h = cuda_impl_of(ctx)->cudnn;
     algo_offer offers[MAX_OFFERS];
+    cudnnMathType_t maths[MAX_OFFERS];
     int count = 0;
     /* Ask under the math type of the precision; cuDNN answers per candidate
      * with the math type it would run it with. */
@@ -224,7 +198,7 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
                                h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                &count, perf)))
             return -1;
-        OFFERS(perf, count, offers);
+        OFFERS(perf, count, offers, maths);
     } else if (dir == CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         _Static_assert((int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_OFFERS, "offers");
@@ -232,7 +206,7 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
                                h, p->w, p->y, p->conv, p->x,
                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)))
             return -1;
-        OFFERS(perf, count, offers);
+        OFFERS(perf, count, offers, maths);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         _Static_assert((int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_OFFERS, "offers");
@@ -240,9 +214,10 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
                                h, p->x, p->y, p->conv, p->w,
                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf)))
             return -1;
-        OFFERS(perf, count, offers);
+        OFFERS(perf, count, offers, maths);
     }
-    const int i = pick(&p->key, offers, count);
+    const int i = conv_pick(offers, count, p->key.deterministic,
+                            p->key.precision == PRECISION_FP32, CONV_WORKSPACE_MAX);
     if (i < 0) {
         const conv_key *k = &p->key;
         backend_fail(ctx, "cudnn: no %s%s%s algorithm for a %dx%dx%dx%d conv to %d channels, "
@@ -252,7 +227,7 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
         return -1;
     }
     p->algo[dir] = offers[i].algo;
-    p->math[dir] = offers[i].math;
+    p->math[dir] = maths[i];
     /* The workspace asked again for the chosen algorithm under its own math
      * type: the heuristics' memory figure is an estimate. */
     size_t bytes = 0;
