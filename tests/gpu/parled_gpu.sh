@@ -2,8 +2,9 @@
 # parled with jobs on a GPU: a bf16 job checkpoints, parled is killed with -9
 # and restarted, the job resumes from its checkpoint and ends done (its test
 # error evaluated at bf16); status reports the job's device memory while it
-# runs; a tf32 job submitted meanwhile waits for the busy GPU, then runs and
-# is cancelled; the job after the cancel runs to done; parled stops cleanly.
+# runs; a tf32 job submitted meanwhile waits for the busy GPU, then runs,
+# checkpoints, is killed with parled, resumes and is cancelled; the job after
+# the cancel runs to done; parled stops cleanly.
 # With two GPUs or more, two jobs on disjoint GPUs run at once. Skips (77)
 # when parled sees no GPU.
 . "$(dirname "$0")/../integration/lib.sh"
@@ -62,8 +63,15 @@ err = s["test_error"]
 assert s["state"] == "done" and err is not None and 0 <= err < 0.9, (s["state"], err)
 PY
 
-# The waiting job runs once the GPU is free, and is cancelled mid-run.
-wait_steps "$b" 60
+# The waiting job runs once the GPU is free, checkpoints, is killed with
+# parled and resumed, and is cancelled mid-run.
+wait_log "$b" "checkpoint at outer iteration [0-9]+ \(step [0-9]+\) written" 120
+kill_daemon
+start_daemon
+wait_state "$b" running 60
+wait_log "$b" "resuming from checkpoint" 60
+step=$(resume_step "$b")
+[ -n "$step" ] && [ "$step" -gt 0 ] || fail "the tf32 job did not resume from a checkpoint"
 ctl cancel "$b" >/dev/null || fail "cancel the running tf32 job"
 ctl wait "$b" 2>/dev/null
 [ $? = 3 ] || fail "the tf32 job was not cancelled"
