@@ -168,6 +168,48 @@ static const char *shown(const char *s, char out[48])
     return out;
 }
 
+/* Text a user writes reaches logs and terminals: it must be valid UTF-8
+ * without control characters (C0, DEL, C1: newline, ESC and the like, which
+ * forge log lines or drive a terminal). Returns 0, or -1 with the offending
+ * byte's offset in *at and what is wrong in *what. */
+static int text_clean(const char *s, size_t *at, const char **what)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; u[i];) {
+        unsigned cp = u[i], len = 1;
+        if (cp >= 0x80) {
+            len = cp >= 0xf0 && cp < 0xf5 ? 4 : cp >= 0xe0 ? 3 : cp >= 0xc2 && cp < 0xe0 ? 2 : 0;
+            if (len == 4 && cp >= 0xf5)
+                len = 0;
+            cp &= len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07;
+            for (unsigned k = 1; k < len; k++) {
+                if ((u[i + k] & 0xc0) != 0x80) {
+                    len = 0;
+                    break;
+                }
+                cp = cp << 6 | (u[i + k] & 0x3f);
+            }
+            /* Overlong forms, surrogates and values past U+10FFFF. */
+            if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)))
+                len = 0;
+            if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+                len = 0;
+            if (len == 0) {
+                *at = i;
+                *what = "is not valid UTF-8";
+                return -1;
+            }
+        }
+        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+            *at = i;
+            *what = "is a control character";
+            return -1;
+        }
+        i += len;
+    }
+    return 0;
+}
+
 static int field_index(const char *path)
 {
     for (int i = 0; i < NFIELDS; i++)
@@ -330,6 +372,13 @@ static int parse_field(parser *p, const field *f, const cJSON *v, const char *pa
                 report_choices(p, path, v->valuestring, f->choices);
                 return 0;
             }
+        }
+        size_t at;
+        const char *what;
+        if (text_clean(v->valuestring, &at, &what) != 0) {
+            report(p, "%s: byte %zu (0x%02x) %s (text fields take printable UTF-8)", path, at,
+                   (unsigned char)v->valuestring[at], what);
+            return 0;
         }
         if (strlen(v->valuestring) >= f->size) {
             report(p, "%s: too long (at most %zu bytes): \"%s\"", path, f->size - 1,

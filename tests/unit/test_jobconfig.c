@@ -317,14 +317,14 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"rank0:cpu,\""), "devices: \"rank0:cpu,\": ends with a comma"},
     {JOB("\"devices\": \"rank0:cpu,1\""), "devices: \"rank0:cpu,1\": expected rankN:cpu or rankN:gpu items"},
     {JOB("\"devices\": \"rank:cpu\""), "devices: \"rank:cpu\": expected rankN:cpu or rankN:gpu items"},
-    {JOB("\"devices\": \"rank0:cpu\\u0001\""), "devices: \"rank0:cpu?\": rank0 must be followed"},
+    {JOB("\"devices\": \"rank0:cpu\\u0001\""), "devices: byte 9 (0x01) is a control character"},
     {JOB("\"checkpoint\": {\"every_epochs\": -1}"),
      "checkpoint.every_epochs: must be an integer >= 0"},
     {JOB("\"checkpoint\": {\"keep\": 0}"), "checkpoint.keep: must be an integer in 1..1000"},
     {JOB("\"eval\": {\"bn\": \"mean\"}"), "eval.bn: unknown \"mean\"; known: recompute, average, replica0"},
     {JOB("\"log_every\": 0"), "log_every: must be an integer >= 1"},
     {JOB("\"name\": \"\""), "name: must be non-empty printable text"},
-    {JOB("\"name\": \"a\\nb\""), "name: must be non-empty printable text, got \"a?b\""},
+    {JOB("\"name\": \"a\\nb\""), "name: byte 1 (0x0a) is a control character"},
     {"{\"model\": }", "JSON syntax error at byte 10"},
     {"", "JSON syntax error at byte 0"},
     {"{" BASE "} {}", "text after the job"},
@@ -374,6 +374,43 @@ static void test_bad_fields(void)
     /* Only len bytes are read: a valid job followed by junk beyond len parses. */
     static const char prefix[] = "{" BASE "}xxxx";
     CHECK(job_config_parse(prefix, sizeof prefix - 5, &cfg, err, sizeof err) == 0, "%s", err);
+}
+
+/* Text fields reach logs and terminals: control characters and invalid
+ * UTF-8 are refused naming the field and the byte; printable UTF-8 passes. */
+static void test_text_fields(void)
+{
+    /* \\n, \\t and \\uNNNN are JSON escapes that cJSON decodes; \xNN are raw bytes. */
+    static const struct {
+        const char *root, *want;
+    } cases[] = {
+        {"/data\\n2026-11-26 parled: info: forged", "data.root: byte 5 (0x0a) is a control character"},
+        {"/data/\\u001b[31mred", "data.root: byte 6 (0x1b) is a control character"},
+        {"/data/\\u007f", "data.root: byte 6 (0x7f) is a control character"},
+        {"/data/\\u0085", "data.root: byte 6 (0xc2) is a control character"}, /* C1 NEL */
+        {"/data/\\t", "data.root: byte 6 (0x09) is a control character"},
+        {"/data/\xff", "data.root: byte 6 (0xff) is not valid UTF-8"},
+        {"/data/\xc0\xaf", "data.root: byte 6 (0xc0) is not valid UTF-8"},     /* overlong '/' */
+        {"/data/\xed\xa0\x80", "data.root: byte 6 (0xed) is not valid UTF-8"}, /* surrogate */
+        {"/data/\xe2\x82", "data.root: byte 6 (0xe2) is not valid UTF-8"},     /* cut short */
+        {"/data/\xf4\x90\x80\x80", "data.root: byte 6 (0xf4) is not valid UTF-8"}, /* > U+10FFFF */
+    };
+    job_config cfg;
+    char err[2048], json[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(json, sizeof json, "{" MODEL ", \"data\": {\"dataset\": \"cifar10\", "
+                 "\"root\": \"%s\"}, " SGD "}", cases[i].root);
+        CHECK(parse(json, &cfg, err, sizeof err) == -1 && strstr(err, cases[i].want) &&
+                  count_messages(err) == 1 && !strchr(err, '\n') && !strchr(err, 0x1b),
+              "case %zu: want \"%s\", got \"%s\"", i, cases[i].want, err);
+    }
+    snprintf(json, sizeof json, "{" MODEL ", \"data\": {\"dataset\": \"cifar10\", "
+             "\"root\": \"/données/ℝ/数据/🙂\"}, " SGD "}");
+    CHECK(parse(json, &cfg, err, sizeof err) == 0 && !strcmp(cfg.data.root, "/données/ℝ/数据/🙂"),
+          "printable UTF-8 refused: %s", err);
+    CHECK(parse(JOB("\"devices\": \"cpu\\r\""), &cfg, err, sizeof err) == -1 &&
+              strstr(err, "devices: byte 3 (0x0d) is a control character"),
+          "%s", err);
 }
 
 static void test_all_errors_at_once(void)
@@ -703,6 +740,7 @@ int main(void)
     test_shipped_configs();
     test_defaults();
     test_bad_fields();
+    test_text_fields();
     test_sync_rules();
     test_async_rules();
     test_all_errors_at_once();
