@@ -791,7 +791,11 @@ static int cmd_devices(const command *cmd, int argc, char **argv)
                    num(d, "memory_bytes") / (1024.0 * 1024 * 1024));
         else
             printf("gpu %.0f", num(d, "index"));
-        printf("  %s%s\n", *job ? "running " : "idle", job);
+        printf("  %s%s", *job ? "running " : "idle", job);
+        /* Until parled has re-executed itself (docs/gpu.md "Sticky device faults"). */
+        if (*str(d, "faulted"))
+            printf("  FAULTED: %s", str(d, "faulted"));
+        putchar('\n');
     }
     cJSON_Delete(reply);
     return EXIT_OK;

@@ -8,6 +8,12 @@
  *   hang        it stops at inner step STEP of K until the job is aborted
  *               (a stuck replica: the watchdog, a cancel or a failure elsewhere
  *               must end the job)
+ *   device      at inner step STEP of K its backend context fails with an
+ *               error that leaves the device unusable for the process
+ *               (backend_fail_device, as a CUDA illegal address would): the
+ *               job fails and parled re-executes itself (docs/gpu.md
+ *               "Sticky device faults"); on the CPU backend too, so that
+ *               path runs without a GPU
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H
@@ -15,7 +21,7 @@
 #include <stddef.h>
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
-                   FAULT_CHECKPOINT, FAULT_HANG };
+                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */

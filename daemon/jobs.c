@@ -244,7 +244,8 @@ static void start_job(jobs *js, job *j)
  * Jobs interrupted by a daemon stop come before every other queued job. */
 /* Queued jobs start in order (interrupted ones first) on free devices.
  * Under MPI the other ranks serve one job at a time, so one job runs: jobs
- * on disjoint GPUs of rank 0 would still meet at a rank > 0. */
+ * on disjoint GPUs of rank 0 would still meet at a rank > 0. A faulted
+ * device is never free again in this process: its jobs wait for the next. */
 static void schedule(jobs *js)
 {
     uint64_t wanted = 0;
@@ -253,7 +254,8 @@ static void schedule(jobs *js)
         for (job *j = js->first; j && !js->stopping; j = j->next) {
             if (j->state != JOB_QUEUED || j->interrupted != (pass == 0))
                 continue;
-            if (!((js->busy | wanted) & j->devices) && !(one_at_a_time && js->running))
+            if (!((js->busy | wanted | js->faulted) & j->devices) &&
+                !(one_at_a_time && js->running))
                 start_job(js, j);
             else
                 wanted |= j->devices;
@@ -392,6 +394,20 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         write_status(j);
 }
 
+/* Every device of the job, not just the failed replica's: which one of a
+ * job's GPUs broke matters little, since only a new process mends any. */
+static void mark_faulted(jobs *js, job *j, const char *why)
+{
+    char dev[256];
+    devices_text(j->devices, dev, sizeof dev);
+    for (int i = 0; i < 64; i++)
+        if ((j->devices & (1ull << i)) && !(js->faulted & (1ull << i)))
+            snprintf(js->fault[i], sizeof js->fault[i], "%s (job %s)", why, j->id);
+    js->faulted |= j->devices;
+    job_log(j, "device fault on %s: %s; no job starts there again until parled has "
+            "re-executed itself", dev, why);
+}
+
 static void finish_job(jobs *js, job *j, const pending *p)
 {
     pthread_join(j->thread, NULL);
@@ -404,6 +420,8 @@ static void finish_job(jobs *js, job *j, const pending *p)
     if (j->metrics)
         fclose(j->metrics);
     j->metrics = NULL;
+    if (p->result.device_fault[0])
+        mark_faulted(js, j, p->result.device_fault);
     if (p->rc != 0) {
         snprintf(j->error, sizeof(j->error), "%s", p->err ? p->err : "out of memory");
         job_log(j, "failed: %s", j->error);
@@ -414,8 +432,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
     } else if (p->result.stopped) {
         /* Stopped by a daemon shutdown: status.json keeps "running" so the
          * next start resumes it from the checkpoint just taken. */
-        job_log(j, "stopped by the daemon's shutdown at epoch %d, step %ld: it resumes at the "
-                "next start", j->last.epoch, j->last.step);
+        job_log(j, "stopped by the daemon's %s at epoch %d, step %ld: it resumes at the "
+                "next start", js->restarting ? "re-exec" : "shutdown", j->last.epoch,
+                j->last.step);
         write_status(j);
     } else {
         j->test_error = p->result.test_error;
@@ -529,7 +548,7 @@ void jobs_start(jobs *js) { schedule(js); }
 
 job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
-    if (js->stopping) {
+    if (js->stopping && !js->restarting) {
         *code = ERR_SHUTTING_DOWN;
         snprintf(err, errlen, "parled is shutting down");
         return NULL;
@@ -656,10 +675,19 @@ int jobs_stop_all(jobs *js)
     for (job *j = js->first; j; j = j->next)
         if (j->thread_running && !j->stop) {
             __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
-            job_log(j, "daemon shutdown: checkpointing at the next step boundary, then stopping");
+            job_log(j, "daemon %s: checkpointing at the next step boundary, then stopping",
+                    js->restarting ? "re-exec after a device fault" : "shutdown");
         }
     return js->running;
 }
+
+int jobs_stop_for_restart(jobs *js)
+{
+    js->restarting = 1;
+    return jobs_stop_all(js);
+}
+
+int jobs_faulted(const jobs *js) { return __builtin_popcountll(js->faulted); }
 
 int jobs_stop_now(jobs *js)
 {

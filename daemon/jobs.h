@@ -70,6 +70,13 @@ char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
  * next step boundary and stop (it resumes at the next start). Returns the
  * number of job threads still running; on_end reports each as it ends. */
 int jobs_stop_all(jobs *js);
+/* A device fault (jobs_faulted): as jobs_stop_all, for parled's re-exec;
+ * submissions are still taken and stay queued for the next process. */
+int jobs_stop_for_restart(jobs *js);
+/* How many devices hit an error that leaves them unusable for this process
+ * (a job's replica reported run_result.device_fault): no job starts on them
+ * again here; `devices` shows them "faulted". */
+int jobs_faulted(const jobs *js);
 /* The shutdown's grace ran out: running jobs stop at once, without a
  * checkpoint (each resumes from its last one). Returns how many run. */
 int jobs_stop_now(jobs *js);

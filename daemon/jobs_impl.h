@@ -81,6 +81,12 @@ struct jobs {
     job *first, *last;
     int next_id;
     int running, stopping;
+    int restarting;         /* the stop is parled's re-exec after a device fault */
+    /* Devices that hit a device-sticky error (run_result.device_fault), bit
+     * as `devices`, with the first message for each: nothing starts on them
+     * in this process (docs/gpu.md "Sticky device faults"). */
+    uint64_t faulted;
+    char fault[64][512];
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;

@@ -203,6 +203,10 @@ cJSON *jobs_devices_json(const jobs *js)
             cJSON_AddStringToObject(d, "job", j->id);
         else
             cJSON_AddNullToObject(d, "job");
+        if (js->faulted & bit)
+            cJSON_AddStringToObject(d, "faulted", js->fault[i]);
+        else
+            cJSON_AddNullToObject(d, "faulted");
         cJSON_AddItemToArray(a, d);
     }
     for (int r = 1; r < mpi_node_size(); r++)

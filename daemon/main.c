@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -39,7 +40,11 @@ static const char usage[] =
     "Jobs are kept under the state dir; at start every job found there is reloaded\n"
     "and one that was running resumes from its newest complete checkpoint. SIGTERM\n"
     "or SIGINT checkpoints the running jobs at their next step boundary and exits;\n"
-    "a second SIGINT exits at once. Drive the daemon with parlectl.\n";
+    "a second SIGINT exits at once. After a device fault that leaves a GPU unusable\n"
+    "for the process (a CUDA illegal address...) the job fails, the device shows as\n"
+    "faulted in 'parlectl devices', the other jobs checkpoint and stop, and parled\n"
+    "re-executes itself (same PID) so that the device works again; the jobs resume.\n"
+    "Drive the daemon with parlectl.\n";
 
 typedef struct daemon_state {
     server *srv;
@@ -65,6 +70,35 @@ static void on_stopped(void *user)
     uv_close((uv_handle_t *)&d->sigint, NULL);
 }
 
+/* After a device fault (server_wants_reexec): the same program with the same
+ * arguments in the same process, so the PID systemd watches never exits, and
+ * with new CUDA contexts. A socket systemd passed goes on as fd 3, announced
+ * as systemd does; else the new process binds --socket again. systemd hears
+ * RELOADING=1 now and READY=1 from the new process once it serves. Returns
+ * only if the exec failed. */
+static void reexec(char **argv, int listen_fd)
+{
+    if (listen_fd >= 0) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        if (listen_fd != 3 && dup2(listen_fd, 3) == 3)
+            close(listen_fd);
+        setenv("LISTEN_PID", pid, 1);
+        setenv("LISTEN_FDS", "1", 1);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    char state[128];
+    snprintf(state, sizeof state, "RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=re-executing after "
+             "a device fault", (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000);
+    (void)sd_notify_state(state);
+    server_log(LOG_WARN, "re-executing /proc/self/exe as pid %ld", (long)getpid());
+    fflush(stdout);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+    server_log(LOG_ERROR, "cannot re-execute /proc/self/exe: %s", strerror(errno));
+}
+
 static int parse_log_level(const char *s)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -77,6 +111,9 @@ static int parse_log_level(const char *s)
 int main(int argc, char **argv)
 {
     backend_openmp_defaults();
+    /* For a re-exec: getopt_long reorders argv, and MPI may rewrite it. */
+    char *args[argc + 1];
+    memcpy(args, argv, ((size_t)argc + 1) * sizeof *args);
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
@@ -170,9 +207,14 @@ int main(int argc, char **argv)
         server_log(LOG_WARN, "cannot notify systemd on %s: %s", getenv("NOTIFY_SOCKET"),
                    strerror(errno));
     uv_run(loop, UV_RUN_DEFAULT);
+    int listen_fd, again = server_wants_reexec(d.srv, &listen_fd);
     server_free(d.srv);
     uv_loop_close(loop);
     if (mpi)
         mpi_node_finalize();
+    if (again) {
+        reexec(args, listen_fd);
+        return 1;
+    }
     return 0;
 }

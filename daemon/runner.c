@@ -139,6 +139,20 @@ static void run_fail(job_run *run, const char *fmt, ...)
     comm_abort(&run->comm, "job failed");
 }
 
+/* The device is gone for the whole process, whatever failed the job first:
+ * the daemon must not run anything more on it (run_result.device_fault). */
+static void note_device_fault(job_run *run, const backend_ctx *ctx)
+{
+    char dev[16] = "cpu";
+    if (ctx->device >= 0)
+        snprintf(dev, sizeof dev, "cuda:%d", ctx->device);
+    pthread_mutex_lock(&run->lock);
+    if (!run->result.device_fault[0])
+        snprintf(run->result.device_fault, sizeof run->result.device_fault, "%s: %s", dev,
+                 ctx->err);
+    pthread_mutex_unlock(&run->lock);
+}
+
 static void emit(job_run *run, const run_event *ev)
 {
     if (run->hooks && run->hooks->on_event)
@@ -653,6 +667,9 @@ static void *replica_main(void *p)
             __atomic_store_n(&run->at_step[r.rank], step, __ATOMIC_RELAXED);
             if (fault_strikes(&run->fault, r.rank, FAULT_HANG, k, l))
                 hang_until_aborted(run);
+            if (fault_strikes(&run->fault, r.rank, FAULT_DEVICE, k, l))
+                backend_fail_device(&r.ctx, "%s:%d: injected device fault (PARLE_FAULT_REPLICA): "
+                                    "the device is unusable for this process", __FILE__, __LINE__);
             if (fault_strikes(&run->fault, r.rank, FAULT_STEP, k, l))
                 run_fail(run, "replica %d: injected failure at step %ld (outer iteration %ld, "
                          "inner step %d)", r.rank, step, k, l);
@@ -749,6 +766,8 @@ out:
         free(run->master_stats);
     }
     model_free(&r.model, &r.ctx);
+    if (r.ctx.device_fault)
+        note_device_fault(run, &r.ctx);
     backend_ctx_free(&r.ctx);
     pthread_mutex_lock(&run->lock);
     run->live--;

@@ -63,6 +63,11 @@ typedef struct run_result {
     int stopped;                   /* ended early because *stop was set */
     int cancelled;                 /* ... and the request was RUN_STOP */
     long resumed_k, resumed_step;  /* where a resumed run started (0: from scratch) */
+    /* Non-empty when a replica's backend context hit an error that leaves
+     * its device unusable for this process (backend_ctx.device_fault), even
+     * if the job failed for another reason first: "cpu: <error>" or
+     * "cuda:G: <error>" of the first such replica. */
+    char device_fault[512];
 } run_result;
 
 /* Where a job's replicas run: replica r on GPU gpus[r % ngpus] when ngpus

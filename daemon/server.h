@@ -31,6 +31,11 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
 /* Stop accepting, remove the socket, end the connections, stop the running
  * jobs at their next step boundary. Safe to call more than once. */
 void server_shutdown(server *s, const char *why);
+/* After uv_run has returned: 1 when the daemon stopped to re-execute itself
+ * (a device fault, docs/gpu.md "Sticky device faults"), with the listening
+ * socket systemd passed, still open, in *listen_fd (-1: parled bound its own,
+ * removed now; the next process binds it again). 0 after a shutdown. */
+int server_wants_reexec(const server *s, int *listen_fd);
 /* Remove the socket file now (the exit-at-once path of a second SIGINT). */
 void server_remove_socket(const server *s);
 /* After uv_run has returned. */

@@ -35,6 +35,11 @@ struct server {
     jobs *jobs;
     conn *conns;
     int stopping, stopped;
+    /* The stop is a re-exec after a device fault (server_restart): the
+     * socket stays served until the jobs have stopped. keep_fd: the
+     * listener systemd passed, kept open for the next process; -1 if none. */
+    int restarting, keep_fd;
+    int faults_seen;          /* jobs_faulted() when the last restart was asked for */
     double stop_timeout_s;
     uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
     double started_at;

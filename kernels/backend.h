@@ -55,6 +55,13 @@ typedef struct backend_ctx {
     float *workspace;    /* in the context's memory, grown by backend_workspace() */
     size_t workspace_floats;
     int failed;          /* sticky: set by the first error, ops are skipped after it */
+    /* Sticky for the whole process, not just this context: the error left the
+     * device unusable (a CUDA illegal address, a kernel fault, an uncorrectable
+     * ECC error...), so every later call of this process on it fails too, in
+     * any context; only a new process gets a working device back (docs/gpu.md
+     * "Sticky device faults"). Set with failed, by the backend where it turns
+     * a status into the context's error, or by backend_fail_device. */
+    int device_fault;
     char err[384];
 } backend_ctx;
 
@@ -108,6 +115,12 @@ int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *tot
 static inline int backend_failed(const backend_ctx *ctx) { return ctx->failed; }
 /* Record an error (the first one sticks). For backends and the layers above. */
 void backend_fail(backend_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record an error that leaves the device unusable for the process (as
+ * backend_fail, and device_fault is set even if an earlier error is the one
+ * kept). The CUDA backend classifies its statuses itself; tests inject one
+ * through this on the CPU (PARLE_FAULT_REPLICA's `device` phase). */
+void backend_fail_device(backend_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Scratch of at least `floats` floats in the context's memory (NULL with the
  * sticky error set if out of memory). */

@@ -27,6 +27,7 @@ int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *to
 static void *alloc_failed(backend_ctx *ctx, cudaError_t rc, const char *what, size_t bytes)
 {
     (void)cudaGetLastError();
+    ctx->device_fault |= cuda_error_sticky(rc);
     if (rc == cudaErrorMemoryAllocation)
         backend_fail(ctx, "cuda:%d: out of %s allocating %zu bytes (%s: %s)", ctx->device, what,
                      bytes, cudaGetErrorName(rc), cudaGetErrorString(rc));

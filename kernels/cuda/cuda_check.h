@@ -11,7 +11,9 @@
  * the context's sticky error (backend_fail keeps the first; the call is
  * named by its function alone, so that long argument lists cannot push the
  * status out of ctx->err). Nothing is printed, nothing exits: the op returns
- * and the caller sees backend_failed(). */
+ * and the caller sees backend_failed(). A status that leaves the device
+ * unusable for the process (cuda_sticky.h) also sets ctx->device_fault; a
+ * cuBLAS or cuDNN failure asks the runtime whether that is what lies under it. */
 #ifndef PARLE_CUDA_CHECK_H
 #define PARLE_CUDA_CHECK_H
 
@@ -22,6 +24,7 @@
 #include <cudnn.h>
 
 #include "backend.h"
+#include "cuda_sticky.h"
 
 static inline int cuda_fail(char *err, size_t errlen, const char *file, int line, const char *func,
                             const char *call, cudaError_t rc)
@@ -59,7 +62,20 @@ static inline int cuda_ok_(backend_ctx *ctx, cudaError_t rc, const char *file, i
      * after a kernel launch (of this or another context) would report this
      * failure again. A device fault stays sticky in the driver regardless. */
     (void)cudaGetLastError();
+    ctx->device_fault |= cuda_error_sticky(rc);
     return library_fail_(ctx, file, line, call, cudaGetErrorName(rc), cudaGetErrorString(rc));
+}
+
+/* A call whose CUDA status is not ours to see (cuBLAS, cuDNN, NCCL, an
+ * err-buffer helper of vecops.cu) failed: was it because the device is gone
+ * for this process? A sticky error is returned by every later runtime call,
+ * so a query that waits for nothing answers it. Only on failure paths. */
+static inline void cuda_probe_device(backend_ctx *ctx)
+{
+    cudaError_t rc = cudaStreamQuery(0);
+    if (rc != cudaSuccess && rc != cudaErrorNotReady)
+        (void)cudaGetLastError();
+    ctx->device_fault |= cuda_error_sticky(rc);
 }
 
 static inline int cublas_ok_(backend_ctx *ctx, cublasStatus_t rc, const char *file, int line,
@@ -67,6 +83,7 @@ static inline int cublas_ok_(backend_ctx *ctx, cublasStatus_t rc, const char *fi
 {
     if (rc == CUBLAS_STATUS_SUCCESS)
         return 1;
+    cuda_probe_device(ctx);
     return library_fail_(ctx, file, line, call, cublasGetStatusName(rc),
                          cublasGetStatusString(rc));
 }
@@ -76,6 +93,7 @@ static inline int cudnn_ok_(backend_ctx *ctx, cudnnStatus_t rc, const char *file
 {
     if (rc == CUDNN_STATUS_SUCCESS)
         return 1;
+    cuda_probe_device(ctx);
     /* cudnnGetErrorString gives the status's name; the last error string,
      * when cuDNN kept one, says what was wrong with the arguments. */
     char why[200] = "";

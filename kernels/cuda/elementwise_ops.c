@@ -12,8 +12,10 @@
         cudaStream_t S = cuda_stream_of(ctx);               \
         char ERR[256];                                      \
         const size_t ERRLEN = sizeof ERR;                   \
-        if ((call) != 0)                                    \
+        if ((call) != 0) {                                  \
             backend_fail((ctx), "%s", ERR);                 \
+            cuda_probe_device(ctx);                         \
+        }                                                   \
     } while (0)
 
 void cuda_relu_forward_op(backend_ctx *ctx, size_t count, const float *x, float *y)

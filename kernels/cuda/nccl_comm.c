@@ -134,6 +134,7 @@ static void nccl_fail(backend_ctx *ctx, ncclComm_t comm, ncclResult_t rc, const 
     backend_fail(ctx, "%s:%d: %.*s: %s (%s%s%s)", file, line, CALL_NAME_LEN(call), call,
                  nccl_name(rc), ncclGetErrorString(rc), last && *last ? "; " : "",
                  last ? last : "");
+    cuda_probe_device(ctx);
 }
 
 /* A non-blocking communicator answers ncclInProgress while a call is still
