@@ -1,6 +1,7 @@
 /* CIFAR binary files: fixed-size records, label byte(s) then 3072 pixel bytes,
  * no header. A file's record count is its size over the record size. */
 #include "cifar.h"
+#include "data_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CIFAR_C 3
 #define CIFAR_SIDE 32
@@ -44,42 +46,35 @@ static int join_path(char *buf, size_t len, const char *dir, const char *name, c
     return 0;
 }
 
-static int file_exists(const char *path)
+/* Opens `path` and counts its records, or -1 with why. */
+static FILE *open_records(const char *path, size_t record, long *count, char *err, size_t errlen)
 {
     struct stat st;
-    return stat(path, &st) == 0;
-}
-
-/* Records in `path`, or -1 with why. */
-static long record_count(const char *path, size_t record, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
-        return -1;
-    }
+    int fd = data_open(path, &st, err, errlen);
+    if (fd < 0)
+        return NULL;
     if (st.st_size == 0 || (size_t)st.st_size % record != 0) {
         snprintf(err, errlen, "%s: truncated: %lld bytes is not a whole number of %zu-byte records",
                  path, (long long)st.st_size, record);
-        return -1;
+        close(fd);
+        return NULL;
     }
-    return (long)((size_t)st.st_size / record);
-}
-
-/* Reads the first `n` records of `path` into images/labels from example `first` on. */
-static int read_records(dataset *out, int first, int n, const char *path, const cifar_format *f,
-                        unsigned char *buf, char *err, size_t errlen)
-{
-    size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = fdopen(fd, "rb");
     if (!fp) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        close(fd);
+        return NULL;
     }
+    *count = (long)((size_t)st.st_size / record);
+    return fp;
+}
+
+/* Reads the first `n` records of `fp` (opened from `path`) into
+ * images/labels from example `first` on. */
+static int read_records(dataset *out, int first, int n, FILE *fp, const char *path,
+                        const cifar_format *f, unsigned char *buf, char *err, size_t errlen)
+{
+    size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
     int rc = -1;
     for (int done = 0; done < n;) {
         int chunk = n - done < CIFAR_CHUNK ? n - done : CIFAR_CHUNK;
@@ -114,29 +109,30 @@ static int read_records(dataset *out, int first, int n, const char *path, const 
     }
     rc = 0;
 done:
-    fclose(fp);
     return rc;
 }
 
-/* One set from `nfiles` files under dir, in order; every file is checked for
- * presence and size before anything is read. */
+/* One set from `nfiles` files under dir, in order; every file is opened and
+ * checked for size before anything is read. */
 static int load_set(dataset *out, const char *dir, const char *const *names, int nfiles,
                     const cifar_format *f, int limit, char *err, size_t errlen)
 {
     char paths[CIFAR_MAX_FILES][4096];
+    FILE *files[CIFAR_MAX_FILES] = {NULL};
     long counts[CIFAR_MAX_FILES], total = 0;
     size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
+    unsigned char *buf = NULL;
+    int rc = -1;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < nfiles; i++) {
-        if (join_path(paths[i], sizeof paths[i], dir, names[i], err, errlen) != 0)
-            return -1;
-        if ((counts[i] = record_count(paths[i], record, err, errlen)) < 0)
-            return -1;
+        if (join_path(paths[i], sizeof paths[i], dir, names[i], err, errlen) != 0 ||
+            !(files[i] = open_records(paths[i], record, &counts[i], err, errlen)))
+            goto done;
         total += counts[i];
     }
     if (total > INT_MAX) {
         snprintf(err, errlen, "%s: %ld records in all, more than supported", paths[0], total);
-        return -1;
+        goto done;
     }
     int n = limit > 0 && limit < total ? limit : (int)total;
     out->n = n;
@@ -145,20 +141,22 @@ static int load_set(dataset *out, const char *dir, const char *const *names, int
     out->classes = f->classes;
     out->images = malloc((size_t)n * CIFAR_PIXELS * sizeof(float));
     out->labels = malloc((size_t)n * sizeof(int32_t));
-    unsigned char *buf = malloc(CIFAR_CHUNK * record);
-    int rc = -1;
+    buf = malloc(CIFAR_CHUNK * record);
     if (!out->images || !out->labels || !buf) {
         snprintf(err, errlen, "%s: out of memory for %d images", paths[0], n);
         goto done;
     }
     for (int i = 0, first = 0; i < nfiles && first < n; i++) {
         int take = counts[i] < n - first ? (int)counts[i] : n - first;
-        if (read_records(out, first, take, paths[i], f, buf, err, errlen) != 0)
+        if (read_records(out, first, take, files[i], paths[i], f, buf, err, errlen) != 0)
             goto done;
         first += take;
     }
     rc = 0;
 done:
+    for (int i = 0; i < nfiles; i++)
+        if (files[i])
+            fclose(files[i]);
     free(buf);
     if (rc != 0)
         dataset_free(out);
@@ -180,11 +178,11 @@ int cifar_load_split(dataset *train, dataset *test, const char *root, int classe
     snprintf(dir, sizeof dir, "%s", root);
     if (join_path(probe, sizeof probe, root, f->train[0], err, errlen) != 0)
         return -1;
-    if (!file_exists(probe)) {
+    if (!data_exists(probe)) {
         if (join_path(dir, sizeof dir, root, f->subdir, err, errlen) != 0 ||
             join_path(probe, sizeof probe, dir, f->train[0], err, errlen) != 0)
             return -1;
-        if (!file_exists(probe)) {
+        if (!data_exists(probe)) {
             snprintf(err, errlen, "%s/%s: not found (nor under %s/)", root, f->train[0], dir);
             return -1;
         }

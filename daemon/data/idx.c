@@ -1,6 +1,7 @@
 /* IDX files (MNIST, Fashion-MNIST): a big-endian header (magic, then one u32
  * per dimension) followed by u8 data. zlib reads gzip and raw files alike. */
 #include "dataset.h"
+#include "data_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,11 +19,10 @@
 
 static gzFile idx_open(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int fd = data_open(path, &st, err, errlen);
+    if (fd < 0)
         return NULL;
-    }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         snprintf(err, errlen, "%s: cannot open: out of memory", path);
@@ -216,9 +216,8 @@ done:
 /* root/name.gz when present, else root/name. */
 static void idx_path(char *buf, size_t len, const char *root, const char *name)
 {
-    struct stat st;
     snprintf(buf, len, "%s/%s.gz", root, name);
-    if (stat(buf, &st) != 0)
+    if (!data_exists(buf))
         snprintf(buf, len, "%s/%s", root, name);
 }
 
