@@ -49,4 +49,62 @@ ctl devices | grep -q FAULTED && fail "parlectl devices still says FAULTED"
 c=$(ctl submit "$TMP/b.json" -q) || fail "submit c"
 ctl wait "$c" >/dev/null || fail "$c did not end done"
 stop_daemon
+
+# Socket-activated (a harness in systemd's place, as systemd.sh): the passed
+# socket crosses the re-exec as fd 3, never removed nor re-bound, and
+# NOTIFY_SOCKET hears READY=1, RELOADING=1, READY=1 from the one PID.
+rm -rf "$STATE"
+: >"$TMP/parled.out"
+ACT=$TMP/act.sock
+PARLE_FAULT_REPLICA=1:device:40:1 python3 - "$PARLED" "$ACT" "$STATE" "$TMP" <<'PY' \
+    >"$TMP/harness.out" 2>&1 &
+import os, socket, subprocess, sys
+parled, path, state, tmp = sys.argv[1:]
+lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+lsock.bind(path)
+lsock.listen(16)
+notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+name = "@parle-notify-%d" % os.getpid()
+notify.bind("\0" + name[1:])
+notify.settimeout(0.2)
+env = dict(os.environ, NOTIFY_SOCKET=name, LISTEN_FDS="1", PARLED=parled)
+def child():
+    if lsock.fileno() != 3:
+        os.dup2(lsock.fileno(), 3)
+    os.set_inheritable(3, True)
+p = subprocess.Popen(["sh", "-c", 'export LISTEN_PID=$$; exec "$PARLED" --socket "$1" --state-dir "$2" '
+                      '--log-level debug', "sh", path, state],
+                     env=env, preexec_fn=child, close_fds=False,
+                     stdout=open(tmp + "/parled.out", "w"), stderr=open(tmp + "/parled.err", "a"))
+open(tmp + "/parled.pid", "w").write("%d\n" % p.pid)
+lsock.close()
+while p.poll() is None:
+    try:
+        msg = notify.recv(4096).decode().split("\n")[0]
+        with open(tmp + "/notified", "a") as f:
+            f.write(msg + "\n")
+    except socket.timeout:
+        pass
+sys.exit(p.returncode)
+PY
+HARNESS=$!
+for _ in $(seq 300); do grep -q READY=1 "$TMP/notified" 2>/dev/null && break; sleep 0.1; done
+grep -q READY=1 "$TMP/notified" || fail "no READY=1: $(cat "$TMP/harness.out")"
+DAEMON_PID=$(cat "$TMP/parled.pid")
+c() { "$PARLECTL" --socket "$ACT" "$@"; }
+a=$(c submit "$TMP/a.json" -q) || fail "activated: submit a"
+b=$(c submit "$TMP/b.json" -q) || fail "activated: submit b"
+# A watch open across the re-exec ends with the connection, as at a shutdown:
+# wait for the new process's READY=1 first.
+for _ in $(seq 600); do [ "$(grep -c READY=1 "$TMP/notified")" = 2 ] && break; sleep 0.1; done
+c wait "$b" >/dev/null || fail "activated: $b did not end done after the re-exec"
+c status "$a" --json | grep -q '"state":[[:space:]]*"failed"' || fail "activated: $a not failed"
+[ "$(cat "$TMP/notified" | tr '\n' ' ')" = "READY=1 RELOADING=1 READY=1 " ] ||
+    fail "NOTIFY_SOCKET got: $(cat "$TMP/notified" | tr '\n' ' ')"
+[ "$(cat "$TMP/parled.pid")" = "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" || fail "activated: pid changed"
+grep -q "replaced the stale socket" "$TMP/parled.err" && fail "parled re-bound the passed socket"
+c shutdown >/dev/null || fail "activated: shutdown"
+wait "$HARNESS" || fail "activated: parled exited $? after shutdown"
+DAEMON_PID=
+[ -S "$ACT" ] || fail "parled removed the socket systemd passed it"
 echo PASS

@@ -72,9 +72,22 @@ static void test_sticky_error(void)
     backend_fail(&ctx, "a later error");
     CHECK(strstr(ctx.err, "label 12") && backend_sync(&ctx) == -1,
           "after a second error: sync %d, message \"%s\"", backend_sync(&ctx), ctx.err);
+    CHECK(!ctx.device_fault, "a label out of range is not a device fault");
+    /* A device fault after another error: the device is gone all the same. */
+    backend_fail_device(&ctx, "a device fault");
+    CHECK(ctx.device_fault && strstr(ctx.err, "label 12"),
+          "device_fault %d, message \"%s\"", ctx.device_fault, ctx.err);
     backend_ctx_free(&ctx);
     CHECK(!backend_failed(&ctx) && ctx.ops == NULL, "a freed context keeps its state");
     backend_ctx_free(&ctx); /* twice is harmless */
+
+    backend_ctx_init_cpu(&ctx, 1);
+    backend_fail_device(&ctx, "%s: %d", "first", 1);
+    CHECK(backend_failed(&ctx) && ctx.device_fault && strcmp(ctx.err, "first: 1") == 0,
+          "backend_fail_device: failed %d, device_fault %d, \"%s\"", backend_failed(&ctx),
+          ctx.device_fault, ctx.err);
+    backend_ctx_free(&ctx);
+    CHECK(!ctx.device_fault, "a freed context keeps its device fault");
 }
 
 /* Without a device (or without CUDA in the build) a CUDA context is refused

@@ -162,6 +162,20 @@ int main(void)
                o.rc == 0 ? "" : o.err);
     }
 
+    /* A device fault (backend_fail_device, injected on the CPU): the job fails
+     * with the context's error and the result names the device, for the
+     * daemon to mark faulted. Without one, the result names none. */
+    base_config(&cfg);
+    o = run_with(&cfg, "2:device:5:1", NULL, NULL);
+    CHECK(o.rc == -1 && strstr(o.err, "replica 2: step ") &&
+          strstr(o.err, "injected device fault"), "device fault: rc %d %s", o.rc, o.err);
+    CHECK(strncmp(o.res.device_fault, "cpu: ", 5) == 0 &&
+          strstr(o.res.device_fault, "injected device fault"), "device fault: result \"%s\"",
+          o.res.device_fault);
+    o = run_with(&cfg, "2:step:5:1", NULL, NULL);
+    CHECK(o.rc == -1 && !o.res.device_fault[0], "a plain failure named a device fault: \"%s\"",
+          o.res.device_fault);
+
     /* A fault spec the runner cannot read is an error, not ignored. */
     base_config(&cfg);
     o = run_with(&cfg, "1:explode:2", NULL, NULL);
