@@ -230,7 +230,8 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
         double step = median(step_s, reps), fl = median(floor_s, reps);
         /* The precision the context holds: backend.h says what each means. */
         printf("%-7s %-5s %10zu %9.3f ms %9.3f ms %6.2f %10.0f img/s  (sync latency %.1f us)\n",
-               a->name, precision_names[b.ctx.precision], b.m.nparams, 1e3 * step, 1e3 * fl,
+               a->name, precision_names[b.ctx.precision], b.m.nparams_logical, 1e3 * step,
+               1e3 * fl,
                fl > 0 ? step / fl : 0.0, batch / step, 1e6 * prof.sync_latency);
         printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\n", a->name, precision_names[b.ctx.precision],
                1e3 * step, 1e3 * fl, 1e6 * prof.sync_latency);

@@ -615,7 +615,7 @@ int main(int argc, char **argv)
         }
     printf("%s training step, %s%s, batch %d, %zu parameters, %.3f GFLOP/step, %d reps of %d "
            "steps\n", arch, precision == PRECISION_BF16 ? "bf16" : "fp32",
-           direct ? ", direct convolutions" : "", batch, b.m.nparams,
+           direct ? ", direct convolutions" : "", batch, b.m.nparams_logical,
            1e-9 * b.step_flops * batch, reps, steps);
     for (int t = 0; t < nthreads; t++) {
         double lo = step_s[t][0], hi = lo;

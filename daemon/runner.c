@@ -338,7 +338,9 @@ static void emit_log(job_run *run, const char *fmt, ...)
 }
 
 /* The replica's checkpointed tensors: the rule's state vectors and the BN
- * statistics, as 1-D tensors. Returns how many. */
+ * statistics, as 1-D tensors. Returns how many. The rule's vectors are saved
+ * packed (model_pack_params: nparams_logical floats, without the alignment's
+ * padding), so files from before the alignment still load. */
 static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **data)
 {
     const char *names[RULE_MAX_STATE];
@@ -346,7 +348,8 @@ static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **da
     for (int i = 0; i <= n; i++) {
         memset(&ts[i], 0, sizeof ts[i]);
         snprintf(ts[i].name, sizeof ts[i].name, "%s", i < n ? names[i] : "bn_stats");
-        ts[i].count = i < n ? r->model.nparams : r->model.nstats;
+        ts[i].is_stat = i == n;
+        ts[i].count = i < n ? r->model.nparams_logical : r->model.nstats;
         ts[i].ndim = 1;
         ts[i].shape[0] = (int)ts[i].count;
     }
@@ -355,16 +358,26 @@ static int replica_tensors(job_run *run, replica *r, tensor_info *ts, float **da
 }
 
 /* Host copies of the replica's tensors, for files: they may live on a GPU.
- * `download` fills them. NULL entries when out of memory (reported). */
+ * Each holds its whole buffer; `download` fills them, the rule's vectors
+ * packed. NULL entries when out of memory (reported). */
+static size_t mirror_floats(const replica *r, const tensor_info *t)
+{
+    return t->is_stat ? r->model.nstats : r->model.nparams;
+}
+
 static int host_mirror(replica *r, const tensor_info *ts, float *const *data, int n,
                        float **host, int download)
 {
     int ok = 1;
     for (int i = 0; i < n; i++) {
-        host[i] = backend_host_alloc(&r->ctx, ts[i].count * sizeof(float));
+        host[i] = backend_host_alloc(&r->ctx, mirror_floats(r, &ts[i]) * sizeof(float));
         ok &= host[i] != NULL;
-        if (host[i] && download)
-            backend_download(&r->ctx, host[i], data[i], ts[i].count * sizeof(float));
+        if (host[i] && download) {
+            backend_download(&r->ctx, host[i], data[i],
+                             mirror_floats(r, &ts[i]) * sizeof(float));
+            if (!ts[i].is_stat && !backend_failed(&r->ctx))
+                model_pack_params(&r->model, host[i]);
+        }
     }
     return ok && !backend_failed(&r->ctx) ? 0 : -1;
 }
@@ -490,8 +503,11 @@ static int restore_replica(job_run *run, replica *r, sampler *smp, char *err, si
         return -1;
     }
     int read = checkpoint_read_replica(&run->resume, replica_id(run, r), ts, host, n, &meta, err, errlen);
-    for (int i = 0; i < n && read == 0; i++)
-        backend_upload(&r->ctx, data[i], host[i], ts[i].count * sizeof(float));
+    for (int i = 0; i < n && read == 0; i++) {
+        if (!ts[i].is_stat)
+            model_unpack_params(&r->model, host[i]);
+        backend_upload(&r->ctx, data[i], host[i], mirror_floats(r, &ts[i]) * sizeof(float));
+    }
     /* The upload must finish before the pinned buffers go. */
     backend_sync(&r->ctx);
     host_mirror_free(r, host, n);

@@ -47,7 +47,14 @@ static void nb_finish(net_builder *b, layer *l)
     layer_bind(l);
 }
 
-/* Registers a named tensor and returns its offset in params or stats. */
+/* n floats rounded up to whole MODEL_PARAM_ALIGN blocks. */
+static size_t param_align(size_t n)
+{
+    return (n + MODEL_PARAM_ALIGN - 1) / MODEL_PARAM_ALIGN * MODEL_PARAM_ALIGN;
+}
+
+/* Registers a named tensor and returns its offset in params or stats: a
+ * parameter at the next multiple of MODEL_PARAM_ALIGN floats. */
 static size_t nb_tensor(net_builder *b, const char *layer_name, const char *suffix, int is_stat,
                         int ndim, const int *shape)
 {
@@ -74,9 +81,15 @@ static size_t nb_tensor(net_builder *b, const char *layer_name, const char *suff
         t->shape[i] = shape[i];
         t->count *= (size_t)shape[i];
     }
-    size_t *total = is_stat ? &m->nstats : &m->nparams;
-    t->offset = *total;
-    *total += t->count;
+    if (is_stat) {
+        t->offset = t->logical = m->nstats;
+        m->nstats += t->count;
+    } else {
+        t->logical = m->nparams_logical;
+        m->nparams_logical += t->count;
+        t->offset = param_align(m->nparams);
+        m->nparams = t->offset + t->count;
+    }
     return t->offset;
 }
 
@@ -215,6 +228,7 @@ int model_build(model *m, backend_ctx *ctx, const model_spec *spec, int max_batc
         if (l->src2 >= 0)
             m->layers[l->src2].consumers++;
     }
+    m->nparams = param_align(m->nparams); /* whole blocks: no tail for vector loops */
     const size_t arena = b.failed ? SIZE_MAX : model_layout(m, NULL);
     if (arena == SIZE_MAX) {
         snprintf(err, errlen, "model: out of host memory building %s", spec->arch);
@@ -275,6 +289,17 @@ static void init_normal(float *p, size_t count, float std, philox_key key, size_
     }
 }
 
+/* The logical offset of the parameter tensor at `offset`: its draws are
+ * numbered as if the tensors lay back to back, so aligning them changed no
+ * initial value. */
+static size_t logical_offset(const model *m, size_t offset)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (!m->tensors[i].is_stat && m->tensors[i].offset == offset)
+            return m->tensors[i].logical;
+    return offset; /* not reached: every layer's w and b are tensors */
+}
+
 /* The initial parameters and statistics into host arrays. */
 static void init_host(const model *m, philox_key key, float *params, float *stats)
 {
@@ -284,12 +309,14 @@ static void init_host(const model *m, philox_key key, float *params, float *stat
             size_t fan_in = l->kind == LAYER_CONV ? (size_t)l->in_c * l->conv.k * l->conv.k
                                                   : layer_in_size(l);
             float bound = 1.0f / sqrtf((float)fan_in);
+            const size_t w = logical_offset(m, l->w);
             if (l->init_std > 0)
-                init_normal(params + l->w, (size_t)l->out_c * fan_in, l->init_std, key, l->w);
+                init_normal(params + l->w, (size_t)l->out_c * fan_in, l->init_std, key, w);
             else
-                init_uniform(params + l->w, (size_t)l->out_c * fan_in, bound, key, l->w);
+                init_uniform(params + l->w, (size_t)l->out_c * fan_in, bound, key, w);
             if (l->b != NO_TENSOR)
-                init_uniform(params + l->b, (size_t)l->out_c, bound, key, l->b);
+                init_uniform(params + l->b, (size_t)l->out_c, bound, key,
+                             logical_offset(m, l->b));
         } else if (l->kind == LAYER_BN) {
             for (int c = 0; c < l->out_c; c++) {
                 params[l->w + c] = 1.0f;
@@ -508,4 +535,31 @@ const tensor_info *model_find_tensor(const model *m, const char *name)
         if (strcmp(m->tensors[i].name, name) == 0)
             return &m->tensors[i];
     return NULL;
+}
+
+/* Tensors are registered in order, so both offsets grow with the index:
+ * packing moves each tensor down (never over one not yet moved), unpacking
+ * moves them up from the last. */
+void model_pack_params(const model *m, float *v)
+{
+    for (int i = 0; i < m->ntensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        if (!t->is_stat && t->logical != t->offset)
+            memmove(v + t->logical, v + t->offset, t->count * sizeof(float));
+    }
+}
+
+void model_unpack_params(const model *m, float *v)
+{
+    size_t end = m->nparams; /* where the tensor above the current one starts */
+    for (int i = m->ntensors - 1; i >= 0; i--) {
+        const tensor_info *t = &m->tensors[i];
+        if (t->is_stat)
+            continue;
+        if (t->logical != t->offset)
+            memmove(v + t->offset, v + t->logical, t->count * sizeof(float));
+        memset(v + t->offset + t->count, 0, (end - t->offset - t->count) * sizeof(float));
+        end = t->offset;
+    }
+    memset(v, 0, end * sizeof(float));
 }

@@ -17,8 +17,20 @@ typedef struct tensor_info {
     char name[TENSOR_NAME_MAX]; /* PyTorch state_dict name, e.g. "conv1.weight" */
     int is_stat;                /* 0: lives in params/grads; 1: in stats */
     size_t offset, count;       /* in floats, into the flat buffer */
+    /* In floats, into the logical layout: the tensors back to back, as the
+     * buffers were before parameters were aligned (and as checkpoints keep
+     * the rule's vectors); it numbers the tensor's initial Philox draws.
+     * The offset itself, for a statistic. */
+    size_t logical;
     int ndim, shape[4];
 } tensor_info;
+
+/* Every parameter tensor (and so its gradient) starts at a multiple of this
+ * many floats (256 bytes) from the start of params and grads, whose bases
+ * are 256-byte aligned; so does the end of the buffer. The floats in
+ * between are padding: zero after model_build, and kept zero by every update
+ * of the flat vectors, which are element-wise on zeros with zero gradients. */
+#define MODEL_PARAM_ALIGN 64
 
 typedef struct model model;
 typedef struct layer layer;
@@ -76,7 +88,12 @@ struct model {
     int train;                  /* built for training; else forward passes only */
     int nlayers;
     layer *layers;
+    /* Buffer lengths in floats: nparams counts the parameters' padding
+     * (MODEL_PARAM_ALIGN), so every vector that mirrors params (gradients,
+     * the rules' state, comm) takes nparams floats; nparams_logical is the
+     * real number of parameters, the one to report. */
     size_t nparams, nstats;
+    size_t nparams_logical;
     float *params, *grads, *stats; /* grads: NULL unless train */
     int ntensors;
     tensor_info *tensors;
@@ -165,5 +182,12 @@ void model_evaluate(model *m, backend_ctx *ctx, const float *images, const int32
 void model_recompute_bn(model *m, backend_ctx *ctx, const float *images, int count);
 
 const tensor_info *model_find_tensor(const model *m, const char *name);
+
+/* A host vector of m->nparams floats laid out as params, packed in place
+ * into the logical layout (its first m->nparams_logical floats: the tensors
+ * back to back), and back (unpack zeroes the padding). Checkpoints keep the
+ * rule's vectors packed, as they were before parameters were aligned. */
+void model_pack_params(const model *m, float *v);
+void model_unpack_params(const model *m, float *v);
 
 #endif

@@ -196,7 +196,9 @@ size_t model_layout(model *m, char *arena)
         total = 0;
         for (int s = 0; s < slots; s++) {
             offsets[s] = total;
-            total += (sizes[s] + 63) & ~(size_t)63; /* whole cache lines */
+            /* Whole 256-byte blocks, so every buffer is as aligned as the
+             * arena's base (cuDNN and vector loads like 256). */
+            total += (sizes[s] + 255) & ~(size_t)255;
         }
         for (int i = 0; arena && i < n; i++)
             bind(m, &bufs[i], arena + offsets[bufs[i].slot]);

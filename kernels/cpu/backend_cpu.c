@@ -14,12 +14,14 @@
 #include <dnnl.h>
 #endif
 
-/* Whole 64-byte lines (at least one, so 0 bytes still gets a pointer), as
- * aligned_alloc requires and vector loads like. */
+/* Whole 256-byte blocks (at least one, so 0 bytes still gets a pointer),
+ * as aligned_alloc requires, on 256-byte boundaries as cudaMalloc gives:
+ * a model's aligned parameter tensors and arena buffers (MODEL_PARAM_ALIGN)
+ * are then as aligned on the CPU as on a GPU. */
 static void *cpu_alloc(backend_ctx *ctx, size_t bytes)
 {
-    size_t rounded = bytes ? (bytes + 63) & ~(size_t)63 : 64;
-    void *p = rounded >= bytes ? aligned_alloc(64, rounded) : NULL;
+    size_t rounded = bytes ? (bytes + 255) & ~(size_t)255 : 256;
+    void *p = rounded >= bytes ? aligned_alloc(256, rounded) : NULL;
     if (!p)
         backend_fail(ctx, "cpu: out of memory allocating %zu bytes", bytes);
     return p;

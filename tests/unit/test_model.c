@@ -29,12 +29,13 @@ static void check_count(const char *arch, int c, int h, int depth, int width, si
     CHECK(rc == 0, "%s: %s", arch, err);
     if (rc != 0)
         return;
-    CHECK(m.nparams == want, "%s %d-%d: %zu parameters, want %zu", arch, depth, width, m.nparams,
-          want);
+    CHECK(m.nparams_logical == want, "%s %d-%d: %zu parameters, want %zu", arch, depth, width,
+          m.nparams_logical, want);
     size_t sum = 0;
     for (int i = 0; i < m.ntensors; i++)
         sum += m.tensors[i].is_stat ? 0 : m.tensors[i].count;
-    CHECK(sum == m.nparams, "%s: named tensors cover %zu of %zu parameters", arch, sum, m.nparams);
+    CHECK(sum == m.nparams_logical, "%s: named tensors cover %zu of %zu parameters", arch, sum,
+          m.nparams_logical);
     model_free(&m, NULL);
 }
 
