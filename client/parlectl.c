@@ -267,7 +267,9 @@ const char *fmt_num(double v, const char *fmt, char *buf, size_t len)
 static void print_job(const cJSON *j)
 {
     char a[32], b[32], c[32], d[32];
-    printf("%s  %s  %s\n", str(j, "id"), str(j, "name"), str(j, "state"));
+    const cJSON *owner = cJSON_GetObjectItemCaseSensitive(j, "owner");
+    printf("%s  %s  %s  (%s)\n", str(j, "id"), str(j, "name"), str(j, "state"),
+           str(owner, "user"));
     printf("  %s x%.0f, %s on %s, devices %s\n", str(j, "algorithm"), num(j, "replicas"),
            str(j, "model"), str(j, "dataset"), str(j, "devices"));
     printf("  epoch %.0f/%.0f  step %.0f  data passes %s\n", num(j, "epoch"), num(j, "epochs"),
@@ -293,14 +295,15 @@ static void print_job(const cJSON *j)
 static void print_job_table(const cJSON *jobs)
 {
     char a[32], b[32];
-    printf("%-8s %-10s %-28s %-14s %-9s %-10s %s\n", "ID", "STATE", "NAME", "ALGORITHM", "EPOCH",
-           "TEST ERR", "ELAPSED");
+    printf("%-8s %-10s %-12s %-28s %-14s %-9s %-10s %s\n", "ID", "STATE", "USER", "NAME",
+           "ALGORITHM", "EPOCH", "TEST ERR", "ELAPSED");
     const cJSON *j;
     cJSON_ArrayForEach(j, jobs) {
         char algo[32], epoch[24];
         snprintf(algo, sizeof(algo), "%s x%.0f", str(j, "algorithm"), num(j, "replicas"));
         snprintf(epoch, sizeof(epoch), "%.0f/%.0f", num(j, "epoch"), num(j, "epochs"));
-        printf("%-8s %-10s %-28.28s %-14s %-9s %-10s %s\n", str(j, "id"), str(j, "state"),
+        printf("%-8s %-10s %-12.12s %-28.28s %-14s %-9s %-10s %s\n", str(j, "id"),
+               str(j, "state"), str(cJSON_GetObjectItemCaseSensitive(j, "owner"), "user"),
                str(j, "name"), algo, epoch, fmt_percent(num(j, "test_error"), a, sizeof(a)),
                fmt_duration(num(j, "elapsed_s"), b, sizeof(b)));
     }

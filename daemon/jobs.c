@@ -38,6 +38,18 @@ const char *job_state_name(enum job_state s) { return state_names[s]; }
 
 int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
 const char *job_id(const job *j) { return j->id; }
+const job_owner *job_owner_of(const job *j) { return &j->owner; }
+
+void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
+
+/* Queued and running jobs of uid. */
+static int active_jobs_of(const jobs *js, unsigned uid)
+{
+    int n = 0;
+    for (const job *j = js->first; j; j = j->next)
+        n += j->owner.uid == uid && !job_state_final(j->state);
+    return n;
+}
 enum job_state job_state_of(const job *j) { return j->state; }
 
 /* A job's devices within the daemon's `allowed` ones (jobconfig.h's forms):
@@ -402,7 +414,9 @@ static void mark_faulted(jobs *js, job *j, const char *why)
     devices_text(j->devices, dev, sizeof dev);
     for (int i = 0; i < 64; i++)
         if ((j->devices & (1ull << i)) && !(js->faulted & (1ull << i)))
-            snprintf(js->fault[i], sizeof js->fault[i], "%s (job %s)", why, j->id);
+            /* The message clipped to leave room for the job's id. */
+            snprintf(js->fault[i], sizeof js->fault[i], "%.*s (job %s)",
+                     (int)(sizeof js->fault[i] - sizeof j->id - 8), why, j->id);
     js->faulted |= j->devices;
     job_log(j, "device fault on %s: %s; no job starts there again until parled has "
             "re-executed itself", dev, why);
@@ -546,11 +560,18 @@ fail:
 
 void jobs_start(jobs *js) { schedule(js); }
 
-job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
+job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
+                 char *err, size_t errlen)
 {
     if (js->stopping && !js->restarting) {
         *code = ERR_SHUTTING_DOWN;
         snprintf(err, errlen, "parled is shutting down");
+        return NULL;
+    }
+    if (js->limits.jobs_per_user > 0 && active_jobs_of(js, owner->uid) >= js->limits.jobs_per_user) {
+        *code = ERR_LIMIT;
+        snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
+                 "--max-jobs-per-user", owner->user, owner->uid, js->limits.jobs_per_user);
         return NULL;
     }
     *code = ERR_INTERNAL;
@@ -574,6 +595,7 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
         goto fail;
     }
     j->js = js;
+    j->owner = *owner;
     j->test_error = j->test_loss = NAN;
     snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
     snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
@@ -595,8 +617,9 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, 
     else
         js->first = j;
     js->last = j;
-    job_log(j, "submitted: %s, %s x%d, %s, %d epochs", j->cfg.model.arch, j->cfg.algorithm.name,
-            j->cfg.algorithm.replicas, j->cfg.data.dataset, j->cfg.epochs);
+    job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
+            j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
+            j->cfg.data.dataset, j->cfg.epochs);
     set_state(j, JOB_QUEUED);
     schedule(js);
     return j;

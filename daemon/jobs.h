@@ -14,6 +14,19 @@ typedef struct job job;
 
 enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
 
+/* Who submitted a job, from the socket's peer credentials: the job reads its
+ * files with this user's rights, and only this user, root and the daemon's
+ * --admin-group may act on it (docs/architecture.md, "Security model"). */
+typedef struct job_owner {
+    unsigned uid, gid;
+    char user[64];          /* the name at submit, or the uid in digits */
+} job_owner;
+
+/* Bounds of the queue (parled's flags). */
+typedef struct jobs_limits {
+    int jobs_per_user;      /* queued + running jobs of one user */
+} jobs_limits;
+
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
  * {"event":"state"|"progress"|"eval"|"log", "id":..., ...}; `text` one line
  * appended to the job's log.txt (no '\n'). on_end comes after the last event. */
@@ -35,12 +48,16 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
 /* Start the reloaded jobs that can run (once the daemon serves its socket). */
 void jobs_start(jobs *js);
 
-/* Validate `job_json` completely, persist it and queue it. Returns the job,
- * or NULL with *code (ERR_INVALID_JOB, ERR_INTERNAL, ...) and a message. */
-job *jobs_submit(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen);
+/* Validate `job_json` completely, persist it and queue it as `owner`'s.
+ * Returns the job, or NULL with *code (ERR_INVALID_JOB, ERR_LIMIT,
+ * ERR_INTERNAL, ...) and a message. */
+job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
+                 char *err, size_t errlen);
+void jobs_set_limits(jobs *js, const jobs_limits *limits);
 
 job *jobs_find(jobs *js, const char *id);
 const char *job_id(const job *j);
+const job_owner *job_owner_of(const job *j);
 enum job_state job_state_of(const job *j);
 int job_state_final(enum job_state s);
 const char *job_state_name(enum job_state s);

@@ -31,6 +31,7 @@ struct job {
     char id[PROTO_ID_MAX];
     char dir[1100];
     job_config cfg;
+    job_owner owner;
     uint64_t devices;
     enum job_state state;
     char error[JOB_ERR_MAX];
@@ -77,6 +78,7 @@ struct jobs {
     char jobs_dir[1040];
     int *cores, ncores;
     uint64_t devices, busy;
+    jobs_limits limits;
     char devices_text[64];
     job *first, *last;
     int next_id;

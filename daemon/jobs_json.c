@@ -83,6 +83,10 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
     cJSON_AddStringToObject(o, "state", job_state_name(j->state));
+    cJSON *owner = cJSON_AddObjectToObject(o, "owner");
+    cJSON_AddNumberToObject(owner, "uid", j->owner.uid);
+    cJSON_AddNumberToObject(owner, "gid", j->owner.gid);
+    cJSON_AddStringToObject(owner, "user", j->owner.user);
     if (j->error[0])
         cJSON_AddStringToObject(o, "error", j->error);
     else

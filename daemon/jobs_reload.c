@@ -3,6 +3,8 @@
  * in their order, a job that was running queued first to resume. */
 #include <dirent.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,28 @@ static long status_count(const cJSON *st, const char *key)
     return v >= 0 && v < 1e15 ? (long)v : -1;
 }
 
+/* The owner status.json names; a job from before owners were recorded, or
+ * one whose record is damaged, is root's: only root and the admin group
+ * may then act on it. */
+static void restore_owner(job *j, const cJSON *o)
+{
+    const double uid = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "uid"));
+    const double gid = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "gid"));
+    const char *user = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "user"));
+    int ok = uid >= 0 && uid <= UINT32_MAX && uid == (unsigned)uid && gid >= 0 &&
+             gid <= UINT32_MAX && gid == (unsigned)gid && user && *user &&
+             strlen(user) < sizeof j->owner.user;
+    for (const char *c = user; ok && *c; c++)
+        ok = *c > 0x20 && *c < 0x7f;
+    if (ok) {
+        j->owner.uid = (unsigned)uid;
+        j->owner.gid = (unsigned)gid;
+        snprintf(j->owner.user, sizeof j->owner.user, "%s", user);
+    } else {
+        j->owner = (job_owner){.uid = 0, .gid = 0, .user = "root"};
+    }
+}
+
 /* Fill j from its status.json: state, error, times and last values. */
 static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
 {
@@ -41,6 +65,7 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
         return -1;
     }
     j->state = (enum job_state)s;
+    restore_owner(j, cJSON_GetObjectItemCaseSensitive(st, "owner"));
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
     snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
     j->submitted_at = status_num(st, "submitted_at", 0);

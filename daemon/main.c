@@ -26,7 +26,15 @@ static const char usage[] =
     "  --state-dir DIR    where jobs are kept (default $XDG_STATE_HOME/parled; as root\n"
     "                     /var/lib/parled; else ~/.local/state/parled)\n"
     "  --devices D        what jobs may use: cpu, auto, or GPU ids like 0,1 (default auto)\n"
-    "  --group G          also let members of group G use the socket\n"
+    "  --group G          also let members of group G use the socket: each may submit\n"
+    "                     jobs and see every job's status, and act (cancel, logs,\n"
+    "                     watch, export, metrics) on its own jobs only\n"
+    "  --admin-group G    members of group G may also act on any job and shut parled\n"
+    "                     down, as root and parled's own user may\n"
+    "  --max-jobs-per-user N     queued and running jobs of one user (default 100)\n"
+    "  --max-connections N       connections at once, all users (default 128)\n"
+    "  --max-connections-per-user N  connections at once of one user other than root\n"
+    "                     and the admin group (default 16); 0 lifts any of the three\n"
     "  --stop-timeout S   at SIGTERM, wait up to S seconds (default 300) for running\n"
     "                     jobs to checkpoint; then stop them at once (they resume\n"
     "                     from their last checkpoint)\n"
@@ -117,6 +125,10 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
+        {"admin-group", required_argument, 0, 'a'},
+        {"max-jobs-per-user", required_argument, 0, 'J'},
+        {"max-connections", required_argument, 0, 'C'},
+        {"max-connections-per-user", required_argument, 0, 'U'},
         {"stop-timeout", required_argument, 0, 't'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
@@ -134,7 +146,8 @@ int main(int argc, char **argv)
         snprintf(default_state, sizeof(default_state), "%s/.local/state/parled",
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
-                         .devices = "auto", .stop_timeout_s = 300};
+                         .devices = "auto", .stop_timeout_s = 300, .max_jobs_per_user = 100,
+                         .max_conns = 128, .max_conns_per_user = 16};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -142,6 +155,23 @@ int main(int argc, char **argv)
         case 'd': cfg.state_dir = optarg; break;
         case 'D': cfg.devices = optarg; break;
         case 'g': cfg.group = optarg; break;
+        case 'a': cfg.admin_group = optarg; break;
+        case 'J':
+        case 'C':
+        case 'U': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || n < 0 || n > 1000000) {
+                fprintf(stderr, "parled: --%s: expected a count in 0..1000000, got %s\n",
+                        c == 'J' ? "max-jobs-per-user" : c == 'C' ? "max-connections"
+                                                                  : "max-connections-per-user",
+                        optarg);
+                return 2;
+            }
+            *(c == 'J' ? &cfg.max_jobs_per_user : c == 'C' ? &cfg.max_conns
+                                                           : &cfg.max_conns_per_user) = (int)n;
+            break;
+        }
         case 't': {
             char *end;
             cfg.stop_timeout_s = strtod(optarg, &end);

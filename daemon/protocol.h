@@ -31,6 +31,7 @@ enum proto_op {
 #define ERR_NOT_FOUND "not_found"
 #define ERR_BAD_STATE "bad_state"
 #define ERR_FORBIDDEN "forbidden"
+#define ERR_LIMIT "limit"            /* a bound of parled's flags: the message names it */
 #define ERR_SHUTTING_DOWN "shutting_down"
 #define ERR_INTERNAL "internal"
 

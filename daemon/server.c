@@ -22,8 +22,12 @@
 #include "server_impl.h"
 
 /* A client that does not read its watch stream is dropped once this much
- * output waits for it. */
-#define MAX_PENDING_OUTPUT (64u << 20)
+ * output waits for it (a logs reply is at most 8 MiB). */
+#define MAX_PENDING_OUTPUT (16u << 20)
+/* A client's requests are not read while this much of its output waits:
+ * a client pipelining requests without reading the replies holds at most
+ * this, one request line and one reply, not all it asked for. */
+#define READ_PAUSE_OUTPUT (1u << 20)
 #define MAX_GROUPS 1024
 
 enum log_level server_log_level = LOG_INFO;
@@ -59,6 +63,7 @@ static void on_conn_closed(uv_handle_t *h)
 static void conn_unlink(conn *c)
 {
     c->closing = 1;
+    c->srv->nconns--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -94,6 +99,10 @@ static void conn_end(conn *c)
         uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
+static void serve_lines(conn *c);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
 static void on_written(uv_write_t *req, int status)
 {
     write_req *w = (write_req *)req;
@@ -103,6 +112,12 @@ static void on_written(uv_write_t *req, int status)
     if (status < 0 && status != UV_ECANCELED) {
         server_log(LOG_DEBUG, "write to a client failed: %s", uv_strerror(status));
         conn_close(c);
+    } else if (c->paused && !c->closing &&
+               uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) < READ_PAUSE_OUTPUT / 2) {
+        c->paused = 0;
+        serve_lines(c);
+        if (!c->paused && !c->closing)
+            uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
     }
 }
 
@@ -174,48 +189,85 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     } else if (nread > 0 && proto_framer_push(&c->framer, buf->base, (size_t)nread) != 0) {
         send_error_and_end(c, ERR_INTERNAL, "out of memory");
     } else if (nread > 0) {
-        char *line;
-        size_t len;
-        int r;
-        while (!c->closing && (r = proto_framer_next(&c->framer, &line, &len)) != 0) {
-            if (r < 0) {
-                char msg[96];
-                snprintf(msg, sizeof(msg), "request line longer than %u bytes", PROTO_MAX_LINE);
-                send_error_and_end(c, ERR_LINE_TOO_LONG, msg);
-                break;
-            }
-            server_handle_request(c, line, len);
-        }
+        serve_lines(c);
     }
     free(buf->base);
 }
 
-/* Root, the daemon's own uid, and members of --group may talk to parled. */
-static int peer_allowed(server *s, int fd, unsigned *uid_out)
+/* Answer the complete request lines buffered, until the client's unread
+ * replies pass READ_PAUSE_OUTPUT: then stop reading it (on_written goes
+ * on once they drain). */
+static void serve_lines(conn *c)
+{
+    char *line;
+    size_t len;
+    int r;
+    while (!c->closing && !c->paused && (r = proto_framer_next(&c->framer, &line, &len)) != 0) {
+        if (r < 0) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "request line longer than %u bytes", PROTO_MAX_LINE);
+            send_error_and_end(c, ERR_LINE_TOO_LONG, msg);
+            break;
+        }
+        server_handle_request(c, line, len);
+        if (!c->closing &&
+            uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > READ_PAUSE_OUTPUT) {
+            c->paused = 1;
+            uv_read_stop((uv_stream_t *)&c->pipe);
+        }
+    }
+}
+
+/* Is uid, by its primary gid or the group database, in group g? */
+static int in_group(const char *user, unsigned gid, gid_t g)
+{
+    if (gid == g)
+        return 1;
+    gid_t groups[MAX_GROUPS];
+    int n = MAX_GROUPS;
+    if (getgrouplist(user, (gid_t)gid, groups, &n) < 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == g)
+            return 1;
+    return 0;
+}
+
+/* Who is on the other end (SO_PEERCRED, the user's name) and what it may
+ * do: root, the daemon's own uid and members of --group talk to parled;
+ * root, the daemon's uid and --admin-group members act on any job. 1 if
+ * allowed. */
+static int peer_identify(server *s, int fd, conn *c)
 {
     struct ucred cr;
     socklen_t len = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
         return 0;
-    *uid_out = cr.uid;
-    if (cr.uid == 0 || cr.uid == geteuid())
-        return 1;
-    if (!s->have_group)
-        return 0;
-    if (cr.gid == s->group)
-        return 1;
+    c->peer_uid = cr.uid;
+    c->peer_gid = cr.gid;
     struct passwd pw, *found = NULL;
     char pwbuf[4096];
-    if (getpwuid_r(cr.uid, &pw, pwbuf, sizeof(pwbuf), &found) != 0 || !found)
-        return 0;
-    gid_t groups[MAX_GROUPS];
-    int n = MAX_GROUPS;
-    if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (groups[i] == s->group)
-            return 1;
-    return 0;
+    int named = getpwuid_r(cr.uid, &pw, pwbuf, sizeof(pwbuf), &found) == 0 && found &&
+                strlen(found->pw_name) < sizeof c->peer_user;
+    if (named)
+        snprintf(c->peer_user, sizeof c->peer_user, "%s", found->pw_name);
+    else
+        snprintf(c->peer_user, sizeof c->peer_user, "%u", (unsigned)cr.uid);
+    if (cr.uid == 0 || cr.uid == geteuid()) {
+        c->admin = 1;
+        return 1;
+    }
+    c->admin = s->have_admin_group && named && in_group(c->peer_user, cr.gid, s->admin_group);
+    return c->admin || (s->have_group && (cr.gid == s->group ||
+                                          (named && in_group(c->peer_user, cr.gid, s->group))));
+}
+
+static int conns_of(const server *s, unsigned uid)
+{
+    int n = 0;
+    for (const conn *c = s->conns; c; c = c->next)
+        n += c->peer_uid == uid;
+    return n;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -229,6 +281,8 @@ static void on_connection(uv_stream_t *listener, int status)
     if (!c)
         return;
     c->srv = s;
+    c->peer_uid = (unsigned)-1;
+    s->nconns++;
     proto_framer_init(&c->framer, PROTO_MAX_LINE);
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->next = s->conns;
@@ -240,17 +294,29 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     uv_os_fd_t fd;
-    unsigned uid = (unsigned)-1;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_allowed(s, fd, &uid)) {
-        server_log(LOG_WARN, "refused a connection from uid %d", (int)uid);
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_identify(s, fd, c)) {
+        server_log(LOG_WARN, "refused a connection from uid %d", (int)c->peer_uid);
         char msg[160];
         snprintf(msg, sizeof(msg),
-                 "uid %d may not use parled (allowed: root, uid %u%s)", (int)uid,
+                 "uid %d may not use parled (allowed: root, uid %u%s)", (int)c->peer_uid,
                  (unsigned)geteuid(), s->have_group ? " and the daemon's --group" : "");
         send_error_and_end(c, ERR_FORBIDDEN, msg);
         return;
     }
-    c->peer_uid = uid;
+    /* The bounds count this connection, already linked. */
+    char msg[160] = "";
+    if (s->max_conns > 0 && s->nconns > s->max_conns)
+        snprintf(msg, sizeof msg, "parled serves %d connections at once (--max-connections)",
+                 s->max_conns);
+    else if (s->max_conns_per_user > 0 && !c->admin &&
+             conns_of(s, c->peer_uid) > s->max_conns_per_user)
+        snprintf(msg, sizeof msg, "%s (uid %u) has %d connections open "
+                 "(--max-connections-per-user)", c->peer_user, c->peer_uid, s->max_conns_per_user);
+    if (msg[0]) {
+        server_log(LOG_WARN, "refused a connection: %s", msg);
+        send_error_and_end(c, ERR_LIMIT, msg);
+        return;
+    }
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 
@@ -374,7 +440,8 @@ static int clear_stale_socket(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-static int resolve_group(const char *name, gid_t *gid, char *err, size_t errlen)
+static int resolve_group(const char *option, const char *name, gid_t *gid, char *err,
+                         size_t errlen)
 {
     struct group gr, *found = NULL;
     char buf[16384];
@@ -389,7 +456,7 @@ static int resolve_group(const char *name, gid_t *gid, char *err, size_t errlen)
         *gid = (gid_t)n;
         return 0;
     }
-    snprintf(err, errlen, "--group: no group %s", name);
+    snprintf(err, errlen, "%s: no group %s", option, name);
     return -1;
 }
 
@@ -462,14 +529,22 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     snprintf(s->socket_path, sizeof(s->socket_path), "%s", cfg->socket_path);
     snprintf(s->state_dir, sizeof(s->state_dir), "%s", cfg->state_dir);
     if (cfg->group) {
-        if (resolve_group(cfg->group, &s->group, err, errlen) != 0)
+        if (resolve_group("--group", cfg->group, &s->group, err, errlen) != 0)
             goto fail;
         s->have_group = 1;
     }
+    if (cfg->admin_group) {
+        if (resolve_group("--admin-group", cfg->admin_group, &s->admin_group, err, errlen) != 0)
+            goto fail;
+        s->have_admin_group = 1;
+    }
+    s->max_conns = cfg->max_conns;
+    s->max_conns_per_user = cfg->max_conns_per_user;
     jobs_listener l = {.on_event = on_job_event, .on_log = on_job_log, .on_end = on_job_end,
                        .user = s};
     if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, err, errlen) != 0)
         goto fail;
+    jobs_set_limits(s->jobs, &(jobs_limits){.jobs_per_user = cfg->max_jobs_per_user});
     if (listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
         jobs_close(s->jobs);
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */

@@ -16,6 +16,9 @@ typedef struct server_config {
     const char *state_dir;
     const char *devices;   /* the daemon's --devices */
     const char *group;     /* NULL, a group name or a numeric gid */
+    const char *admin_group; /* NULL or a group whose members may act on any job */
+    int max_conns, max_conns_per_user; /* connections at once; 0: no bound */
+    int max_jobs_per_user; /* queued + running jobs of one user; 0: no bound */
     double stop_timeout_s; /* a shutdown's grace for checkpointing before jobs stop at once */
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
                               binding socket_path (and never unlinked) */

@@ -20,7 +20,10 @@ struct conn {
     proto_framer framer;
     job *watching;         /* watch: job events until it ends */
     job *following;        /* logs follow: log lines until it ends */
-    unsigned peer_uid;
+    unsigned peer_uid, peer_gid; /* SO_PEERCRED at accept */
+    char peer_user[64];          /* the uid's name, or the uid in digits */
+    int admin;                   /* root, the daemon's uid or --admin-group: any job */
+    int paused;                  /* reading stopped until its replies drain */
     int closing;
 };
 
@@ -30,8 +33,10 @@ struct server {
     char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int activated; /* the listener came from systemd (sdnotify.h): not ours to unlink */
     char state_dir[1024];
-    int have_group;
-    gid_t group;
+    int have_group, have_admin_group;
+    gid_t group, admin_group;
+    int max_conns, max_conns_per_user;
+    int nconns;
     jobs *jobs;
     conn *conns;
     int stopping, stopped;

@@ -40,17 +40,36 @@ static job *find_job(conn *c, const char *id)
     return j;
 }
 
+/* A job that `what` (cancel, logs, export...) may touch: its owner's, or
+ * any for root, the daemon's uid and --admin-group. Everyone sees every
+ * job's status, as squeue shows every job. */
+static job *own_job(conn *c, const char *id, const char *what)
+{
+    job *j = find_job(c, id);
+    if (!j || c->admin || job_owner_of(j)->uid == c->peer_uid)
+        return j;
+    const job_owner *o = job_owner_of(j);
+    char msg[256];
+    snprintf(msg, sizeof msg, "job %s belongs to %s (uid %u): only its owner, root and parled's "
+             "--admin-group may %s it", id, o->user, o->uid, what);
+    server_log(LOG_INFO, "refused %s (uid %u) %s of job %s", c->peer_user, c->peer_uid, what, id);
+    send_error(c, ERR_FORBIDDEN, msg);
+    return NULL;
+}
+
 static void op_submit(conn *c, proto_request *req)
 {
     char err[8192];
     const char *code;
-    job *j = jobs_submit(c->srv->jobs, req->job, &code, err, sizeof(err));
+    job_owner owner = {.uid = c->peer_uid, .gid = c->peer_gid};
+    snprintf(owner.user, sizeof owner.user, "%s", c->peer_user);
+    job *j = jobs_submit(c->srv->jobs, req->job, &owner, &code, err, sizeof(err));
     if (!j) {
-        server_log(LOG_INFO, "rejected a job from uid %u: %s", c->peer_uid, err);
+        server_log(LOG_INFO, "rejected a job from %s (uid %u): %s", c->peer_user, c->peer_uid, err);
         send_error(c, code, err);
         return;
     }
-    server_log(LOG_INFO, "job %s submitted by uid %u", job_id(j), c->peer_uid);
+    server_log(LOG_INFO, "job %s submitted by %s (uid %u)", job_id(j), c->peer_user, c->peer_uid);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", job_id(j));
     cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
@@ -83,7 +102,7 @@ static void op_status(conn *c, proto_request *req)
 
 static void op_watch(conn *c, proto_request *req)
 {
-    job *j = find_job(c, req->id);
+    job *j = own_job(c, req->id, "watch");
     if (!j)
         return;
     cJSON *o = cJSON_CreateObject();
@@ -97,7 +116,7 @@ static void op_watch(conn *c, proto_request *req)
 
 static void op_logs(conn *c, proto_request *req)
 {
-    job *j = find_job(c, req->id);
+    job *j = own_job(c, req->id, "read the logs of");
     if (!j)
         return;
     char err[1400];
@@ -121,7 +140,7 @@ static void op_logs(conn *c, proto_request *req)
 
 static void op_cancel(conn *c, proto_request *req)
 {
-    job *j = find_job(c, req->id);
+    job *j = own_job(c, req->id, "cancel");
     if (!j)
         return;
     char err[256];
@@ -129,7 +148,7 @@ static void op_cancel(conn *c, proto_request *req)
         send_error(c, ERR_BAD_STATE, err);
         return;
     }
-    server_log(LOG_INFO, "job %s: cancel by uid %u", job_id(j), c->peer_uid);
+    server_log(LOG_INFO, "job %s: cancel by %s (uid %u)", job_id(j), c->peer_user, c->peer_uid);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", job_id(j));
     cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
@@ -141,7 +160,7 @@ static void op_cancel(conn *c, proto_request *req)
  * hands it out in chunks (with "offset") that the client writes itself. */
 static void op_export(conn *c, proto_request *req)
 {
-    job *j = find_job(c, req->id);
+    job *j = own_job(c, req->id, "export");
     if (!j)
         return;
     char err[1400];
@@ -170,7 +189,7 @@ static void op_export(conn *c, proto_request *req)
 /* The job's metrics.jsonl from a byte offset, whole lines, bounded. */
 static void op_metrics(conn *c, proto_request *req)
 {
-    job *j = find_job(c, req->id);
+    job *j = own_job(c, req->id, "read the metrics of");
     if (!j)
         return;
     char path[1200], err[1400];
@@ -235,6 +254,12 @@ void server_handle_request(conn *c, char *line, size_t len)
         conn_send(c, proto_reply_ok(version_json()));
         break;
     case OP_SHUTDOWN: {
+        if (!c->admin) {
+            server_log(LOG_INFO, "refused a shutdown by %s (uid %u)", c->peer_user, c->peer_uid);
+            send_error(c, ERR_FORBIDDEN, "only root, parled's own user and its --admin-group "
+                       "may shut it down");
+            break;
+        }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stopping_jobs", jobs_running(s->jobs));
         conn_send(c, proto_reply_ok(o));
