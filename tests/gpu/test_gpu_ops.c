@@ -212,6 +212,29 @@ static rel_err relative_error(const buf *b)
     return (rel_err){err_max / ref_max, sqrt(err2 / ref2)};
 }
 
+/* The four transpositions of a GEMM at the context's precision, judged by
+ * `judge` against the CPU's fp32. Multiples of 8, as a model's layers
+ * have: shapes tensor cores take. */
+static void check_gemms(const char *tag, void (*judge)(const char *what, const buf *b))
+{
+    const int M = 96, N = 64, K = 256;
+    char what[64];
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+            buf A = make((size_t)M * K, -1, 1), B = make((size_t)K * N, -1, 1);
+            buf C = make((size_t)M * N, -1, 1);
+            gemm(&cpu, ta, tb, M, N, K, 0.7f, A.h, lda, B.h, ldb, -0.4f, C.h, ldc);
+            gemm(&gpu, ta, tb, M, N, K, 0.7f, A.d, lda, B.d, ldb, -0.4f, C.d, ldc);
+            snprintf(what, sizeof what, "gemm %c%c %dx%dx%d %s", ta ? 'T' : 'N',
+                     tb ? 'T' : 'N', M, N, K, tag);
+            judge(what, &C);
+            drop(&A);
+            drop(&B);
+            drop(&C);
+        }
+}
+
 /* The default job setup, precision tf32 and deterministic false: TF32
  * keeps 11 significant bits of each input (a relative rounding of up to
  * 2^-11 = 4.9e-4), so a product is off by up to ~1e-3 of itself and a sum
@@ -238,21 +261,7 @@ static void check_default_setup(void)
     gpu.precision = PRECISION_TF32;
     gpu.deterministic = 0;
     char what[96];
-    const int M = 96, N = 64, K = 288;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
-            buf A = make((size_t)M * K, -1, 1), B = make((size_t)K * N, -1, 1);
-            buf C = make((size_t)M * N, -1, 1);
-            gemm(&cpu, ta, tb, M, N, K, 0.7f, A.h, lda, B.h, ldb, -0.4f, C.h, ldc);
-            gemm(&gpu, ta, tb, M, N, K, 0.7f, A.d, lda, B.d, ldb, -0.4f, C.d, ldc);
-            snprintf(what, sizeof what, "gemm %c%c %dx%dx%d tf32", ta ? 'T' : 'N',
-                     tb ? 'T' : 'N', M, N, K);
-            check_tf32(what, &C);
-            drop(&A);
-            drop(&B);
-            drop(&C);
-        }
+    check_gemms("tf32", check_tf32);
 
     const int n = 64, in = 400, out = 120; /* LeNet's first linear layer */
     buf x = make((size_t)n * in, -1, 1), w = make((size_t)out * in, -1, 1);
@@ -335,24 +344,8 @@ static void check_bf16(const char *what, const buf *b)
 
 static void check_gemm_bf16(void)
 {
-    /* Multiples of 8, as a model's layers have: shapes tensor cores take. */
-    const int M = 96, N = 64, K = 256;
-    char what[64];
     gpu.precision = PRECISION_BF16;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
-            buf A = make((size_t)M * K, -1, 1), B = make((size_t)K * N, -1, 1);
-            buf C = make((size_t)M * N, -1, 1);
-            gemm(&cpu, ta, tb, M, N, K, 0.7f, A.h, lda, B.h, ldb, -0.4f, C.h, ldc);
-            gemm(&gpu, ta, tb, M, N, K, 0.7f, A.d, lda, B.d, ldb, -0.4f, C.d, ldc);
-            snprintf(what, sizeof what, "gemm %c%c %dx%dx%d bf16", ta ? 'T' : 'N',
-                     tb ? 'T' : 'N', M, N, K);
-            check_bf16(what, &C);
-            drop(&A);
-            drop(&B);
-            drop(&C);
-        }
+    check_gemms("bf16", check_bf16);
     gpu.precision = PRECISION_FP32;
 }
 

@@ -56,37 +56,8 @@ stop_daemon
 rm -rf "$STATE"
 : >"$TMP/parled.out"
 ACT=$TMP/act.sock
-PARLE_FAULT_REPLICA=1:device:40:1 python3 - "$PARLED" "$ACT" "$STATE" "$TMP" <<'PY' \
-    >"$TMP/harness.out" 2>&1 &
-import os, socket, subprocess, sys
-parled, path, state, tmp = sys.argv[1:]
-lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-lsock.bind(path)
-lsock.listen(16)
-notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-name = "@parle-notify-%d" % os.getpid()
-notify.bind("\0" + name[1:])
-notify.settimeout(0.2)
-env = dict(os.environ, NOTIFY_SOCKET=name, LISTEN_FDS="1", PARLED=parled)
-def child():
-    if lsock.fileno() != 3:
-        os.dup2(lsock.fileno(), 3)
-    os.set_inheritable(3, True)
-p = subprocess.Popen(["sh", "-c", 'export LISTEN_PID=$$; exec "$PARLED" --socket "$1" --state-dir "$2" '
-                      '--log-level debug', "sh", path, state],
-                     env=env, preexec_fn=child, close_fds=False,
-                     stdout=open(tmp + "/parled.out", "w"), stderr=open(tmp + "/parled.err", "a"))
-open(tmp + "/parled.pid", "w").write("%d\n" % p.pid)
-lsock.close()
-while p.poll() is None:
-    try:
-        msg = notify.recv(4096).decode().split("\n")[0]
-        with open(tmp + "/notified", "a") as f:
-            f.write(msg + "\n")
-    except socket.timeout:
-        pass
-sys.exit(p.returncode)
-PY
+PARLE_FAULT_REPLICA=1:device:40:1 python3 "$(dirname "$0")/activate.py" "$PARLED" "$ACT" "$STATE" \
+    "$TMP" >"$TMP/harness.out" 2>&1 &
 HARNESS=$!
 for _ in $(seq 300); do grep -q READY=1 "$TMP/notified" 2>/dev/null && break; sleep 0.1; done
 grep -q READY=1 "$TMP/notified" || fail "no READY=1: $(cat "$TMP/harness.out")"

@@ -8,41 +8,13 @@
 
 mlp_job "$TMP/quick.json" 1
 ACT=$TMP/act.sock
-python3 - "$PARLED" "$ACT" "$STATE" "$TMP" <<'PY' >"$TMP/harness.out" 2>&1 &
-import os, socket, subprocess, sys
-parled, path, state, tmp = sys.argv[1:]
-lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-lsock.bind(path)
-lsock.listen(16)
-notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-name = "@parle-notify-%d" % os.getpid()
-notify.bind("\0" + name[1:])
-notify.settimeout(30)
-env = dict(os.environ, NOTIFY_SOCKET=name, LISTEN_FDS="1", PARLED=parled)
-def child():
-    if lsock.fileno() != 3:
-        os.dup2(lsock.fileno(), 3)
-    os.set_inheritable(3, True)  # no FD_CLOEXEC
-# LISTEN_PID must be parled's own pid: sh sets it to $$ and execs parled.
-p = subprocess.Popen(["sh", "-c", 'export LISTEN_PID=$$; exec "$PARLED" --socket "$1" --state-dir "$2" '
-                      '--log-level debug', "sh", path, state],
-                     env=env, preexec_fn=child, close_fds=False,
-                     stdout=open(tmp + "/parled.out", "w"), stderr=open(tmp + "/parled.err", "w"))
-open(tmp + "/parled.pid", "w").write("%d\n" % p.pid)
-lsock.close()
-try:
-    msg = notify.recv(4096).decode()
-except socket.timeout:
-    msg = "(nothing within 30 s)"
-print("notify:", msg, flush=True)
-open(tmp + "/notified", "w").write(msg)
-sys.exit(p.wait())
-PY
+python3 "$(dirname "$0")/activate.py" "$PARLED" "$ACT" "$STATE" "$TMP" >"$TMP/harness.out" 2>&1 &
 HARNESS=$!
-for _ in $(seq 300); do [ -e "$TMP/notified" ] && break; sleep 0.1; done
-[ -e "$TMP/notified" ] || fail "the harness saw no notification: $(cat "$TMP/harness.out")"
+for _ in $(seq 300); do [ -s "$TMP/notified" ] && break; sleep 0.1; done
+[ -s "$TMP/notified" ] || fail "the harness saw no notification: $(cat "$TMP/harness.out")"
 DAEMON_PID=$(cat "$TMP/parled.pid")
-[ "$(cat "$TMP/notified")" = "READY=1" ] || fail "NOTIFY_SOCKET got '$(cat "$TMP/notified")', not READY=1"
+[ "$(head -n 1 "$TMP/notified")" = "READY=1" ] ||
+    fail "NOTIFY_SOCKET got '$(head -n 1 "$TMP/notified")', not READY=1"
 grep -q "replaced the stale socket" "$TMP/parled.err" && fail "parled re-bound the passed socket"
 
 c() { "$PARLECTL" --socket "$ACT" "$@"; }
