@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char *const phase_names[] = {"none", "start", "step", "sync", "eval",
-                                          "checkpoint", "hang", "device"};
+                                          "checkpoint", "hang", "device", "load"};
 
 const char *fault_phase_name(enum fault_phase phase) { return phase_names[phase]; }
 
@@ -21,7 +21,7 @@ int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen)
         snprintf(err, errlen, "PARLE_FAULT_REPLICA=\"%s\": want RANK:PHASE:K[:STEP]", spec);
         return -1;
     }
-    for (int p = FAULT_START; p <= FAULT_DEVICE; p++) {
+    for (int p = FAULT_START; p <= FAULT_LOAD; p++) {
         if (strcmp(phase, phase_names[p]) == 0) {
             *fp = (fault_point){.phase = (enum fault_phase)p, .rank = rank, .k = k, .step = step};
             return 0;
@@ -33,7 +33,11 @@ int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen)
 
 int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long k, int step)
 {
-    if (fp->phase != phase || fp->rank != rank)
+    if (fp->phase != phase)
+        return 0;
+    if (phase == FAULT_LOAD)
+        return fp->k == k;
+    if (fp->rank != rank)
         return 0;
     if (phase == FAULT_START)
         return 1;

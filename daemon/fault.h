@@ -14,6 +14,11 @@
  *               job fails and parled re-executes itself (docs/gpu.md
  *               "Sticky device faults"); on the CPU backend too, so that
  *               path runs without a GPU
+ *   load        the K-th job to load its data in this process (from 1)
+ *               hangs there (sleeping in short steps) until its stop flag
+ *               is set (a cancel, a shutdown), then stops as a slow load
+ *               would; RANK is ignored. Only loads with a stop flag count
+ *               (not parle-train's, nor those of MPI ranks other than 0)
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H
@@ -21,7 +26,7 @@
 #include <stddef.h>
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
-                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE };
+                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_LOAD };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */
@@ -34,7 +39,7 @@ typedef struct fault_point {
 int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen);
 
 /* Does the fault strike replica `rank` in `phase` at (k, step)? step is
- * ignored for phases that have none. */
+ * ignored for phases that have none, rank for FAULT_LOAD (k counts loads). */
 int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long k, int step);
 
 const char *fault_phase_name(enum fault_phase phase);

@@ -102,6 +102,17 @@ static void on_master(void *user, const model *master, const float *params, cons
     wait_for_loop(j);
 }
 
+/* A cancel or a shutdown while the data loaded: nothing ran and nothing was
+ * written, so the job ends as a stop during training does (jobs.c's
+ * finish_job: cancelled, or left running to resume at the next start). */
+static int stopped_while_loading(job *j, run_result *result)
+{
+    post_log(j, "%s", DATA_STOPPED);
+    result->stopped = 1;
+    result->cancelled = (__atomic_load_n(&j->stop, __ATOMIC_RELAXED) & RUN_STOP) != 0;
+    return 0;
+}
+
 /* The job thread: load the data once, run the job, report the end. */
 void *job_thread(void *arg)
 {
@@ -123,7 +134,8 @@ void *job_thread(void *arg)
         rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
     }
     if (rc == 0)
-        rc = run_load_data(&j->cfg, &train, &test, err, sizeof(err));
+        rc = run_load_data(&j->cfg, &train, &test, &j->stop, err, sizeof(err));
+    int load_stopped = rc != 0 && strcmp(err, DATA_STOPPED) == 0;
     int gpus[DEV_MAX_GPUS], ngpus = 0;
     for (int i = 0; i < DEV_MAX_GPUS; i++)
         if (j->devices & (1ull << i))
@@ -146,6 +158,8 @@ void *job_thread(void *arg)
         }
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
     }
+    if (load_stopped)
+        rc = stopped_while_loading(j, &result);
     mpi_job_end(mj);
     dataset_free(&train);
     dataset_free(&test);

@@ -337,7 +337,7 @@ static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int
     if (!failed && (ngpus = run_gpus(cfg.devices, gpus, err, sizeof err)) < 0)
         failed = 1;
     if (!failed)
-        failed = run_load_data(&cfg, &train, &test, err, sizeof err) != 0;
+        failed = run_load_data(&cfg, &train, &test, NULL, err, sizeof err) != 0;
     run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus,
                          .ngpus = ngpus > 0 ? ngpus : 0};
     if (mpi_job_ready(mj, failed, err, &cfg, &where, err, sizeof err) == 0) {

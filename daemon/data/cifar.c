@@ -16,7 +16,7 @@
 #define CIFAR_PIXELS (CIFAR_C * CIFAR_SIDE * CIFAR_SIDE)
 #define CIFAR100_COARSE 20
 #define CIFAR_MAX_FILES 5
-#define CIFAR_CHUNK 1024 /* records read at a time */
+#define CIFAR_CHUNK 1024 /* records read at a time (3 MB: a stop is seen between) */
 
 typedef struct cifar_format {
     int classes;
@@ -72,11 +72,14 @@ static FILE *open_records(const char *path, size_t record, long *count, char *er
 /* Reads the first `n` records of `fp` (opened from `path`) into
  * images/labels from example `first` on. */
 static int read_records(dataset *out, int first, int n, FILE *fp, const char *path,
-                        const cifar_format *f, unsigned char *buf, char *err, size_t errlen)
+                        const cifar_format *f, unsigned char *buf, const volatile int *stop,
+                        char *err, size_t errlen)
 {
     size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
     int rc = -1;
     for (int done = 0; done < n;) {
+        if (data_check_stop(stop, err, errlen) != 0)
+            goto done;
         int chunk = n - done < CIFAR_CHUNK ? n - done : CIFAR_CHUNK;
         size_t got = fread(buf, record, (size_t)chunk, fp);
         if (got < (size_t)chunk) {
@@ -115,7 +118,8 @@ done:
 /* One set from `nfiles` files under dir, in order; every file is opened and
  * checked for size before anything is read. */
 static int load_set(dataset *out, const char *dir, const char *const *names, int nfiles,
-                    const cifar_format *f, int limit, char *err, size_t errlen)
+                    const cifar_format *f, int limit, const volatile int *stop, char *err,
+                    size_t errlen)
 {
     char paths[CIFAR_MAX_FILES][4096];
     FILE *files[CIFAR_MAX_FILES] = {NULL};
@@ -148,7 +152,7 @@ static int load_set(dataset *out, const char *dir, const char *const *names, int
     }
     for (int i = 0, first = 0; i < nfiles && first < n; i++) {
         int take = counts[i] < n - first ? (int)counts[i] : n - first;
-        if (read_records(out, first, take, files[i], paths[i], f, buf, err, errlen) != 0)
+        if (read_records(out, first, take, files[i], paths[i], f, buf, stop, err, errlen) != 0)
             goto done;
         first += take;
     }
@@ -164,7 +168,7 @@ done:
 }
 
 int cifar_load_split(dataset *train, dataset *test, const char *root, int classes, int train_limit,
-                     int test_limit, char *err, size_t errlen)
+                     int test_limit, const volatile int *stop, char *err, size_t errlen)
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -187,9 +191,9 @@ int cifar_load_split(dataset *train, dataset *test, const char *root, int classe
             return -1;
         }
     }
-    if (load_set(train, dir, f->train, f->ntrain, f, train_limit, err, errlen) != 0)
+    if (load_set(train, dir, f->train, f->ntrain, f, train_limit, stop, err, errlen) != 0)
         return -1;
-    if (load_set(test, dir, &f->test, 1, f, test_limit, err, errlen) != 0) {
+    if (load_set(test, dir, &f->test, 1, f, test_limit, stop, err, errlen) != 0) {
         dataset_free(train);
         return -1;
     }

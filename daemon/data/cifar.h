@@ -15,6 +15,6 @@
  * (the files are still all checked for presence and size). Errors name the
  * file and what is wrong (missing, truncated, label out of range). */
 int cifar_load_split(dataset *train, dataset *test, const char *root, int classes, int train_limit,
-                     int test_limit, char *err, size_t errlen);
+                     int test_limit, const volatile int *stop, char *err, size_t errlen);
 
 #endif

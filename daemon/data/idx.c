@@ -43,13 +43,16 @@ static const char *gz_reason(gzFile gz)
     return after ? after + 3 : msg;
 }
 
-/* Reads exactly len bytes; a short read is "truncated <what>". */
+/* Reads exactly len bytes, DATA_STOP_BYTES at a time so that a stop is
+ * seen; a short read is "truncated <what>". */
 static int idx_read(gzFile gz, void *buf, size_t len, const char *path, const char *what,
-                    char *err, size_t errlen)
+                    const volatile int *stop, char *err, size_t errlen)
 {
     size_t got = 0;
     while (got < len) {
-        size_t chunk = len - got < (1u << 30) ? len - got : (1u << 30);
+        if (data_check_stop(stop, err, errlen) != 0)
+            return -1;
+        size_t chunk = len - got < DATA_STOP_BYTES ? len - got : DATA_STOP_BYTES;
         int n = gzread(gz, (unsigned char *)buf + got, (unsigned)chunk);
         if (n < 0) {
             snprintf(err, errlen, "%s: cannot read %s: %s", path, what, gz_reason(gz));
@@ -80,7 +83,7 @@ static int idx_header(gzFile gz, const char *path, uint32_t want_magic, const ch
 {
     unsigned char hdr[16];
     size_t len = 4 + 4 * (size_t)ndims;
-    if (idx_read(gz, hdr, len, path, "header", err, errlen) != 0)
+    if (idx_read(gz, hdr, len, path, "header", NULL, err, errlen) != 0) /* a few bytes */
         return -1;
     uint32_t magic = be32(hdr);
     if (magic != want_magic) {
@@ -94,7 +97,8 @@ static int idx_header(gzFile gz, const char *path, uint32_t want_magic, const ch
 }
 
 static int load_images(dataset *out, gzFile gz, const char *path, const char *labels_path,
-                       uint32_t n_labels, int limit, char *err, size_t errlen)
+                       uint32_t n_labels, int limit, const volatile int *stop, char *err,
+                       size_t errlen)
 {
     uint32_t dims[3];
     if (idx_header(gz, path, IDX_MAGIC_IMAGES, "images", dims, 3, err, errlen) != 0)
@@ -124,7 +128,7 @@ static int load_images(dataset *out, gzFile gz, const char *path, const char *la
         snprintf(err, errlen, "%s: out of memory for %d images", path, n);
         goto done;
     }
-    if (idx_read(gz, bytes, total, path, "image data", err, errlen) != 0)
+    if (idx_read(gz, bytes, total, path, "image data", stop, err, errlen) != 0)
         goto done;
     for (size_t i = 0; i < total; i++)
         out->images[i] = (float)bytes[i] * (1.0f / 255.0f);
@@ -135,8 +139,8 @@ done:
 }
 
 /* The label data (the header was read first: its count checks the image file). */
-static int load_labels(dataset *out, gzFile gz, const char *path, int n, char *err,
-                       size_t errlen)
+static int load_labels(dataset *out, gzFile gz, const char *path, int n,
+                       const volatile int *stop, char *err, size_t errlen)
 {
     unsigned char *bytes = malloc((size_t)n);
     out->labels = malloc((size_t)n * sizeof(int32_t));
@@ -145,7 +149,7 @@ static int load_labels(dataset *out, gzFile gz, const char *path, int n, char *e
         snprintf(err, errlen, "%s: out of memory for %d labels", path, n);
         goto done;
     }
-    if (idx_read(gz, bytes, (size_t)n, path, "label data", err, errlen) != 0)
+    if (idx_read(gz, bytes, (size_t)n, path, "label data", stop, err, errlen) != 0)
         goto done;
     for (int i = 0; i < n; i++) {
         if (bytes[i] >= IDX_CLASSES) {
@@ -175,7 +179,7 @@ static int idx_expect_end(gzFile gz, const char *path, char *err, size_t errlen)
 }
 
 int idx_load(dataset *out, const char *images_path, const char *labels_path, int limit,
-             char *err, size_t errlen)
+             const volatile int *stop, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->classes = IDX_CLASSES;
@@ -194,9 +198,9 @@ int idx_load(dataset *out, const char *images_path, const char *labels_path, int
     gi = idx_open(images_path, err, errlen);
     if (!gi)
         goto done;
-    if (load_images(out, gi, images_path, labels_path, n_labels, limit, err, errlen) != 0)
+    if (load_images(out, gi, images_path, labels_path, n_labels, limit, stop, err, errlen) != 0)
         goto done;
-    if (load_labels(out, gl, labels_path, out->n, err, errlen) != 0)
+    if (load_labels(out, gl, labels_path, out->n, stop, err, errlen) != 0)
         goto done;
     /* A limit leaves the rest unread, and so unchecked. */
     if ((uint32_t)out->n == n_labels && (idx_expect_end(gi, images_path, err, errlen) != 0 ||
@@ -222,17 +226,17 @@ static void idx_path(char *buf, size_t len, const char *root, const char *name)
 }
 
 int idx_load_split(dataset *train, dataset *test, const char *root, int train_limit,
-                   int test_limit, char *err, size_t errlen)
+                   int test_limit, const volatile int *stop, char *err, size_t errlen)
 {
     char images[4096], labels[4096];
     memset(test, 0, sizeof *test);
     idx_path(images, sizeof images, root, "train-images-idx3-ubyte");
     idx_path(labels, sizeof labels, root, "train-labels-idx1-ubyte");
-    if (idx_load(train, images, labels, train_limit, err, errlen) != 0)
+    if (idx_load(train, images, labels, train_limit, stop, err, errlen) != 0)
         return -1;
     idx_path(images, sizeof images, root, "t10k-images-idx3-ubyte");
     idx_path(labels, sizeof labels, root, "t10k-labels-idx1-ubyte");
-    if (idx_load(test, images, labels, test_limit, err, errlen) != 0) {
+    if (idx_load(test, images, labels, test_limit, stop, err, errlen) != 0) {
         dataset_free(train);
         return -1;
     }

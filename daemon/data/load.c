@@ -5,41 +5,73 @@
 #include <unistd.h>
 
 #include "cifar.h"
+#include "fault.h"
 #include "preprocess.h"
 #include "runner.h"
 
-int run_load_data(const job_config *cfg, dataset *train, dataset *test, char *err, size_t errlen)
+#define FAULT_LOAD_POLL_US 10000
+
+/* Loads with a stop flag so far in this process: PARLE_FAULT_REPLICA's load
+ * phase picks one (several jobs may load at once). */
+static long stoppable_loads;
+
+/* PARLE_FAULT_REPLICA's load phase (fault.h): hold the chosen load until a
+ * stop is asked, so that tests can stop a job while it loads. */
+static int fault_hold(const volatile int *stop, char *err, size_t errlen)
+{
+    fault_point fp;
+    if (fault_parse(getenv("PARLE_FAULT_REPLICA"), &fp, err, errlen) != 0)
+        return -1;
+    if (!stop)
+        return 0;
+    long k = __atomic_add_fetch(&stoppable_loads, 1, __ATOMIC_RELAXED);
+    if (!fault_strikes(&fp, 0, FAULT_LOAD, k, 0))
+        return 0;
+    while (!data_stop_asked(stop))
+        usleep(FAULT_LOAD_POLL_US);
+    return data_check_stop(stop, err, errlen);
+}
+
+static int load_sets(const job_config *cfg, dataset *train, dataset *test,
+                     const volatile int *stop, char *err, size_t errlen)
 {
     const char *name = cfg->data.dataset;
-    memset(train, 0, sizeof(*train));
-    memset(test, 0, sizeof(*test));
-    int classes = cfg->model.classes > 0 ? cfg->model.classes : 10;
-    int rc;
-    if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0) {
-        rc = idx_load_split(train, test, cfg->data.root, cfg->data.train_limit,
-                            cfg->data.test_limit, err, errlen);
-    } else if (strcmp(name, "cifar10") == 0 || strcmp(name, "cifar100") == 0) {
-        rc = cifar_load_split(train, test, cfg->data.root, strcmp(name, "cifar10") == 0 ? 10 : 100,
-                              cfg->data.train_limit, cfg->data.test_limit, err, errlen);
-    } else if (strcmp(name, "synthetic") == 0) {
+    if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0)
+        return idx_load_split(train, test, cfg->data.root, cfg->data.train_limit,
+                              cfg->data.test_limit, stop, err, errlen);
+    if (strcmp(name, "cifar10") == 0 || strcmp(name, "cifar100") == 0)
+        return cifar_load_split(train, test, cfg->data.root,
+                                strcmp(name, "cifar10") == 0 ? 10 : 100, cfg->data.train_limit,
+                                cfg->data.test_limit, stop, err, errlen);
+    if (strcmp(name, "synthetic") == 0) {
+        int classes = cfg->model.classes > 0 ? cfg->model.classes : 10;
         int ntrain = cfg->data.train_limit > 0 ? cfg->data.train_limit : 4096;
         int ntest = cfg->data.test_limit > 0 ? cfg->data.test_limit : 1024;
         /* Shaped for the model: CIFAR-like for the CIFAR networks, MNIST-like otherwise. */
         int cifar = strcmp(cfg->model.arch, "allcnn") == 0 || strcmp(cfg->model.arch, "wrn") == 0;
         int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;
-        rc = synthetic_make(train, ntrain, c, hw, hw, classes, cfg->seed, 0, err, errlen);
-        if (rc == 0)
-            rc = synthetic_make(test, ntest, c, hw, hw, classes, cfg->seed, 1, err, errlen);
-    } else {
-        snprintf(err, errlen, "data.dataset: \"%s\" cannot be loaded yet", name);
-        return -1;
+        if (synthetic_make(train, ntrain, c, hw, hw, classes, cfg->seed, 0, stop, err, errlen) != 0)
+            return -1;
+        return synthetic_make(test, ntest, c, hw, hw, classes, cfg->seed, 1, stop, err, errlen);
     }
+    snprintf(err, errlen, "data.dataset: \"%s\" cannot be loaded yet", name);
+    return -1;
+}
+
+int run_load_data(const job_config *cfg, dataset *train, dataset *test, const volatile int *stop,
+                  char *err, size_t errlen)
+{
+    memset(train, 0, sizeof(*train));
+    memset(test, 0, sizeof(*test));
+    int rc = fault_hold(stop, err, errlen);
+    if (rc == 0)
+        rc = load_sets(cfg, train, test, stop, err, errlen);
     if (rc == 0 && strcmp(cfg->data.normalize, "channel") == 0) {
         preprocess_channels(train, test);
     } else if (rc == 0 && strcmp(cfg->data.normalize, "zca") == 0) {
         /* Once per job, before the replicas start: it may use every core. */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        rc = preprocess_zca(train, test, cores > 0 ? (int)cores : 1, err, errlen);
+        rc = preprocess_zca(train, test, cores > 0 ? (int)cores : 1, stop, err, errlen);
     }
     if (rc != 0) {
         dataset_free(train);

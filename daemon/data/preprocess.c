@@ -105,8 +105,9 @@ static double make_reflector(double *x, int m)
  * T = Q^T a Q, Q = H_0 ... H_{n-3}: diagonal d, off-diagonal e (e[i] couples
  * i and i+1). H_k = I - 2 v v^T acts on indices k+1..; v is left in row k of
  * a, columns k+1... With p = A v, H A H = A - v w^T - w v^T, w = 2 (p - (v.p) v).
- * p and w hold n doubles each. */
-static void householder_reduce(double *a, int n, double *d, double *e, double *p, double *w)
+ * p and w hold n doubles each. -1 if a stop was asked. */
+static int householder_reduce(double *a, int n, double *d, double *e, double *p, double *w,
+                              const volatile int *stop)
 {
     if (n >= 3) {
         e[0] = make_reflector(a + 1, n - 1);
@@ -116,6 +117,8 @@ static void householder_reduce(double *a, int n, double *d, double *e, double *p
             p[j] = dot(a + (size_t)(j + 1) * n + 1, v, n - 1);
     }
     for (int k = 0; k + 2 < n; k++) {
+        if (data_stop_asked(stop))
+            return -1;
         int m = n - k - 1;
         const double *v = a + (size_t)k * n + k + 1;
         d[k] = a[(size_t)k * n + k];
@@ -148,14 +151,19 @@ static void householder_reduce(double *a, int n, double *d, double *e, double *p
     }
     d[n - 1] = a[(size_t)n * n - 1];
     e[n - 1] = 0;
+    return 0;
 }
 
 /* z := Q^T from the reflectors in a. Row c of Q^T is (H_0 ... H_{n-3} e_c)^T,
- * and H_k leaves it alone until k < c: each row is independent. */
-static void householder_q_rows(const double *a, int n, double *z)
+ * and H_k leaves it alone until k < c: each row is independent. After a
+ * stop the remaining blocks are skipped (an OpenMP loop cannot break) and
+ * it returns -1. */
+static int householder_q_rows(const double *a, int n, double *z, const volatile int *stop)
 {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int c0 = 0; c0 < n; c0 += Q_ROWS) {
+        if (data_stop_asked(stop))
+            continue;
         int c1 = c0 + Q_ROWS < n ? c0 + Q_ROWS : n;
         for (int c = c0; c < c1; c++) {
             memset(z + (size_t)c * n, 0, (size_t)n * sizeof(double));
@@ -173,6 +181,7 @@ static void householder_q_rows(const double *a, int n, double *z)
             }
         }
     }
+    return data_stop_asked(stop) ? -1 : 0;
 }
 
 /* QL's plane rotations, recorded sweep by sweep: sweep j rotates rows
@@ -225,10 +234,14 @@ static void rotations_apply(rotations *r, double *z, int n)
 /* Implicit-shift QL on the tridiagonal (d, e): each pass chases the bulge
  * from the bottom of the unreduced block [l, m] up to l, with Wilkinson's
  * shift from the block's top 2x2. The rotations, applied to the rows of z
- * (Q^T on entry), leave the eigenvectors there. */
-static int tridiagonal_ql(double *d, double *e, int n, double *z, rotations *rot)
+ * (Q^T on entry), leave the eigenvectors there. -1 if it does not converge,
+ * -3 if a stop was asked. */
+static int tridiagonal_ql(double *d, double *e, int n, double *z, rotations *rot,
+                          const volatile int *stop)
 {
     for (int l = 0; l < n; l++) {
+        if (data_stop_asked(stop))
+            return -3;
         for (int iter = 0;; iter++) {
             int m = l;
             while (m < n - 1 && fabs(e[m]) > DBL_EPSILON * (fabs(d[m]) + fabs(d[m + 1])))
@@ -279,7 +292,7 @@ static int tridiagonal_ql(double *d, double *e, int n, double *z, rotations *rot
     return 0;
 }
 
-int symmetric_eigen(double *a, int n, double *values, double *vectors)
+int symmetric_eigen(double *a, int n, double *values, double *vectors, const volatile int *stop)
 {
     size_t cap = (size_t)ROT_SWEEPS * n;
     double *e = malloc((size_t)n * sizeof(double)), *p = malloc((size_t)n * sizeof(double));
@@ -291,9 +304,11 @@ int symmetric_eigen(double *a, int n, double *values, double *vectors)
         rot->s = malloc(cap * sizeof(double));
     }
     if (e && p && w && rot && rot->c && rot->s) {
-        householder_reduce(a, n, values, e, p, w);
-        householder_q_rows(a, n, vectors);
-        rc = tridiagonal_ql(values, e, n, vectors, rot);
+        if (householder_reduce(a, n, values, e, p, w, stop) != 0 ||
+            householder_q_rows(a, n, vectors, stop) != 0)
+            rc = -3;
+        else
+            rc = tridiagonal_ql(values, e, n, vectors, rot, stop);
     }
     free(e);
     free(p);
@@ -309,7 +324,7 @@ int symmetric_eigen(double *a, int n, double *values, double *vectors)
 /* ---- ZCA ---- */
 
 int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean, float *W,
-            char *err, size_t errlen)
+            const volatile int *stop, char *err, size_t errlen)
 {
     size_t dd = (size_t)dim * dim;
     double *msum = calloc((size_t)dim, sizeof(double));
@@ -331,6 +346,8 @@ int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean
         mean[j] = (float)(msum[j] / n);
     /* C = (1/n) sum over chunks of Xc^T Xc, Xc the centred rows. */
     for (int r0 = 0; r0 < n; r0 += ZCA_CHUNK) {
+        if (data_check_stop(stop, err, errlen) != 0)
+            goto done;
         int rows = n - r0 < ZCA_CHUNK ? n - r0 : ZCA_CHUNK;
         for (int i = 0; i < rows; i++)
             for (int j = 0; j < dim; j++)
@@ -341,7 +358,11 @@ int zca_fit(const float *x, int n, int dim, double eps, int threads, float *mean
     for (int i = 0; i < dim; i++)
         for (int j = 0; j < dim; j++)
             a[(size_t)i * dim + j] = 0.5 * ((double)cov[(size_t)i * dim + j] + cov[(size_t)j * dim + i]);
-    int erc = symmetric_eigen(a, dim, lambda, u);
+    int erc = symmetric_eigen(a, dim, lambda, u, stop);
+    if (erc == -3) {
+        snprintf(err, errlen, DATA_STOPPED);
+        goto done;
+    }
     if (erc != 0) {
         snprintf(err, errlen, "zca: the %d x %d covariance's eigendecomposition %s", dim, dim,
                  erc == -2 ? "ran out of memory" : "did not converge");
@@ -373,8 +394,8 @@ done:
     return rc;
 }
 
-int zca_apply(float *x, int n, int dim, const float *mean, const float *W, int threads, char *err,
-              size_t errlen)
+int zca_apply(float *x, int n, int dim, const float *mean, const float *W, int threads,
+              const volatile int *stop, char *err, size_t errlen)
 {
     float *chunk = malloc((size_t)ZCA_CHUNK * dim * sizeof(float));
     if (!chunk) {
@@ -383,7 +404,10 @@ int zca_apply(float *x, int n, int dim, const float *mean, const float *W, int t
     }
     backend_ctx ctx;
     backend_ctx_init_cpu(&ctx, threads);
+    int rc = 0;
     for (int r0 = 0; r0 < n; r0 += ZCA_CHUNK) {
+        if ((rc = data_check_stop(stop, err, errlen)) != 0)
+            break;
         int rows = n - r0 < ZCA_CHUNK ? n - r0 : ZCA_CHUNK;
         float *xr = x + (size_t)r0 * dim;
         for (size_t i = 0; i < (size_t)rows * dim; i++)
@@ -392,10 +416,11 @@ int zca_apply(float *x, int n, int dim, const float *mean, const float *W, int t
     }
     backend_ctx_free(&ctx);
     free(chunk);
-    return 0;
+    return rc;
 }
 
-int preprocess_zca(dataset *train, dataset *test, int threads, char *err, size_t errlen)
+int preprocess_zca(dataset *train, dataset *test, int threads, const volatile int *stop,
+                   char *err, size_t errlen)
 {
     int dim = (int)dataset_example_size(train);
     float *mean = malloc((size_t)dim * sizeof(float));
@@ -408,9 +433,9 @@ int preprocess_zca(dataset *train, dataset *test, int threads, char *err, size_t
     preprocess_per_image(train);
     if (test)
         preprocess_per_image(test);
-    if (zca_fit(train->images, train->n, dim, ZCA_EPS, threads, mean, W, err, errlen) != 0 ||
-        zca_apply(train->images, train->n, dim, mean, W, threads, err, errlen) != 0 ||
-        (test && zca_apply(test->images, test->n, dim, mean, W, threads, err, errlen) != 0))
+    if (zca_fit(train->images, train->n, dim, ZCA_EPS, threads, mean, W, stop, err, errlen) != 0 ||
+        zca_apply(train->images, train->n, dim, mean, W, threads, stop, err, errlen) != 0 ||
+        (test && zca_apply(test->images, test->n, dim, mean, W, threads, stop, err, errlen) != 0))
         goto done;
     rc = 0;
 done:

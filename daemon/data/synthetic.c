@@ -64,7 +64,7 @@ static void normals_at(philox_key key, uint64_t counter, float z[4])
 }
 
 int synthetic_make(dataset *out, int n, int c, int h, int w, int classes, uint64_t seed,
-                   int is_test, char *err, size_t errlen)
+                   int is_test, const volatile int *stop, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (n <= 0 || c <= 0 || c > 64 || h <= 0 || h > SYNTH_MAX_SIDE || w <= 0 ||
@@ -94,6 +94,11 @@ int synthetic_make(dataset *out, int n, int c, int h, int w, int classes, uint64
                                        RNG_STREAM_SYNTH);
     size_t blocks = (size + 3) / 4; /* Philox blocks per example */
     for (int i = 0; i < n; i++) {
+        if (data_check_stop(stop, err, errlen) != 0) {
+            free(protos);
+            dataset_free(out);
+            return -1;
+        }
         int label = i % classes; /* balanced, and so is any prefix */
         out->labels[i] = label;
         const float *p = protos + (size_t)label * size;

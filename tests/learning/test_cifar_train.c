@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 
     dataset tr, te;
     int rc = 1;
-    if (run_load_data(&cfg, &tr, &te, err, sizeof err) != 0) {
+    if (run_load_data(&cfg, &tr, &te, NULL, err, sizeof err) != 0) {
         printf("%s\n", err);
         goto out;
     }

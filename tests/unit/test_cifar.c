@@ -140,7 +140,7 @@ static void test_cifar10(void)
     write_cifar10(in, &train, &test, ends);
 
     dataset tr, te;
-    int rc = cifar_load_split(&tr, &te, in, 10, 0, 0, err, sizeof err);
+    int rc = cifar_load_split(&tr, &te, in, 10, 0, 0, NULL, err, sizeof err);
     CHECK(rc == 0, "load: %s", err);
     if (rc == 0) {
         CHECK(tr.n == train.n && te.n == test.n, "counts %d %d, want %d %d", tr.n, te.n, train.n,
@@ -156,7 +156,7 @@ static void test_cifar10(void)
 
     /* A limit that ends inside the second file keeps a prefix. */
     int limit = ends[0] + 3;
-    rc = cifar_load_split(&tr, &te, in, 10, limit, 5, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 10, limit, 5, NULL, err, sizeof err);
     CHECK(rc == 0, "load with limits: %s", err);
     if (rc == 0)
         CHECK(tr.n == limit && te.n == 5 && matches(&tr, &train) && matches(&te, &test),
@@ -168,7 +168,7 @@ static void test_cifar10(void)
     char path[256], want[256];
     snprintf(path, sizeof path, "%s/data_batch_3.bin", in);
     unlink(path);
-    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, "cannot open"), "missing file: %s", err);
     CHECK(!tr.images && !te.images && tr.n == 0, "a failed load leaves empty sets");
     write_records(in, "data_batch_3.bin", &train, ends[1], ends[2], 1);
@@ -176,9 +176,10 @@ static void test_cifar10(void)
     FILE *f = fopen(path, "ab");
     fputc(7, f);
     fclose(f);
-    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, "truncated"), "truncated file: %s", err);
-    CHECK(cifar_load_split(&tr, &te, in, 10, 5, 5, err, sizeof err) == -1 && strstr(err, path),
+    CHECK(cifar_load_split(&tr, &te, in, 10, 5, 5, NULL, err, sizeof err) == -1 &&
+              strstr(err, path),
           "a limit still checks every file: %s", err);
     write_records(in, "data_batch_3.bin", &train, ends[1], ends[2], 1);
 
@@ -189,7 +190,7 @@ static void test_cifar10(void)
     write_records(in, "test_batch.bin", &test, 0, test.n, 1);
     snprintf(path, sizeof path, "%s/test_batch.bin", in);
     snprintf(want, sizeof want, "label 10 of record %d out of range [0, 10)", bad);
-    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, want), "bad label: %s", err);
     CHECK(!tr.images && !te.images, "a failed test set frees the training set");
     test.fine[bad] = keep;
@@ -197,11 +198,15 @@ static void test_cifar10(void)
     char empty[128];
     snprintf(empty, sizeof empty, "%s/empty", dir);
     mkdir(empty, 0700);
-    rc = cifar_load_split(&tr, &te, empty, 10, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, empty, 10, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, "data_batch_1.bin") && strstr(err, "not found") &&
           strstr(err, "cifar-10-batches-bin"), "no files: %s", err);
-    rc = cifar_load_split(&tr, &te, in, 7, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 7, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, "10 or 100"), "7 classes: %s", err);
+    volatile int stop = 1; /* a job's cancel or shutdown */
+    rc = cifar_load_split(&tr, &te, in, 10, 0, 0, &stop, err, sizeof err);
+    CHECK(rc == -1 && strcmp(err, DATA_STOPPED) == 0 && !tr.images && !te.images,
+          "a stopped load: %s", err);
     free_set(&train);
     free_set(&test);
 }
@@ -220,31 +225,31 @@ static void test_cifar100(void)
     write_records(sub, "train.bin", &train, 0, train.n, 2);
     write_records(sub, "test.bin", &test, 0, test.n, 2);
     dataset tr, te;
-    int rc = cifar_load_split(&tr, &te, in, 100, 0, 0, err, sizeof err);
+    int rc = cifar_load_split(&tr, &te, in, 100, 0, 0, NULL, err, sizeof err);
     CHECK(rc == 0, "cifar-100 from the subdirectory: %s", err);
     if (rc == 0)
         CHECK(tr.n == train.n && te.n == test.n && tr.classes == 100 && matches(&tr, &train) &&
               matches(&te, &test), "cifar-100 records read back exactly");
     dataset_free(&tr);
     dataset_free(&te);
-    CHECK(cifar_load_split(&tr, &te, in, 10, 0, 0, err, sizeof err) == -1 &&
+    CHECK(cifar_load_split(&tr, &te, in, 10, 0, 0, NULL, err, sizeof err) == -1 &&
           strstr(err, "cifar-10-batches-bin"), "cifar-10 files absent: %s", err);
 
     snprintf(path, sizeof path, "%s/train.bin", sub);
     int bad = (int)test_uniform(0, train.n);
     train.fine[bad] = 100;
     write_records(sub, "train.bin", &train, 0, train.n, 2);
-    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, "label 100") && strstr(err, "[0, 100)"),
           "fine label 100: %s", err);
     train.fine[bad] = 1;
     train.coarse[bad] = 20;
     write_records(sub, "train.bin", &train, 0, train.n, 2);
-    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, "coarse label 20"), "coarse label 20: %s", err);
     /* A CIFAR-10 record is one byte shorter: a CIFAR-10 file is not a whole number of them. */
     write_records(sub, "train.bin", &train, 0, 1, 1);
-    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, err, sizeof err);
+    rc = cifar_load_split(&tr, &te, in, 100, 0, 0, NULL, err, sizeof err);
     CHECK(rc == -1 && strstr(err, path) && strstr(err, "truncated"), "a 3073-byte file: %s", err);
     free_set(&train);
     free_set(&test);
@@ -381,7 +386,7 @@ static void check_eigen(const double *a, int n, const char *what)
     double *u = malloc((size_t)n * n * sizeof(double)), *values = malloc((size_t)n * sizeof(double));
     double *work = malloc((size_t)n * n * sizeof(double));
     memcpy(work, a, (size_t)n * n * sizeof(double));
-    int rc = symmetric_eigen(work, n, values, u);
+    int rc = symmetric_eigen(work, n, values, u, NULL);
     CHECK(rc == 0, "%s (n = %d): did not converge", what, n);
     double scale = 0, worst_rec = 0, worst_orth = 0;
     for (int i = 0; i < n * n; i++)
@@ -508,7 +513,20 @@ static void test_zca(void)
     zca_reference(x, n, dim, mean, cov, Wref, &lambda_min);
     float *m = malloc(dim * sizeof(float)), *W = malloc(dim * dim * sizeof(float));
     char err[256];
-    int rc = zca_fit(x, n, dim, ZCA_EPS, 1, m, W, err, sizeof err);
+    volatile int stop = 1; /* a job's cancel or shutdown */
+    CHECK(zca_fit(x, n, dim, ZCA_EPS, 1, m, W, &stop, err, sizeof err) == -1 &&
+              strcmp(err, DATA_STOPPED) == 0,
+          "a stopped zca_fit: %s", err);
+    CHECK(zca_apply(x, n, dim, m, W, 1, &stop, err, sizeof err) == -1 &&
+              strcmp(err, DATA_STOPPED) == 0,
+          "a stopped zca_apply: %s", err);
+    double *sq = calloc((size_t)dim * dim, sizeof(double)), *vals = malloc(dim * sizeof(double));
+    double *vecs = malloc((size_t)dim * dim * sizeof(double));
+    CHECK(symmetric_eigen(sq, dim, vals, vecs, &stop) == -3, "a stopped eigendecomposition");
+    free(sq);
+    free(vals);
+    free(vecs);
+    int rc = zca_fit(x, n, dim, ZCA_EPS, 1, m, W, NULL, err, sizeof err);
     CHECK(rc == 0, "zca_fit: %s", err);
     double wmax = 0;
     for (int i = 0; i < dim * dim; i++)
@@ -524,7 +542,7 @@ static void test_zca(void)
     /* The whitened training set: covariance W C W = U diag(l / (l + eps)) U^T ~ I. */
     float *y = malloc((size_t)(n + nt) * dim * sizeof(float));
     memcpy(y, x, (size_t)(n + nt) * dim * sizeof(float));
-    CHECK(zca_apply(y, n + nt, dim, m, W, 1, err, sizeof err) == 0, "zca_apply: %s", err);
+    CHECK(zca_apply(y, n + nt, dim, m, W, 1, NULL, err, sizeof err) == 0, "zca_apply: %s", err);
     double tol = ZCA_EPS / lambda_min + 1e-4;
     for (int p = 0; p < dim; p++)
         for (int q = 0; q < dim; q++) {
@@ -569,7 +587,7 @@ static void test_paper_pipeline(void)
     memcpy(ref_tr.images, tr.images, (size_t)n * dim * sizeof(float));
     memcpy(ref_te.images, te.images, (size_t)te.n * dim * sizeof(float));
     char err[256];
-    int rc = preprocess_zca(&tr, &te, 1, err, sizeof err);
+    int rc = preprocess_zca(&tr, &te, 1, NULL, err, sizeof err);
     CHECK(rc == 0, "preprocess_zca: %s", err);
     /* Reference: per-image in double (checked above), then ZCA in float64. */
     preprocess_per_image(&ref_tr);

@@ -6,7 +6,8 @@
  * to 10 ends, done or failed. With L 21 the replicas take turns on the 2
  * cores (step_schedule.h): a failure or hang in a turn that another replica
  * waits for ends the job the same way. Each run is bounded by RUN_LIMIT_S; meson's
- * timeout catches a true hang. */
+ * timeout catches a true hang. The load phase holds run_load_data until its
+ * stop flag is set. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "fault.h"
 #include "runner.h"
 #include "testjob.h"
 
@@ -41,7 +43,7 @@ static outcome run_with(const job_config *cfg, const char *fault, const char *ck
 {
     outcome o = {0};
     dataset tr, te;
-    if (run_load_data(cfg, &tr, &te, o.err, sizeof o.err) != 0) {
+    if (run_load_data(cfg, &tr, &te, NULL, o.err, sizeof o.err) != 0) {
         o.rc = -2;
         return o;
     }
@@ -87,9 +89,60 @@ static void *stop_later(void *p)
     return NULL;
 }
 
+/* The load phase: parsed, striking the K-th load whatever the rank; the
+ * first load with a stop flag, held, ends once the stop is set, with
+ * nothing loaded; a load with no stop flag is not held, nor the second; a
+ * stop set before the load ends it at once. */
+static void test_load_phase(void)
+{
+    fault_point fp;
+    char err[256];
+    CHECK(fault_parse("0:load:1", &fp, err, sizeof err) == 0 && fp.phase == FAULT_LOAD,
+          "0:load:1: %s", err);
+    CHECK(fault_strikes(&fp, 0, FAULT_LOAD, 1, 0) && fault_strikes(&fp, 2, FAULT_LOAD, 1, 3) &&
+              !fault_strikes(&fp, 0, FAULT_LOAD, 2, 0) && !fault_strikes(&fp, 0, FAULT_STEP, 1, 1),
+          "the load phase strikes the first load, on any rank, and nothing else");
+    CHECK(strcmp(fault_phase_name(FAULT_LOAD), "load") == 0, "phase name");
+    CHECK(fault_parse("0:load", &fp, err, sizeof err) == -1, "0:load without K was accepted");
+
+    job_config cfg;
+    base_config(&cfg);
+    dataset tr, te;
+    volatile int stop = 0;
+    pthread_t t;
+    delayed_stop ds = {&stop, RUN_STOP, 0.3};
+    setenv("PARLE_FAULT_REPLICA", "0:load:1", 1);
+    pthread_create(&t, NULL, stop_later, &ds);
+    double t0 = comm_now_s();
+    int rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    double seconds = comm_now_s() - t0;
+    pthread_join(t, NULL);
+    CHECK(rc == -1 && strcmp(err, DATA_STOPPED) == 0, "a held load: rc %d: %s", rc, err);
+    CHECK(seconds >= 0.25 && seconds < RUN_LIMIT_S, "a held load ended after %.2f s", seconds);
+    CHECK(!tr.images && !tr.labels && !te.images && !te.labels, "a stopped load kept data");
+    printf("load held, cancelled -> ended in %.2f s: %s\n", seconds, err);
+
+    rc = run_load_data(&cfg, &tr, &te, NULL, err, sizeof err);
+    CHECK(rc == 0 && tr.n > 0, "a load without a stop flag was held or failed: %s", err);
+    dataset_free(&tr);
+    dataset_free(&te);
+    stop = 0;
+    rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    CHECK(rc == 0 && tr.n > 0, "the second load was held or failed: %s", err);
+    dataset_free(&tr);
+    dataset_free(&te);
+    unsetenv("PARLE_FAULT_REPLICA");
+
+    stop = RUN_STOP_CHECKPOINT;
+    rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    CHECK(rc == -1 && strcmp(err, DATA_STOPPED) == 0 && !tr.images && !te.images,
+          "a load asked to stop before it began: rc %d: %s", rc, err);
+}
+
 int main(void)
 {
     test_init("faults");
+    test_load_phase();
     char dir[] = "/tmp/parle-test-faults-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp failed");
 

@@ -117,7 +117,7 @@ static void expect_error(const char *images, const char *labels, const char *fil
 {
     dataset d;
     char err[512] = "";
-    int rc = idx_load(&d, images, labels, 0, err, sizeof err);
+    int rc = idx_load(&d, images, labels, 0, NULL, err, sizeof err);
     CHECK(rc == -1, "%s: load should fail", what);
     CHECK(strstr(err, file) && strstr(err, want), "%s: error '%s' should name %s and say '%s'",
           what, err, file, want);
@@ -133,18 +133,22 @@ static void test_valid(int gz)
     write_idx(images, sizeof images, dir, "ok-images", gz, &si);
     write_idx(labels, sizeof labels, dir, "ok-labels", gz, &sl);
     dataset d;
-    CHECK(idx_load(&d, images, labels, 0, err, sizeof err) == 0, "%s", err);
+    CHECK(idx_load(&d, images, labels, 0, NULL, err, sizeof err) == 0, "%s", err);
     check_matches(&d, &p, p.n, gz ? "gzip" : "raw");
     dataset_free(&d);
     CHECK(d.images == NULL && d.labels == NULL && d.n == 0, "dataset_free clears");
 
     int limit = 1 + (int)test_uniform(0, p.n - 1);
-    CHECK(idx_load(&d, images, labels, limit, err, sizeof err) == 0, "%s", err);
+    CHECK(idx_load(&d, images, labels, limit, NULL, err, sizeof err) == 0, "%s", err);
     check_matches(&d, &p, limit, "limit");
     dataset_free(&d);
-    CHECK(idx_load(&d, images, labels, p.n + 5, err, sizeof err) == 0, "%s", err);
+    CHECK(idx_load(&d, images, labels, p.n + 5, NULL, err, sizeof err) == 0, "%s", err);
     check_matches(&d, &p, p.n, "limit beyond n");
     dataset_free(&d);
+    volatile int stop = 1; /* a job's cancel or shutdown */
+    CHECK(idx_load(&d, images, labels, 0, &stop, err, sizeof err) == -1 &&
+              strcmp(err, DATA_STOPPED) == 0 && !d.images && !d.labels,
+          "a stopped load: %s", err);
     free(p.pixels);
     free(p.labels);
 }
@@ -290,7 +294,7 @@ static void test_split(void)
     write_idx(path, sizeof path, root, "t10k-labels-idx1-ubyte", 0, &s);
 
     dataset dtrain, dtest;
-    CHECK(idx_load_split(&dtrain, &dtest, root, 0, 3, err, sizeof err) == 0, "%s", err);
+    CHECK(idx_load_split(&dtrain, &dtest, root, 0, 3, NULL, err, sizeof err) == 0, "%s", err);
     check_matches(&dtrain, &train, train.n, "split train");
     check_matches(&dtest, &test, 3, "split test limit");
     dataset_free(&dtrain);
@@ -299,7 +303,7 @@ static void test_split(void)
     snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte", root);
     unlink(path);
     err[0] = '\0';
-    CHECK(idx_load_split(&dtrain, &dtest, root, 0, 0, err, sizeof err) == -1 &&
+    CHECK(idx_load_split(&dtrain, &dtest, root, 0, 0, NULL, err, sizeof err) == -1 &&
           strstr(err, path) && strstr(err, "No such file"), "missing test labels: %s", err);
     CHECK(dtrain.images == NULL && dtest.images == NULL, "nothing left allocated");
     free(train.pixels);
@@ -317,7 +321,7 @@ static void test_fashion_mnist(void)
     }
     dataset train, test;
     char err[512];
-    CHECK(idx_load_split(&train, &test, FMNIST_ROOT, 0, 0, err, sizeof err) == 0, "%s", err);
+    CHECK(idx_load_split(&train, &test, FMNIST_ROOT, 0, 0, NULL, err, sizeof err) == 0, "%s", err);
     if (!train.images)
         return;
     CHECK(train.n == 60000 && test.n == 10000, "sizes %d / %d", train.n, test.n);
@@ -341,8 +345,8 @@ static void test_fashion_mnist(void)
     CHECK_CLOSE(sum / (double)np, 0.2860, 0.002, 0, "mean training pixel");
 
     dataset small, small_test;
-    CHECK(idx_load_split(&small, &small_test, FMNIST_ROOT, 100, 7, err, sizeof err) == 0, "%s",
-          err);
+    CHECK(idx_load_split(&small, &small_test, FMNIST_ROOT, 100, 7, NULL, err, sizeof err) == 0,
+          "%s", err);
     CHECK(small.n == 100 && small_test.n == 7, "limits give %d / %d", small.n, small_test.n);
     if (small.n == 100 && small_test.n == 7) {
         CHECK(memcmp(small.images, train.images, 100 * 784 * sizeof(float)) == 0 &&

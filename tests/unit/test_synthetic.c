@@ -22,7 +22,7 @@ static void test_shape_and_determinism(void)
     int h = 1 + (int)test_uniform(0, 12), w = 1 + (int)test_uniform(0, 12);
     int classes = 2 + (int)test_uniform(0, 9);
     dataset a, b, other, test;
-    CHECK(synthetic_make(&a, n, c, h, w, classes, seed, 0, err, sizeof err) == 0, "%s", err);
+    CHECK(synthetic_make(&a, n, c, h, w, classes, seed, 0, NULL, err, sizeof err) == 0, "%s", err);
     CHECK(a.n == n && a.c == c && a.h == h && a.w == w && a.classes == classes,
           "shape %d %dx%dx%d %d", a.n, a.c, a.h, a.w, a.classes);
     size_t total = (size_t)n * c * h * w, out_of_range = 0;
@@ -48,23 +48,24 @@ static void test_shape_and_determinism(void)
         CHECK(abs(seen[k] - prefix / classes) <= 1, "prefix %d: class %d has %d", prefix, k,
               seen[k]);
 
-    CHECK(synthetic_make(&b, n, c, h, w, classes, seed, 0, err, sizeof err) == 0, "%s", err);
+    CHECK(synthetic_make(&b, n, c, h, w, classes, seed, 0, NULL, err, sizeof err) == 0, "%s", err);
     CHECK(same_set(&a, &b), "same seed, same set");
-    CHECK(synthetic_make(&other, n, c, h, w, classes, seed + 1, 0, err, sizeof err) == 0, "%s",
-          err);
+    CHECK(synthetic_make(&other, n, c, h, w, classes, seed + 1, 0, NULL, err, sizeof err) == 0,
+          "%s", err);
     CHECK(memcmp(a.images, other.images, total * sizeof(float)) != 0, "another seed differs");
-    CHECK(synthetic_make(&test, n, c, h, w, classes, seed, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(synthetic_make(&test, n, c, h, w, classes, seed, 1, NULL, err, sizeof err) == 0, "%s",
+          err);
     CHECK(memcmp(a.images, test.images, total * sizeof(float)) != 0, "test noise differs");
     dataset_free(&a);
     dataset_free(&b);
     dataset_free(&other);
     dataset_free(&test);
 
-    CHECK(synthetic_make(&a, 0, 1, 8, 8, 10, seed, 0, err, sizeof err) == -1 &&
+    CHECK(synthetic_make(&a, 0, 1, 8, 8, 10, seed, 0, NULL, err, sizeof err) == -1 &&
           strstr(err, "n=0"), "n = 0: %s", err);
-    CHECK(synthetic_make(&a, 10, 1, 8, 8, 1, seed, 0, err, sizeof err) == -1 &&
+    CHECK(synthetic_make(&a, 10, 1, 8, 8, 1, seed, 0, NULL, err, sizeof err) == -1 &&
           strstr(err, "classes=1"), "one class: %s", err);
-    CHECK(synthetic_make(&a, 10, 1, -3, 8, 10, seed, 0, err, sizeof err) == -1 &&
+    CHECK(synthetic_make(&a, 10, 1, -3, 8, 10, seed, 0, NULL, err, sizeof err) == -1 &&
           strstr(err, "h=-3") && a.images == NULL, "negative h: %s", err);
 }
 
@@ -76,9 +77,10 @@ static void test_learnable(void)
     uint64_t seed = (uint64_t)test_uniform(0, 1e15);
     const int classes = 10, c = 1, h = 12, w = 12, d = c * h * w;
     dataset train, test;
-    CHECK(synthetic_make(&train, 1000, c, h, w, classes, seed, 0, err, sizeof err) == 0, "%s",
+    CHECK(synthetic_make(&train, 1000, c, h, w, classes, seed, 0, NULL, err, sizeof err) == 0, "%s",
           err);
-    CHECK(synthetic_make(&test, 500, c, h, w, classes, seed, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(synthetic_make(&test, 500, c, h, w, classes, seed, 1, NULL, err, sizeof err) == 0, "%s",
+          err);
     if (!train.images || !test.images)
         return;
     double *mean = calloc((size_t)classes * d, sizeof(double));
