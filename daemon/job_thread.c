@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_file.h"
 #include "dataset.h"
 #include "jobs_impl.h"
 #include "mpi_node.h"
@@ -102,6 +103,19 @@ static void on_master(void *user, const model *master, const float *params, cons
     wait_for_loop(j);
 }
 
+/* The job's data, every file opened with its owner's rights (data_file.h):
+ * what the owner cannot read, the job cannot either. */
+static int load_as_owner(job *j, dataset *train, dataset *test, char *err, size_t errlen)
+{
+    file_creds creds;
+    if (file_creds_of(j->owner.uid, j->owner.gid, j->owner.user, &creds, err, errlen) != 0)
+        return -1;
+    data_files_as(&creds);
+    int rc = run_load_data(&j->cfg, train, test, &j->stop, err, errlen);
+    data_files_as(NULL);
+    return rc;
+}
+
 /* A cancel or a shutdown while the data loaded: nothing ran and nothing was
  * written, so the job ends as a stop during training does (jobs.c's
  * finish_job: cancelled, or left running to resume at the next start). */
@@ -134,7 +148,7 @@ void *job_thread(void *arg)
         rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
     }
     if (rc == 0)
-        rc = run_load_data(&j->cfg, &train, &test, &j->stop, err, sizeof(err));
+        rc = load_as_owner(j, &train, &test, err, sizeof(err));
     int load_stopped = rc != 0 && strcmp(err, DATA_STOPPED) == 0;
     int gpus[DEV_MAX_GPUS], ngpus = 0;
     for (int i = 0; i < DEV_MAX_GPUS; i++)
