@@ -288,6 +288,8 @@ static void print_job(const cJSON *j)
             printf("  %s %.1f MiB", dev->string, cJSON_GetNumberValue(dev) / (1024.0 * 1024));
         fputc('\n', stdout);
     }
+    if (*str(j, "waiting"))
+        printf("  waiting: %s\n", str(j, "waiting"));
     if (*str(j, "error"))
         printf("  error: %s\n", str(j, "error"));
 }

@@ -216,8 +216,6 @@ void set_state(job *j, enum job_state s)
     emit_line(j->js, j, ev);
 }
 
-static void schedule(jobs *js);
-
 static void start_job(jobs *js, job *j)
 {
     char path[1200];
@@ -230,6 +228,7 @@ static void start_job(jobs *js, job *j)
     j->run_started_at = jobs_now_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
+    j->memory_reported = 0;
     js->busy |= j->devices;
     j->thread_running = 1;
     js->running++;
@@ -257,8 +256,10 @@ static void start_job(jobs *js, job *j)
 /* Queued jobs start in order (interrupted ones first) on free devices.
  * Under MPI the other ranks serve one job at a time, so one job runs: jobs
  * on disjoint GPUs of rank 0 would still meet at a rank > 0. A faulted
- * device is never free again in this process: its jobs wait for the next. */
-static void schedule(jobs *js)
+ * device is never free again in this process: its jobs wait for the next.
+ * A job whose devices are free but whose memory is not (job_admission.c)
+ * holds them like a busy one: later jobs on them wait behind it. */
+void jobs_schedule(jobs *js)
 {
     uint64_t wanted = 0;
     int one_at_a_time = mpi_node_size() > 1;
@@ -267,11 +268,12 @@ static void schedule(jobs *js)
             if (j->state != JOB_QUEUED || j->interrupted != (pass == 0))
                 continue;
             if (!((js->busy | wanted | js->faulted) & j->devices) &&
-                !(one_at_a_time && js->running))
+                !(one_at_a_time && js->running) && !job_waits_for_memory(js, j))
                 start_job(js, j);
             else
                 wanted |= j->devices;
         }
+    job_memory_retry(js);
 }
 
 static void write_metrics(job *j, cJSON *ev, int durable)
@@ -373,8 +375,10 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         j->test_loss = ev->test_loss;
     }
     j->last = merged;
-    if (ev->kind == RUN_EV_PROGRESS && ev->memory[0])
+    if (ev->kind == RUN_EV_PROGRESS && ev->memory[0]) {
         snprintf(j->memory, sizeof j->memory, "%s", ev->memory);
+        j->memory_reported = 1;
+    }
     ev = &merged;
     cJSON *e = event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
     cJSON_AddNumberToObject(e, "epoch", ev->epoch);
@@ -492,7 +496,7 @@ static void on_async(uv_async_t *h)
         p = next;
     }
     if (ended)
-        schedule(js);
+        jobs_schedule(js);
 }
 
 /* ---- the queue's API ---- */
@@ -551,6 +555,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     js->async.data = js;
+    job_memory_retry_init(js);
     *out = js;
     return 0;
 fail:
@@ -558,7 +563,7 @@ fail:
     return -1;
 }
 
-void jobs_start(jobs *js) { schedule(js); }
+void jobs_start(jobs *js) { jobs_schedule(js); }
 
 job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
                  char *err, size_t errlen)
@@ -594,6 +599,10 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
         snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
         goto fail;
     }
+    if (job_admit(j, err, errlen) != 0) {
+        *code = ERR_INVALID_JOB;
+        goto fail;
+    }
     j->js = js;
     j->owner = *owner;
     j->test_error = j->test_loss = NAN;
@@ -621,7 +630,7 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
             j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
             j->cfg.data.dataset, j->cfg.epochs);
     set_state(j, JOB_QUEUED);
-    schedule(js);
+    jobs_schedule(js);
     return j;
 fail:
     if (j && j->dir[0]) { /* leave no half-made job dir behind */
@@ -658,7 +667,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         j->log = NULL;
         if (js->listener.on_end)
             js->listener.on_end(js->listener.user, j);
-        schedule(js);
+        jobs_schedule(js);
         return 0;
     }
     j->cancel_requested = 1;
@@ -725,6 +734,16 @@ int jobs_stop_now(jobs *js)
 
 int jobs_running(const jobs *js) { return js->running; }
 
-static void on_async_closed(uv_handle_t *h) { free_jobs(h->data); }
+static void on_handle_closed(uv_handle_t *h)
+{
+    jobs *js = h->data;
+    if (--js->open_handles == 0)
+        free_jobs(js);
+}
 
-void jobs_close(jobs *js) { uv_close((uv_handle_t *)&js->async, on_async_closed); }
+void jobs_close(jobs *js)
+{
+    js->open_handles = 2;
+    uv_close((uv_handle_t *)&js->async, on_handle_closed);
+    uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
 #include "protocol.h"
@@ -41,6 +42,13 @@ struct job {
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
     char memory[512];       /* peak bytes per device, a JSON object's text or "" */
+    /* Admission by memory (job_admission.c): the estimate once made (need_known
+     * 1; -1: it could not be made, the job is not held back), whether the
+     * current run has reported its memory yet, and why it waits, or "". */
+    job_memory need;
+    int need_known;
+    int memory_reported;
+    char waiting[1024];
     volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
     int cancel_requested;
     int interrupted;        /* it was running when parled stopped: it goes first */
@@ -89,6 +97,10 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
+    /* Retries the queue while a job waits for memory (job_admission.c). */
+    uv_timer_t memory_retry;
+    int memory_retry_on;
+    int open_handles;       /* async and timer, until both are closed */
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
@@ -105,6 +117,19 @@ int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, siz
 int check_ranks(const char *s, char *err, size_t errlen);
 
 double jobs_now_s(void);                  /* wall clock, unix seconds */
+/* Start what can run of the queue (FIFO over devices, then memory). */
+void jobs_schedule(jobs *js);
+
+/* job_admission.c: admission by memory (docs/architecture.md). At submit:
+ * 0, or -1 with a message naming both figures when the job can never fit. */
+int job_admit(job *j, char *err, size_t errlen);
+/* At scheduling, for a queued job whose devices are free: 1 if it must wait
+ * for memory (j->waiting says why, in its status), 0 if it may start. */
+int job_waits_for_memory(jobs *js, job *j);
+/* After a scheduling pass: retry it every few seconds while a job waits for
+ * memory, which may free outside parled. */
+void job_memory_retry(jobs *js);
+void job_memory_retry_init(jobs *js);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */

@@ -97,6 +97,10 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
     cJSON_AddStringToObject(o, "devices", dev);
     cJSON_AddItemToObject(o, "replica_devices", replica_devices_json(j));
+    if (j->state == JOB_QUEUED && j->waiting[0])
+        cJSON_AddStringToObject(o, "waiting", j->waiting);
+    else
+        cJSON_AddNullToObject(o, "waiting");
     cJSON_AddNumberToObject(o, "epoch", j->last.epoch);
     cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
     cJSON_AddNumberToObject(o, "step", (double)j->last.step);

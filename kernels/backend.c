@@ -79,6 +79,16 @@ int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *tot
 #endif
 }
 
+int backend_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
+{
+#if PARLE_HAVE_CUDA
+    return backend_cuda_mem(device, free_bytes, total_bytes);
+#else
+    (void)device, (void)free_bytes, (void)total_bytes;
+    return -1;
+#endif
+}
+
 /* Safe to call twice. */
 void backend_ctx_free(backend_ctx *ctx)
 {

@@ -111,6 +111,10 @@ static inline size_t backend_act_size(const backend_ctx *ctx)
 int backend_cuda_devices(void);
 /* Name and total memory of CUDA device `device`: 0, or -1 if there is none. */
 int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes);
+/* Free and total memory of CUDA device `device` now (cudaMemGetInfo; the
+ * device becomes the calling thread's current one): 0, or -1 if there is
+ * none or it cannot tell. */
+int backend_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 
 static inline int backend_failed(const backend_ctx *ctx) { return ctx->failed; }
 /* Record an error (the first one sticks). For backends and the layers above. */

@@ -129,5 +129,6 @@ extern const backend_ops backend_cuda_ops;
 int backend_cuda_ctx_init(backend_ctx *ctx, int device, char *err, size_t errlen);
 int backend_cuda_device_count(void);
 int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *total_bytes);
+int backend_cuda_mem(int device, size_t *free_bytes, size_t *total_bytes);
 
 #endif

@@ -81,6 +81,12 @@ static float *adpsgd_weights(replica *r)
     return comm_peer_x(((adpsgd_state *)r->rule_state)->peer, r->rank);
 }
 
+/* u, and the shared x and a scratch of PEER_PAIR (adpsgd_init). */
+static int adpsgd_vectors(const job_config *cfg, int id)
+{
+    return 3;
+}
+
 static int adpsgd_state_buffers(replica *r, const char **names, float **bufs)
 {
     adpsgd_state *s = r->rule_state;
@@ -114,6 +120,7 @@ const coupling_rule coupling_adpsgd = {
     .sync = adpsgd_sync,
     .weights = adpsgd_weights,
     .state = adpsgd_state_buffers,
+    .vectors = adpsgd_vectors,
     .describe = adpsgd_describe,
     .free = adpsgd_free,
 };

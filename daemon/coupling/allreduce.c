@@ -57,6 +57,12 @@ static float *allreduce_weights(replica *r) { return r->model.params; }
  * identical vectors could round them. */
 static const float *allreduce_master(replica *r) { return r->model.params; }
 
+/* u (allreduce_init). */
+static int allreduce_vectors(const job_config *cfg, int id)
+{
+    return 1;
+}
+
 static int allreduce_state_buffers(replica *r, const char **names, float **bufs)
 {
     allreduce_state *s = r->rule_state;
@@ -85,6 +91,7 @@ const coupling_rule coupling_allreduce = {
     .sync = allreduce_sync,
     .weights = allreduce_weights,
     .state = allreduce_state_buffers,
+    .vectors = allreduce_vectors,
     .master = allreduce_master,
     .free = allreduce_free,
 };

@@ -43,6 +43,10 @@ typedef struct coupling_rule {
      * replica's whole state at an outer-iteration boundary: what a checkpoint
      * saves and a resume restores. Returns how many (at most RULE_MAX_STATE). */
     int (*state)(replica *r, const char **names, float **bufs);
+    /* How many vectors of nparams floats init allocates in replica `id`'s
+     * context memory (its state, scratch and comm_peer buffers): for memory
+     * admission (daemon/job_memory.c), which sizes a job before it runs. */
+    int (*vectors)(const job_config *cfg, int id);
     /* Optional (NULL: none). Host scalars that are part of that state
      * (GoSGD's weight a_i, gossip's clock): pointers to the rule's own
      * doubles, which a checkpoint saves in its metadata and a resume writes

@@ -96,6 +96,12 @@ static int dpsgd_sync(replica *r)
 
 static float *dpsgd_weights(replica *r) { return r->model.params; }
 
+/* u and mix (dpsgd_init); a copy of a peer on another device is not counted. */
+static int dpsgd_vectors(const job_config *cfg, int id)
+{
+    return 2;
+}
+
 static int dpsgd_state_buffers(replica *r, const char **names, float **bufs)
 {
     dpsgd_state *s = r->rule_state;
@@ -126,5 +132,6 @@ const coupling_rule coupling_dpsgd = {
     .sync = dpsgd_sync,
     .weights = dpsgd_weights,
     .state = dpsgd_state_buffers,
+    .vectors = dpsgd_vectors,
     .free = dpsgd_free,
 };

@@ -90,6 +90,12 @@ static const float *easgd_master(replica *r)
 }
 
 /* Replica 0's file also holds the centre. */
+/* u, and the centre in replica 0's memory (easgd_init, PEER_CENTRE). */
+static int easgd_vectors(const job_config *cfg, int id)
+{
+    return id == 0 ? 2 : 1;
+}
+
 static int easgd_state_buffers(replica *r, const char **names, float **bufs)
 {
     easgd_state *s = r->rule_state;
@@ -129,6 +135,7 @@ const coupling_rule coupling_easgd = {
     .weights = easgd_weights,
     .master = easgd_master,
     .state = easgd_state_buffers,
+    .vectors = easgd_vectors,
     .scalars = NULL,
     .describe = easgd_describe,
     .free = easgd_free,

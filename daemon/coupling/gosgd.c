@@ -101,6 +101,12 @@ static const float *gosgd_master(replica *r)
     return s->scaled;
 }
 
+/* u, scaled, and the mailbox of PEER_MAILBOX (gosgd_init). */
+static int gosgd_vectors(const job_config *cfg, int id)
+{
+    return 3;
+}
+
 static int gosgd_state_buffers(replica *r, const char **names, float **bufs)
 {
     gosgd_state *s = r->rule_state;
@@ -146,6 +152,7 @@ const coupling_rule coupling_gosgd = {
     .weights = gosgd_weights,
     .master = gosgd_master,
     .state = gosgd_state_buffers,
+    .vectors = gosgd_vectors,
     .scalars = gosgd_scalars,
     .describe = gosgd_describe,
     .free = gosgd_free,

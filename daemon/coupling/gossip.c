@@ -156,6 +156,12 @@ static int gossip_sync(replica *r)
 
 static float *gossip_weights(replica *r) { return r->model.params; }
 
+/* u, fetched, and the two snapshots of PEER_SNAPSHOT (gossip_init). */
+static int gossip_vectors(const job_config *cfg, int id)
+{
+    return 4;
+}
+
 static int gossip_state_buffers(replica *r, const char **names, float **bufs)
 {
     gossip_state *s = r->rule_state;
@@ -216,6 +222,7 @@ const coupling_rule coupling_gossip = {
     .sync = gossip_sync,
     .weights = gossip_weights,
     .state = gossip_state_buffers,
+    .vectors = gossip_vectors,
     .scalars = gossip_scalars,
     .describe = gossip_describe,
     .free = gossip_free,

@@ -201,6 +201,12 @@ static const float *lsgd_master(replica *r)
     return comm_exchange_end(r->comm, r->rank, &r->ctx) == 0 ? s->tmp : NULL;
 }
 
+/* u, tmp, and the leaders seen when p1, p2 pull towards them (lsgd_init). */
+static int lsgd_vectors(const job_config *cfg, int id)
+{
+    return 2 + (cfg->algorithm.p1 > 0) + (cfg->algorithm.p2 > 0);
+}
+
 static int lsgd_state_buffers(replica *r, const char **names, float **bufs)
 {
     lsgd_state *s = r->rule_state;
@@ -271,6 +277,7 @@ const coupling_rule coupling_lsgd = {
     .sync = lsgd_sync,
     .weights = lsgd_weights,
     .state = lsgd_state_buffers,
+    .vectors = lsgd_vectors,
     .scalars = lsgd_scalars,
     .describe = lsgd_describe,
     .master = lsgd_master,

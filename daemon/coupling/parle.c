@@ -105,6 +105,12 @@ static int parle_sync(replica *r)
 
 static float *parle_weights(replica *r) { return ((parle_state *)r->rule_state)->x; }
 
+/* u; and x, z, v with inner steps (parle_init). */
+static int parle_vectors(const job_config *cfg, int id)
+{
+    return cfg->algorithm.L > 0 ? 4 : 1;
+}
+
 static int parle_state_buffers(replica *r, const char **names, float **bufs)
 {
     parle_state *s = r->rule_state;
@@ -140,5 +146,6 @@ const coupling_rule coupling_parle = {
     .sync = parle_sync,
     .weights = parle_weights,
     .state = parle_state_buffers,
+    .vectors = parle_vectors,
     .free = parle_free,
 };

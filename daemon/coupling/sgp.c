@@ -180,6 +180,12 @@ static const float *sgp_master(replica *r)
     return s->tmp;
 }
 
+/* z, u, tmp, and OSGP's inbox (sgp_init). */
+static int sgp_vectors(const job_config *cfg, int id)
+{
+    return strcmp(cfg->algorithm.name, "osgp") == 0 ? 4 : 3;
+}
+
 static int sgp_state_buffers(replica *r, const char **names, float **bufs)
 {
     sgp_state *s = r->rule_state;
@@ -240,8 +246,8 @@ static void sgp_free(replica *r)
 #define SGP_RULE(NAME)                                                                     \
     {.name = NAME, .net = NET_CPU, .init = sgp_init, .steps_per_sync = sgp_steps_per_sync, \
      .begin = sgp_begin, .step = sgp_step, .sync = sgp_sync, .weights = sgp_weights,      \
-     .state = sgp_state_buffers, .scalars = sgp_scalars, .describe = sgp_describe,        \
-     .master = sgp_master, .free = sgp_free}
+     .state = sgp_state_buffers, .vectors = sgp_vectors, .scalars = sgp_scalars,          \
+     .describe = sgp_describe, .master = sgp_master, .free = sgp_free}
 
 const coupling_rule coupling_sgp = SGP_RULE("sgp");
 const coupling_rule coupling_osgp = SGP_RULE("osgp");

@@ -22,6 +22,18 @@ int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *to
     return 0;
 }
 
+/* cudaMemGetInfo answers for the calling thread's current device, so the
+ * question sets it first (the loop thread keeps no other device). */
+int backend_cuda_mem(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* a question, not a failure to keep */
+        return -1;
+    }
+    return 0;
+}
+
 /* An allocation's failure: out of memory names the device and the bytes
  * asked for (what callers act on), anything else is reported as it is. */
 static void *alloc_failed(backend_ctx *ctx, cudaError_t rc, const char *what, size_t bytes)

@@ -1,0 +1,95 @@
+/* Admission by memory on the loop thread (docs/architecture.md): a job's
+ * estimate (job_memory.h) against what its devices have, in all at submit
+ * and free now when its devices are: a job that can never fit is refused,
+ * one that does not fit now waits in the queue, saying why. */
+#include <stdio.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+#include "mpi_node.h"
+
+/* How often the queue is looked at again while a job waits for memory: it
+ * may free outside parled, where no event tells (a job's end and a submit
+ * retry at once as well). */
+#define MEMORY_RETRY_MS 2000
+
+/* The estimate, made once: 1 if known, -1 if not (the job is not held back
+ * then; its run reports what goes wrong). Under MPI the replicas spread over
+ * ranks, which the estimate does not place: not checked there. */
+static int estimate(job *j)
+{
+    if (j->need_known)
+        return j->need_known;
+    int gpus[JOB_MEMORY_GPUS], ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS && ngpus < JOB_MEMORY_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    char err[512];
+    j->need_known = -1;
+    if (mpi_node_size() > 1)
+        return -1;
+    if (job_memory_estimate(&j->cfg, gpus, ngpus, &j->need, err, sizeof err) != 0) {
+        if (j->log)
+            job_log(j, "no memory estimate (not held back for memory): %s", err);
+        return -1;
+    }
+    return j->need_known = 1;
+}
+
+/* Host memory that running jobs are yet to take: MemAvailable does not show
+ * it until they have loaded their data and built their replicas (the first
+ * progress event reports their memory). */
+static size_t host_held(const jobs *js)
+{
+    size_t held = 0;
+    for (const job *j = js->first; j; j = j->next)
+        if (j->thread_running && j->need_known == 1 && !j->memory_reported)
+            held += j->need.host;
+    return held;
+}
+
+int job_admit(job *j, char *err, size_t errlen)
+{
+    char why[sizeof j->waiting];
+    if (estimate(j) != 1 || job_memory_fits(&j->need, 0, 0, why, sizeof why))
+        return 0;
+    snprintf(err, errlen, "memory: %s", why);
+    return -1;
+}
+
+int job_waits_for_memory(jobs *js, job *j)
+{
+    char why[sizeof j->waiting - 16];
+    if (estimate(j) != 1 || job_memory_fits(&j->need, 1, host_held(js), why, sizeof why)) {
+        j->waiting[0] = '\0';
+        return 0;
+    }
+    int newly = !j->waiting[0];
+    snprintf(j->waiting, sizeof j->waiting, "memory: %s", why);
+    /* Logged and persisted once per wait: the figures change at every retry. */
+    if (newly) {
+        job_log(j, "waiting for %s", j->waiting);
+        write_status(j);
+    }
+    return 1;
+}
+
+static void on_retry(uv_timer_t *t) { jobs_schedule(t->data); }
+
+void job_memory_retry_init(jobs *js)
+{
+    uv_timer_init(js->loop, &js->memory_retry);
+    js->memory_retry.data = js;
+}
+
+void job_memory_retry(jobs *js)
+{
+    int waiting = 0;
+    for (const job *j = js->first; j && !waiting; j = j->next)
+        waiting = j->state == JOB_QUEUED && j->waiting[0];
+    if (waiting && !js->stopping && !js->memory_retry_on)
+        uv_timer_start(&js->memory_retry, on_retry, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
+    else if ((!waiting || js->stopping) && js->memory_retry_on)
+        uv_timer_stop(&js->memory_retry);
+    js->memory_retry_on = waiting && !js->stopping;
+}

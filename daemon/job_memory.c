@@ -1,0 +1,224 @@
+/* Admission by memory (job_memory.h): a job's bytes per device from its
+ * file, planned as the runner would build it, and the machine's figures. */
+#include "job_memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "coupling.h"
+#include "model.h"
+
+/* The runner's evaluation batch (runner.c EVAL_BATCH). */
+enum { EVAL_BATCH = 256 };
+
+/* What run_load_data will hold: examples of c x hw x hw floats and their
+ * labels, as each loader reads them (daemon/data/load.c). */
+typedef struct data_shape {
+    long ntrain, ntest;
+    int c, hw, classes;
+} data_shape;
+
+static long limited(int limit, long all) { return limit > 0 && limit < all ? limit : all; }
+
+static data_shape shape_of(const job_config *cfg)
+{
+    const char *name = cfg->data.dataset, *arch = cfg->model.arch;
+    data_shape s = {60000, 10000, 1, 28, 10};
+    if (!strncmp(name, "cifar", 5)) {
+        s = (data_shape){50000, 10000, 3, 32, strcmp(name, "cifar100") == 0 ? 100 : 10};
+    } else if (!strcmp(name, "synthetic")) {
+        /* Shaped for the model, of the sizes load.c gives when unlimited. */
+        int cifar = !strcmp(arch, "allcnn") || !strcmp(arch, "wrn");
+        s = (data_shape){4096, 1024, cifar ? 3 : 1, cifar ? 32 : 28,
+                         cfg->model.classes > 0 ? cfg->model.classes : 10};
+    }
+    s.ntrain = limited(cfg->data.train_limit, s.ntrain);
+    s.ntest = limited(cfg->data.test_limit, s.ntest);
+    return s;
+}
+
+/* Host bytes of the data: images and labels, and while ZCA is fitted
+ * (preprocess.c zca_fit) two dim x dim double matrices, a float covariance
+ * and the float whitening matrix. */
+static size_t data_bytes(const job_config *cfg, const data_shape *s)
+{
+    size_t ex = (size_t)s->c * s->hw * s->hw;
+    size_t bytes = (size_t)(s->ntrain + s->ntest) * (ex * sizeof(float) + sizeof(int32_t));
+    if (!strcmp(cfg->data.normalize, "zca"))
+        bytes += ex * ex * (2 * sizeof(double) + 2 * sizeof(float));
+    return bytes;
+}
+
+/* Host bytes beside the replicas: each one's loader buffers (augment.h) and
+ * scratch image, its sampler's permutation, and the master's host copy. */
+static size_t batches_bytes(const job_config *cfg, const data_shape *s, const model *m)
+{
+    size_t ex = (size_t)s->c * s->hw * s->hw;
+    size_t loader = LOADER_BUFFERS * (size_t)cfg->optim.batch * (ex * sizeof(float) + sizeof(int32_t)) +
+                    ex * sizeof(float) + (size_t)s->ntrain * sizeof(int32_t);
+    return (size_t)cfg->algorithm.replicas * loader + (m->nparams + m->nstats) * sizeof(float);
+}
+
+/* m->bytes of the model the runner builds, planned: nothing allocated. */
+static int planned(const job_config *cfg, const data_shape *s, int device, int batch, int train,
+                   model *m, char *err, size_t errlen)
+{
+    backend_ctx plan;
+    backend_ctx_plan(&plan, device, job_precision(cfg));
+    model_spec spec = cfg->model;
+    spec.in_c = s->c, spec.in_h = spec.in_w = s->hw;
+    if (spec.classes <= 0)
+        spec.classes = s->classes;
+    return model_build(m, &plan, &spec, batch, train, err, errlen);
+}
+
+int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_memory *m,
+                        char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    const coupling_rule *rule = coupling_find(cfg->algorithm.name);
+    if (!rule) {
+        snprintf(err, errlen, "algorithm.name: no rule \"%s\"", cfg->algorithm.name);
+        return -1;
+    }
+    data_shape s = shape_of(cfg);
+    int device = ngpus > 0 ? gpus[0] : -1, n = cfg->algorithm.replicas;
+    model train, eval;
+    if (planned(cfg, &s, device, cfg->optim.batch, 1, &train, err, errlen) != 0)
+        return -1;
+    size_t vec = train.nparams * sizeof(float);
+    m->replicas = n;
+    m->model = train.bytes;
+    m->rule = (size_t)rule->vectors(cfg, n > 1 ? 1 : 0) * vec;
+    m->rule0 = (size_t)rule->vectors(cfg, 0) * vec;
+    m->data = data_bytes(cfg, &s);
+    m->batches = batches_bytes(cfg, &s, &train);
+    model_free(&train, NULL);
+    if (planned(cfg, &s, device, EVAL_BATCH, 0, &eval, err, errlen) != 0)
+        return -1;
+    m->eval = eval.bytes;
+    model_free(&eval, NULL);
+    /* Replica r runs where run_job puts it: gpus[r % ngpus], or the CPU. */
+    size_t replicas = m->model * (size_t)n + m->rule * (size_t)(n - 1) + m->rule0 + m->eval;
+    m->host = m->data + m->batches + (ngpus > 0 ? 0 : replicas);
+    m->ngpus = ngpus < JOB_MEMORY_GPUS ? ngpus : JOB_MEMORY_GPUS;
+    for (int g = 0; g < m->ngpus; g++) {
+        m->gpus[g] = gpus[g];
+        size_t on = (size_t)(n / m->ngpus + (g < n % m->ngpus));
+        m->gpu[g] = on * (m->model + m->rule) + (g == 0 ? m->rule0 - m->rule + m->eval : 0);
+    }
+    return 0;
+}
+
+void job_memory_bytes_text(size_t bytes, char *out, size_t len)
+{
+    double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(out, len, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+        snprintf(out, len, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        snprintf(out, len, "%.0f KiB", b / 1024.0);
+}
+
+/* "model 2.10 GiB x 3 replicas, rule state 96.0 MiB x 3, evaluation model
+ * 200.0 MiB, data 820.0 MiB, batches 10.0 MiB": the parts of what one place
+ * holds. `g`: the index of a GPU in m->gpus, or -1 for the host, which holds
+ * the replicas too in a CPU job. */
+static void parts_text(const job_memory *m, int g, char *out, size_t len)
+{
+    char net[32], rule[32], eval[32], data[32], batches[32];
+    job_memory_bytes_text(m->model, net, sizeof net);
+    job_memory_bytes_text(m->rule0 > m->rule ? m->rule0 : m->rule, rule, sizeof rule);
+    job_memory_bytes_text(m->eval, eval, sizeof eval);
+    job_memory_bytes_text(m->data, data, sizeof data);
+    job_memory_bytes_text(m->batches, batches, sizeof batches);
+    int n = m->replicas, on = g < 0 ? n : n / m->ngpus + (g < n % m->ngpus);
+    size_t at = 0;
+    out[0] = '\0';
+    if (g >= 0 || m->ngpus == 0) {
+        at = (size_t)snprintf(out, len, "model %s x %d replica%s, rule state %s x %d", net, on,
+                              on == 1 ? "" : "s", rule, on);
+        if (g <= 0 && at < len) /* replica 0's place */
+            at += (size_t)snprintf(out + at, len - at, ", evaluation model %s", eval);
+    }
+    if (g < 0 && at < len)
+        snprintf(out + at, len - at, "%sdata %s, batches %s", at ? ", " : "", data, batches);
+}
+
+/* One place against what it has, told as `pre` <bytes> `post`. */
+static int place_fits(const job_memory *m, int g, size_t need, size_t has, const char *pre,
+                      const char *post, char *why, size_t whylen)
+{
+    if (need <= has)
+        return 1;
+    char where[24] = "cpu", need_s[32], has_s[32], parts[320];
+    if (g >= 0)
+        snprintf(where, sizeof where, "cuda:%d", m->gpus[g]);
+    job_memory_bytes_text(need, need_s, sizeof need_s);
+    job_memory_bytes_text(has, has_s, sizeof has_s);
+    parts_text(m, g, parts, sizeof parts);
+    snprintf(why, whylen, "needs %s on %s (%s) but %s%s%s", need_s, where, parts, pre, has_s, post);
+    return 0;
+}
+
+int job_memory_fits(const job_memory *m, int now, size_t host_held, char *why, size_t whylen)
+{
+    size_t total, avail;
+    if (job_memory_host(&total, &avail) == 0) {
+        size_t has = now ? (avail > host_held ? avail - host_held : 0) : total;
+        const char *post = !now       ? " (MemTotal)"
+                           : host_held ? " are available now (MemAvailable less what jobs "
+                                         "starting will take)"
+                                       : " are available now (MemAvailable)";
+        if (!place_fits(m, -1, m->host, has, now ? "" : "the machine has ", post, why, whylen))
+            return 0;
+    }
+    /* The total from the device's properties: asking for free memory makes
+     * a CUDA context there, which only a job about to start needs. */
+    for (int g = 0; g < m->ngpus; g++) {
+        size_t free_b = 0, total_b = 0;
+        char name[256];
+        int known = now ? backend_cuda_mem_info(m->gpus[g], &free_b, &total_b) == 0
+                        : backend_cuda_device_info(m->gpus[g], name, sizeof name, &total_b) == 0;
+        if (known && !place_fits(m, g, m->gpu[g], now ? free_b : total_b,
+                                 now ? "" : "the GPU has ", now ? " are free there now" : " in all",
+                                 why, whylen))
+            return 0;
+    }
+    return 1;
+}
+
+/* The value of a "Name:   N kB" line of meminfo text, in bytes. */
+static int meminfo_field(const char *text, const char *name, size_t *bytes)
+{
+    size_t len = strlen(name);
+    for (const char *at = text; at; at = strchr(at, '\n')) {
+        at += *at == '\n';
+        unsigned long long kb;
+        if (!strncmp(at, name, len) && at[len] == ':' &&
+            sscanf(at + len + 1, "%llu", &kb) == 1) {
+            *bytes = (size_t)kb * 1024;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int job_memory_host(size_t *total, size_t *available)
+{
+    const char *path = getenv("PARLE_MEMINFO");
+    FILE *f = fopen(path && *path ? path : "/proc/meminfo", "r");
+    if (!f)
+        return -1;
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return meminfo_field(text, "MemTotal", total) == 0 &&
+                   meminfo_field(text, "MemAvailable", available) == 0
+               ? 0
+               : -1;
+}

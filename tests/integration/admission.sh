@@ -1,0 +1,64 @@
+#!/bin/bash
+# Admission by memory (docs/architecture.md): with a fake meminfo (the
+# PARLE_MEMINFO hook) of 1 GiB, a job that needs more is refused at submit,
+# naming both figures; of two jobs that fit one at a time, the second waits
+# in the queue for memory, saying so in its status, and runs once the
+# memory is there.
+. "$(dirname "$0")/lib.sh"
+MEMINFO=$TMP/meminfo
+meminfo() { # TOTAL_KB AVAILABLE_KB, replaced whole as the daemon may read it any time
+    printf 'MemTotal:       %s kB\nMemFree:        %s kB\nMemAvailable:   %s kB\n' "$1" "$2" "$2" \
+        >"$MEMINFO.new"
+    mv "$MEMINFO.new" "$MEMINFO"
+}
+meminfo 1048576 1048576
+PARLE_MEMINFO=$MEMINFO start_daemon
+
+# WRN-28-10, 8 replicas: some 3 GB each, against 1 GiB.
+cat >"$TMP/big.json" <<JOB
+{"model": {"arch": "wrn", "depth": 28, "width": 10},
+ "data": {"dataset": "synthetic", "train_limit": 256, "test_limit": 64},
+ "algorithm": {"name": "parle", "replicas": 8, "L": 5}, "optim": {"lr": 0.1, "batch": 128},
+ "epochs": 1, "devices": "cpu"}
+JOB
+if ctl submit "$TMP/big.json" >"$TMP/big.out" 2>&1; then
+    fail "a job needing more than MemTotal was accepted: $(cat "$TMP/big.out")"
+fi
+grep -q "invalid_job\|invalid job" "$TMP/big.out" || fail "not an invalid-job refusal: $(cat "$TMP/big.out")"
+grep -Eq "memory: needs [0-9.]+ GiB on cpu \(model [0-9.]+ GiB x 8 replicas, .*\) but the machine has 1.00 GiB \(MemTotal\)" \
+    "$TMP/big.out" || fail "the refusal does not name both figures: $(cat "$TMP/big.out")"
+[ -z "$(ls "$STATE/jobs")" ] || fail "a refused job left a job dir: $(ls "$STATE/jobs")"
+
+# Two small jobs; while the first runs, the machine's memory runs short.
+mlp_job "$TMP/job.json" 6
+a=$(ctl submit "$TMP/job.json" -q) || fail "submit a"
+wait_state "$a" running 10
+meminfo 1048576 1024
+b=$(ctl submit "$TMP/job.json" -q) || fail "submit b (it fits MemTotal)"
+ctl status "$a" --json >"$TMP/a.json"
+[ "$(field "$TMP/a.json" waiting)" = null ] || fail "a running job waits: $(cat "$TMP/a.json")"
+# At a's end b's devices are free, its memory is not.
+for _ in $(seq 300); do
+    ctl status "$b" --json >"$TMP/b.json"
+    case "$(field "$TMP/b.json" waiting)" in memory:*) break ;; esac
+    [ "$(field "$TMP/b.json" state)" = queued ] || fail "$b left the queue without memory: $(cat "$TMP/b.json")"
+    sleep 0.1
+done
+waiting=$(field "$TMP/b.json" waiting)
+case "$waiting" in
+"memory: needs "*" on cpu ("*") but 1.0 MiB are available now (MemAvailable)") ;;
+*) fail "$b does not wait for memory: $(cat "$TMP/b.json")" ;;
+esac
+[ "$(field "$TMP/b.json" state)" = queued ] || fail "$b is not queued"
+ctl status "$a" --json >"$TMP/a.json"
+[ "$(field "$TMP/a.json" state)" = done ] || fail "$a is not done while $b waits"
+ctl status "$b" | grep -q "^  waiting: memory: needs " || fail "parlectl status shows no reason: $(ctl status "$b")"
+wait_log "$b" "waiting for memory: needs" 5
+# The memory frees outside parled: the periodic retry starts b.
+meminfo 1048576 1048576
+wait_state "$b" running 10
+ctl wait "$b" || fail "$b did not end done"
+ctl status "$b" --json >"$TMP/b.json"
+[ "$(field "$TMP/b.json" waiting)" = null ] || fail "$b still waits: $(cat "$TMP/b.json")"
+stop_daemon
+echo PASS
