@@ -53,9 +53,11 @@ out=$(ctl export "$a" 2>&1); [ $? = 2 ] || fail "export without a file must be a
 # Another uid that cannot read the state dir still gets the file.
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && getent group nogroup >/dev/null &&
     command -v setpriv >/dev/null; then
-    # nobody may use the socket (--group) but not read the state dir.
+    # nobody may use the socket (--group) and, in the admin group, export
+    # root's job (multiuser.sh checks the refusal without it), but not read
+    # the state dir.
     stop_daemon
-    start_daemon --group nogroup
+    start_daemon --group nogroup --admin-group nogroup
     chmod 700 "$STATE"
     chmod 777 "$TMP/out" && chmod 711 "$TMP"
     [ "$(id -u nobody)" != 0 ] && ! setpriv --reuid nobody --regid nogroup --clear-groups \
