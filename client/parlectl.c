@@ -100,6 +100,27 @@ void conn_close(conn *c)
     c->buf = NULL;
 }
 
+/* After a failed send: parled may have refused the connection (a bound,
+ * the peer's uid) and closed it before reading, its reply waiting in the
+ * socket. 1 if that reply was an error, now printed. */
+static int refused(conn *c)
+{
+    char line[4096];
+    ssize_t r = recv(c->fd, line, sizeof line - 1, MSG_DONTWAIT);
+    if (r <= 0)
+        return 0;
+    line[r] = '\0';
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = '\0';
+    cJSON *reply = cJSON_Parse(line);
+    int error = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(reply, "ok"));
+    if (error)
+        reply_error(reply);
+    cJSON_Delete(reply);
+    return error;
+}
+
 int conn_send(conn *c, cJSON *req)
 {
     char *text = cJSON_PrintUnformatted(req);
@@ -114,8 +135,9 @@ int conn_send(conn *c, cJSON *req)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
+            const int e = errno;
             free(text);
-            return fail("sending to parled: %s", strerror(errno));
+            return refused(c) ? EXIT_FAIL : fail("sending to parled: %s", strerror(e));
         }
         off += (size_t)w;
     }
