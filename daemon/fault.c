@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char *const phase_names[] = {"none", "start", "step", "sync", "eval",
-                                          "checkpoint", "hang", "device", "load"};
+                                          "checkpoint", "hang", "device", "oom", "load"};
 
 const char *fault_phase_name(enum fault_phase phase) { return phase_names[phase]; }
 
@@ -41,7 +41,7 @@ int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long 
         return 0;
     if (phase == FAULT_START)
         return 1;
-    if (phase == FAULT_STEP || phase == FAULT_HANG || phase == FAULT_DEVICE)
+    if (phase == FAULT_STEP || phase == FAULT_HANG || phase == FAULT_DEVICE || phase == FAULT_OOM)
         return fp->k == k && fp->step == step;
     return fp->k == k;
 }

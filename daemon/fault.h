@@ -14,6 +14,11 @@
  *               job fails and parled re-executes itself (docs/gpu.md
  *               "Sticky device faults"); on the CPU backend too, so that
  *               path runs without a GPU
+ *   oom         at inner step STEP of K it asks its backend for 1 PiB
+ *               (backend_alloc: cudaMalloc on a GPU, the host allocator on
+ *               the CPU), a real out-of-memory in the middle of a job: the
+ *               job fails naming the device and the bytes, the device stays
+ *               usable, the next job runs
  *   load        the K-th job to load its data in this process (from 1)
  *               hangs there (sleeping in short steps) until its stop flag
  *               is set (a cancel, a shutdown), then stops as a slow load
@@ -26,7 +31,7 @@
 #include <stddef.h>
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
-                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_LOAD };
+                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_OOM, FAULT_LOAD };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */

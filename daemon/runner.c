@@ -686,6 +686,8 @@ static void *replica_main(void *p)
             if (fault_strikes(&run->fault, r.rank, FAULT_DEVICE, k, l))
                 backend_fail_device(&r.ctx, "%s:%d: injected device fault (PARLE_FAULT_REPLICA): "
                                     "the device is unusable for this process", __FILE__, __LINE__);
+            if (fault_strikes(&run->fault, r.rank, FAULT_OOM, k, l))
+                backend_free(&r.ctx, backend_alloc(&r.ctx, (size_t)1 << 50));
             if (fault_strikes(&run->fault, r.rank, FAULT_STEP, k, l))
                 run_fail(run, "replica %d: injected failure at step %ld (outer iteration %ld, "
                          "inner step %d)", r.rank, step, k, l);

@@ -28,4 +28,20 @@ grep -q "no complete checkpoint to resume from: starting over from scratch" "$ST
     fail "$b's log does not say it started over"
 check_metrics "$STATE/jobs/$b/metrics.jsonl" 100
 stop_daemon
+
+# Out of memory in the middle of a job (replica 0 asks its backend for 1 PiB
+# at outer iteration 40; under ASan that must fail as malloc does): that job
+# fails naming the device and the bytes, the device is not faulted, the next
+# job (32 outer iterations) runs to done, parled stops cleanly.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
+PARLE_FAULT_REPLICA=0:oom:40:1 start_daemon
+mlp_job "$TMP/two.json" 2
+c=$(ctl submit "$TMP/two.json" -q) || fail "submit c"
+ctl wait "$c" 2>/dev/null && fail "$c survived its out-of-memory"
+ctl status "$c" --json | grep -q "replica 0: step 40: cpu: out of memory allocating 1125899906842624 bytes" ||
+    fail "$c's error: $(ctl status "$c")"
+ctl devices --json | grep -q '"faulted":[[:space:]]*null' || fail "out of memory marked the device faulted"
+mlp_job "$TMP/one.json" 1
+d=$(ctl submit "$TMP/one.json" -q) && ctl wait "$d" || fail "the job after the out-of-memory"
+stop_daemon
 echo PASS

@@ -19,6 +19,11 @@
 #include "runner.h"
 #include "testjob.h"
 
+/* The injected out-of-memory asks for 1 PiB: under ASan that must fail as
+ * malloc does, not abort the test. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 static const double RUN_LIMIT_S = 20.0;
 
 /* 3 MLP replicas, 3 epochs; 512 training images: 16 outer iterations per
@@ -227,6 +232,14 @@ int main(void)
           o.res.device_fault);
     o = run_with(&cfg, "2:step:5:1", NULL, NULL);
     CHECK(o.rc == -1 && !o.res.device_fault[0], "a plain failure named a device fault: \"%s\"",
+          o.res.device_fault);
+
+    /* Out of device memory mid-job (a real allocation of 1 PiB): the job
+     * fails naming the device and the bytes; no device fault. */
+    o = run_with(&cfg, "1:oom:3:2", NULL, NULL);
+    CHECK(o.rc == -1 && strstr(o.err, "replica 1: step ") &&
+          strstr(o.err, "cpu: out of memory allocating 1125899906842624 bytes") &&
+          !o.res.device_fault[0], "oom: rc %d %s (device fault \"%s\")", o.rc, o.err,
           o.res.device_fault);
 
     /* A fault spec the runner cannot read is an error, not ignored. */
