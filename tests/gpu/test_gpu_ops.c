@@ -109,13 +109,31 @@ static void check_gemm(void)
         }
 }
 
+/* A linear layer's operands and results, fresh random on both sides. */
+typedef struct linear_bufs {
+    buf x, w, b, y, dy, dx, dw, db;
+} linear_bufs;
+
+static linear_bufs linear_make(int n, int in, int out)
+{
+    return (linear_bufs){make((size_t)n * in, -1, 1), make((size_t)out * in, -1, 1),
+                         make(out, -1, 1), make((size_t)n * out, -1, 1),
+                         make((size_t)n * out, -1, 1), make((size_t)n * in, -1, 1),
+                         make((size_t)out * in, -1, 1), make(out, -1, 1)};
+}
+
+static void linear_drop(linear_bufs *t)
+{
+    buf *all[] = {&t->x, &t->w, &t->b, &t->y, &t->dy, &t->dx, &t->dw, &t->db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
+}
+
 static void check_linear(void)
 {
     const int n = 5, in = 37, out = 11;
-    buf x = make((size_t)n * in, -1, 1), w = make((size_t)out * in, -1, 1);
-    buf b = make(out, -1, 1), y = make((size_t)n * out, -1, 1);
-    buf dy = make((size_t)n * out, -1, 1), dx = make((size_t)n * in, -1, 1);
-    buf dw = make((size_t)out * in, -1, 1), db = make(out, -1, 1);
+    linear_bufs t = linear_make(n, in, out);
+    buf x = t.x, w = t.w, b = t.b, y = t.y, dy = t.dy, dx = t.dx, dw = t.dw, db = t.db;
     linear_forward(&cpu, n, in, out, x.h, w.h, b.h, y.h);
     linear_forward(&gpu, n, in, out, x.d, w.d, b.d, y.d);
     compare("linear_forward", &y, 1e-6 * in, 1e-5);
@@ -138,9 +156,7 @@ static void check_linear(void)
     compare("linear_backward dw only", &dw, 1e-6 * n, 1e-5);
     compare("linear_backward dx untouched", &dx, 0, 0);
     compare("linear_backward db untouched", &db, 0, 0);
-    buf *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        drop(all[i]);
+    linear_drop(&t);
 }
 
 typedef struct conv_case {
@@ -264,10 +280,9 @@ static void check_default_setup(void)
     check_gemms("tf32", check_tf32);
 
     const int n = 64, in = 400, out = 120; /* LeNet's first linear layer */
-    buf x = make((size_t)n * in, -1, 1), w = make((size_t)out * in, -1, 1);
-    buf b = make(out, -1, 1), y = make((size_t)n * out, -1, 1);
-    buf dy = make((size_t)n * out, -1, 1), dx = make((size_t)n * in, -1, 1);
-    buf dw = make((size_t)out * in, -1, 1), db = make(out, -1, 1);
+    linear_bufs lin = linear_make(n, in, out);
+    buf x = lin.x, w = lin.w, b = lin.b, y = lin.y, dy = lin.dy, dx = lin.dx, dw = lin.dw,
+        db = lin.db;
     linear_forward(&cpu, n, in, out, x.h, w.h, b.h, y.h);
     linear_forward(&gpu, n, in, out, x.d, w.d, b.d, y.d);
     check_tf32("linear forward tf32", &y);
@@ -276,9 +291,7 @@ static void check_default_setup(void)
     check_tf32("linear backward dx tf32", &dx);
     check_tf32("linear backward dw tf32", &dw);
     check_tf32("linear backward db tf32", &db);
-    buf *lin[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
-    for (size_t i = 0; i < sizeof lin / sizeof *lin; i++)
-        drop(lin[i]);
+    linear_drop(&lin);
 
     static const conv_case convs[] = {
         {"lenet 6x12x12->16 k5", 16, 6, 12, 12, 16, 5, 1, 0, 1},

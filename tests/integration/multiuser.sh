@@ -39,17 +39,9 @@ ctl_as() {
 start_daemon --group "$grp" --admin-group "$adm" --max-jobs-per-user 2 \
     --max-connections-per-user 2
 
-# A job that runs until cancelled.
-long_job() {
-    cat >"$1" <<JOB
-{"name": "it-long", "model": {"arch": "mlp"},
- "data": {"dataset": "synthetic", "train_limit": 65536, "test_limit": 256},
- "algorithm": {"name": "sgd"}, "optim": {"lr": 0.05, "batch": 32},
- "epochs": 1000, "seed": 3, "devices": "cpu"}
-JOB
-    chmod 644 "$1"
-}
-long_job "$TMP/long.json"
+# A job that runs until cancelled, readable by the users.
+mlp_job "$TMP/long.json" 1000
+chmod 644 "$TMP/long.json"
 
 # ---- 1. ownership ----
 a=$(ctl_as "$alice" submit -q "$TMP/long.json") || fail "alice submits"
