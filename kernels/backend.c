@@ -202,89 +202,24 @@ void backend_stage_done(backend_ctx *ctx, int slot)
 
 /* ---- compute ---- */
 
-void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-          const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
-{
-    if (!ctx->failed)
-        ctx->ops->gemm(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+/* The uniform ops of backend_ops.def (BACKEND_OP, BACKEND_OP_FUSED): skip
+ * once failed, else forward. The other kinds are written below by hand. */
+#define BACKEND_OP(ret, name, params, args) \
+    ret name params                         \
+    {                                       \
+        if (!ctx->failed)                   \
+            ctx->ops->name args;            \
+    }
+#define BACKEND_OP_WRAPPED(ret, name, params, args)
+#define BACKEND_OP_OPTIONAL(ret, name, params, args)
+#define BACKEND_OP_TABLE(ret, name, params, args)
+#include "backend_ops.def"
 
-void conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x, const float *w,
-                    const float *b, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->conv2d_forward(ctx, d, n, x, w, b, y);
-}
+/* By hand from here on: the ops whose entry may be NULL (BACKEND_OP_OPTIONAL,
+ * BACKEND_OP_TABLE) or that return a value on a failed context
+ * (BACKEND_OP_WRAPPED); each says what it does beyond skip-or-forward. */
 
-void conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
-                          const float *w, float *dx)
-{
-    if (!ctx->failed)
-        ctx->ops->conv2d_backward_data(ctx, d, n, dy, w, dx);
-}
-
-void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                            const float *dy, float *dw, float *db)
-{
-    if (!ctx->failed)
-        ctx->ops->conv2d_backward_filter(ctx, d, n, x, dy, dw, db);
-}
-
-void maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
-                       int32_t *argmax)
-{
-    if (!ctx->failed)
-        ctx->ops->maxpool2d_forward(ctx, d, n, x, y, argmax);
-}
-
-void maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
-                        const int32_t *argmax, float *dx)
-{
-    if (!ctx->failed)
-        ctx->ops->maxpool2d_backward(ctx, d, n, dy, argmax, dx);
-}
-
-void avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->avgpool2d_forward(ctx, d, n, x, y);
-}
-
-void avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy, float *dx)
-{
-    if (!ctx->failed)
-        ctx->ops->avgpool2d_backward(ctx, d, n, dy, dx);
-}
-
-void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float momentum, float eps, float *y,
-                             float *save_mean, float *save_invstd)
-{
-    if (!ctx->failed)
-        ctx->ops->batchnorm_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean,
-                                          running_var, momentum, eps, y, save_mean, save_invstd);
-}
-
-void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, const float *running_mean,
-                             const float *running_var, float eps, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->batchnorm_forward_infer(ctx, n, c, hw, x, gamma, beta, running_mean,
-                                          running_var, eps, y);
-}
-
-void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
-                        const float *gamma, const float *save_mean, const float *save_invstd,
-                        float *dx, float *dgamma, float *dbeta)
-{
-    if (!ctx->failed)
-        ctx->ops->batchnorm_backward(ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,
-                                     dgamma, dbeta);
-}
-
-/* Composed where the backend has no fused pass: both ops are element-wise
+/* Optional: composed where the backend has no fused pass: both ops are element-wise
  * after their statistics, so running them in place is safe. */
 void batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
                                   const float *gamma, const float *beta, float *running_mean,
@@ -304,7 +239,7 @@ void batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const 
     relu_forward(ctx, (size_t)n * c * hw, y, y);
 }
 
-/* Composed: dy masked in place by y, then BN's backward on it. */
+/* Optional: composed, dy masked in place by y, then BN's backward on it. */
 void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
                              const float *y, float *dy, const float *gamma, const float *beta,
                              const float *save_mean, const float *save_invstd, float *dx,
@@ -321,32 +256,11 @@ void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float
     batchnorm_backward(ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
+/* Table-only entries: asked without a context's failure (a plan context has
+ * no ops), and a NULL entry answers no. */
 int backend_fuses_bn_relu_maxpool(const backend_ctx *ctx, const pool2d_desc *pd)
 {
     return ctx->ops && ctx->ops->fuses_bn_relu_maxpool && ctx->ops->fuses_bn_relu_maxpool(pd);
-}
-
-void batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
-                                          const float *x, const float *gamma, const float *beta,
-                                          float *running_mean, float *running_var,
-                                          float momentum, float eps, float *y, int32_t *argmax,
-                                          float *save_mean, float *save_invstd)
-{
-    if (!ctx->failed)
-        ctx->ops->batchnorm_relu_maxpool_forward_train(ctx, n, pd, x, gamma, beta, running_mean,
-                                                       running_var, momentum, eps, y, argmax,
-                                                       save_mean, save_invstd);
-}
-
-void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc *pd,
-                                     const float *x, const float *dy, const int32_t *argmax,
-                                     const float *gamma, const float *beta,
-                                     const float *save_mean, const float *save_invstd,
-                                     float *dx, float *dgamma, float *dbeta)
-{
-    if (!ctx->failed)
-        ctx->ops->batchnorm_relu_maxpool_backward(ctx, n, pd, x, dy, argmax, gamma, beta,
-                                                  save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 int backend_fuses_conv_filter_bn(const backend_ctx *ctx, const conv2d_desc *cd,
@@ -355,60 +269,7 @@ int backend_fuses_conv_filter_bn(const backend_ctx *ctx, const conv2d_desc *cd,
     return ctx->ops && ctx->ops->fuses_conv_filter_bn && ctx->ops->fuses_conv_filter_bn(cd, pd);
 }
 
-void conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
-                                            const float *x_conv, const pool2d_desc *pd,
-                                            const float *x, const float *dy,
-                                            const int32_t *argmax, const float *gamma,
-                                            const float *beta, const float *save_mean,
-                                            const float *save_invstd, const float *dgamma,
-                                            const float *dbeta, float *dw, float *db)
-{
-    if (!ctx->failed)
-        ctx->ops->conv2d_backward_filter_bn_relu_maxpool(ctx, n, cd, x_conv, pd, x, dy, argmax,
-                                                         gamma, beta, save_mean, save_invstd,
-                                                         dgamma, dbeta, dw, db);
-}
-
-void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->relu_forward(ctx, count, x, y);
-}
-
-void relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy, float *dx)
-{
-    if (!ctx->failed)
-        ctx->ops->relu_backward(ctx, count, y, dy, dx);
-}
-
-void dropout_forward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                     const float *x, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->dropout_forward(ctx, count, p, key, counter, x, y);
-}
-
-void dropout_backward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                      const float *dy, float *dx)
-{
-    if (!ctx->failed)
-        ctx->ops->dropout_backward(ctx, count, p, key, counter, dy, dx);
-}
-
-void linear_forward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
-                    const float *b, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->linear_forward(ctx, n, in, out, x, w, b, y);
-}
-
-void linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
-                     const float *dy, float *dx, float *dw, float *db)
-{
-    if (!ctx->failed)
-        ctx->ops->linear_backward(ctx, n, in, out, x, w, dy, dx, dw, db);
-}
-
+/* Wrapped: on a failed context, NaN and no hits. */
 float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
                    const int32_t *labels, float *dlogits, int *correct)
 {
@@ -429,6 +290,8 @@ static void no_bf16(backend_ctx *ctx)
     backend_fail(ctx, "backend %s: no bf16 activations", ctx->ops->name);
 }
 
+/* Optional: fp32 activations are vectors (vec_axpby); only bf16 ones need
+ * the backend's entry. */
 void act_add(backend_ctx *ctx, size_t n, const float *x, float *y)
 {
     if (ctx->failed)
@@ -441,6 +304,7 @@ void act_add(backend_ctx *ctx, size_t n, const float *x, float *y)
         no_bf16(ctx);
 }
 
+/* Table-only: returns x itself for fp32 activations, else the converted out. */
 const float *act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out)
 {
     if (ctx->failed)
@@ -457,53 +321,8 @@ const float *act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out
 
 /* ---- vector ops ---- */
 
-void vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_axpby(ctx, n, a, x, b, y);
-}
-
-void vec_scale(backend_ctx *ctx, size_t n, float a, float *x)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_scale(ctx, n, a, x);
-}
-
-void vec_mean(backend_ctx *ctx, size_t n, const float *const *xs, int k, float *out)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_mean(ctx, n, xs, k, out);
-}
-
+/* Wrapped: NaN on a failed context. */
 double vec_dist2(backend_ctx *ctx, size_t n, const float *a, const float *b)
 {
     return ctx->failed ? NAN : ctx->ops->vec_dist2(ctx, n, a, b);
-}
-
-void vec_sgd_momentum(backend_ctx *ctx, size_t n, float lr, float mu, float wd, int nesterov,
-                      float *w, float *v, const float *g)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_sgd_momentum(ctx, n, lr, mu, wd, nesterov, w, v, g);
-}
-
-void vec_parle_inner(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float gamma,
-                     float alpha, float *y, float *z, float *v, const float *g, const float *xhat)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_parle_inner(ctx, n, eta, mu, lambda, gamma, alpha, y, z, v, g, xhat);
-}
-
-void vec_parle_outer(backend_ctx *ctx, size_t n, float eta, float mu, float rho, float *x,
-                     float *u, const float *xhat, const float *z, const float *zbar)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_parle_outer(ctx, n, eta, mu, rho, x, u, xhat, z, zbar);
-}
-
-void vec_elastic_step(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float rho,
-                      float *x, float *u, const float *g, const float *xbar)
-{
-    if (!ctx->failed)
-        ctx->ops->vec_elastic_step(ctx, n, eta, mu, lambda, rho, x, u, g, xbar);
 }

@@ -178,10 +178,6 @@ const void *backend_stage_async(backend_ctx *ctx, int slot, void *staging, const
 void backend_stage_wait(backend_ctx *ctx, int slot);
 void backend_stage_done(backend_ctx *ctx, int slot);
 
-/* Row-major C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N. */
-void gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-          const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-
 /* ---- 2-D convolution (square kernel, symmetric padding, cross-correlation) ---- */
 typedef struct conv2d_desc {
     int in_c, in_h, in_w;
@@ -190,14 +186,6 @@ typedef struct conv2d_desc {
 } conv2d_desc;
 void conv2d_desc_init(conv2d_desc *d, int in_c, int in_h, int in_w, int out_c, int k, int stride,
                       int pad);
-/* w: [out_c, in_c, k, k]; b: [out_c] or NULL. */
-void conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x, const float *w,
-                    const float *b, float *y);
-void conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
-                          const float *w, float *dx);
-/* db may be NULL (no bias). */
-void conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                            const float *dy, float *dw, float *db);
 
 /* ---- pooling ---- */
 typedef struct pool2d_desc {
@@ -205,135 +193,32 @@ typedef struct pool2d_desc {
     int out_h, out_w;    /* filled by pool2d_desc_init (floor mode, as PyTorch) */
 } pool2d_desc;
 void pool2d_desc_init(pool2d_desc *d, int c, int in_h, int in_w, int k, int stride, int pad);
-/* argmax: one int32 per output element, the input index within its plane
- * (the first maximum in row-major window order). */
-void maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y,
-                       int32_t *argmax);
-void maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy,
-                        const int32_t *argmax, float *dx);
-/* Average pooling counts padding in the divisor (PyTorch's count_include_pad). */
-void avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *x, float *y);
-void avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n, const float *dy, float *dx);
 
-/* ---- batch normalisation over (n, hw) per channel; hw = 1 for 1-D ---- */
-/* Training: normalise with batch statistics, save mean and 1/sqrt(var+eps) for
- * backward, and update the running statistics with the unbiased variance:
- * r = (1 - momentum) r + momentum batch_stat (momentum 1/k gives a cumulative
- * mean). With n hw = 1 the unbiased variance is taken as the biased one (0). */
-void batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float momentum, float eps, float *y,
-                             float *save_mean, float *save_invstd);
-void batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *beta, const float *running_mean,
-                             const float *running_var, float eps, float *y);
-void batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, const float *dy,
-                        const float *gamma, const float *save_mean, const float *save_invstd,
-                        float *dx, float *dgamma, float *dbeta);
-/* Batch normalisation followed by ReLU, one pass over the maps where the
- * backend has it: y = max(BN(x), 0), training statistics as above. Backward
- * takes y and dy, its gradient, and may overwrite dy; dx may alias dy, and
- * y may alias x or dx (exactly, element for element). */
-void batchnorm_relu_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                                  const float *gamma, const float *beta, float *running_mean,
-                                  float *running_var, float momentum, float eps, float *y,
-                                  float *save_mean, float *save_invstd);
-void batchnorm_relu_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                             const float *y, float *dy, const float *gamma, const float *beta,
-                             const float *save_mean, const float *save_invstd, float *dx,
-                             float *dgamma, float *dbeta);
+/* vec_mean's bound on its inputs. */
+#define BACKEND_MEAN_MAX 128
 
-/* Batch normalisation, ReLU and max pooling whose windows tile the map
- * (stride k, no padding) in one, where backend_fuses_bn_relu_maxpool says
- * the backend has it for that pooling (otherwise run the three). pd is the pooling of BN's
- * pd->c channels of in_h x in_w. Forward gives maxpool2d_forward's y and
- * argmax of batchnorm_relu_forward_train's output, which it never writes;
- * backward goes from the pooled dy and argmax to BN's dx, which aliases
- * nothing, with training statistics and gradients as above; with dx NULL it
- * gives dgamma and dbeta only. */
+/* ---- the compute ops ----
+ * Declared from their one list, backend_ops.def, where each op's comment
+ * says what it does: gemm, conv2d_*, maxpool2d_* and avgpool2d_*,
+ * batchnorm_* (with the fused batchnorm_relu_* and batchnorm_relu_maxpool_*,
+ * and conv2d_backward_filter_bn_relu_maxpool), relu_*, dropout_*,
+ * linear_*, softmax_xent, act_add and the vec_* of optimizers and
+ * couplings. Each `ret name(params);` below is one entry of that list; the
+ * three after it have a signature of their own and are written here. */
+#define BACKEND_OP(ret, name, params, args) ret name params;
+#define BACKEND_OP_TABLE(ret, name, params, args)
+#include "backend_ops.def"
+
+/* Whether the backend fuses BN + ReLU + this max pooling
+ * (batchnorm_relu_maxpool_forward_train and _backward, backend_ops.def). */
 int backend_fuses_bn_relu_maxpool(const backend_ctx *ctx, const pool2d_desc *pd);
-void batchnorm_relu_maxpool_forward_train(backend_ctx *ctx, int n, const pool2d_desc *pd,
-                                          const float *x, const float *gamma, const float *beta,
-                                          float *running_mean, float *running_var,
-                                          float momentum, float eps, float *y, int32_t *argmax,
-                                          float *save_mean, float *save_invstd);
-void batchnorm_relu_maxpool_backward(backend_ctx *ctx, int n, const pool2d_desc *pd,
-                                     const float *x, const float *dy, const int32_t *argmax,
-                                     const float *gamma, const float *beta,
-                                     const float *save_mean, const float *save_invstd,
-                                     float *dx, float *dgamma, float *dbeta);
-
-/* The filter gradient (dw, and db unless NULL) of a convolution cd over
- * x_conv whose output x feeds only such a fused BN + ReLU + pooling, from
- * BN's dx without storing it: dx is formed image by image from the pooled
- * dy and argmax, BN's parameters, its saved statistics and the dgamma and
- * dbeta of its backward (run with dx NULL). For a convolution whose input
- * needs no gradient, where backend_fuses_conv_filter_bn says the backend
- * has it (otherwise store dx and run conv2d_backward_filter). */
+/* Whether the backend has conv2d_backward_filter_bn_relu_maxpool for this
+ * convolution and pooling (backend_ops.def). */
 int backend_fuses_conv_filter_bn(const backend_ctx *ctx, const conv2d_desc *cd,
                                  const pool2d_desc *pd);
-void conv2d_backward_filter_bn_relu_maxpool(backend_ctx *ctx, int n, const conv2d_desc *cd,
-                                            const float *x_conv, const pool2d_desc *pd,
-                                            const float *x, const float *dy,
-                                            const int32_t *argmax, const float *gamma,
-                                            const float *beta, const float *save_mean,
-                                            const float *save_invstd, const float *dgamma,
-                                            const float *dbeta, float *dw, float *db);
-
-/* ---- activations ---- */
-void relu_forward(backend_ctx *ctx, size_t count, const float *x, float *y);
-/* Uses the output y; dx may alias dy. */
-void relu_backward(backend_ctx *ctx, size_t count, const float *y, const float *dy, float *dx);
-/* Element i is kept iff philox_uniform_at(key, counter, i) >= p; backward
- * redraws the same mask from the same (key, counter), so none is stored. */
-void dropout_forward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                     const float *x, float *y);
-void dropout_backward(backend_ctx *ctx, size_t count, float p, philox_key key, uint64_t counter,
-                      const float *dy, float *dx);
-
-/* ---- linear: y[n, out] = x[n, in] w^T + b, w: [out, in] (PyTorch layout) ---- */
-void linear_forward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
-                    const float *b, float *y);
-/* dx may be NULL (first layer). */
-void linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
-                     const float *dy, float *dx, float *dw, float *db);
-
-/* ---- softmax cross-entropy, mean over the batch ---- */
-/* logits and labels are context memory. Returns the mean loss (waiting for
- * the device); writes dlogits = (softmax - onehot) / n when dlogits is not
- * NULL, and the number of argmax hits in *correct when not NULL. A label
- * outside [0, classes) is an error (sticky, naming the example); NaN is
- * returned and dlogits is undefined. */
-float softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
-                   const int32_t *labels, float *dlogits, int *correct);
-
-/* ---- activations as vectors (ctx->act elements) ---- */
-/* y += x (the residual sums and gradients that meet). */
-void act_add(backend_ctx *ctx, size_t n, const float *x, float *y);
 /* n fp32 values (a staged batch) as activations: x itself when they are
  * fp32, else converted into `out` (n activations of context memory). */
 const float *act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out);
-
-/* ---- vector ops for optimizers and couplings (loops over elementwise.h) ---- */
-void vec_axpby(backend_ctx *ctx, size_t n, float a, const float *x, float b, float *y);
-void vec_scale(backend_ctx *ctx, size_t n, float a, float *x);
-/* out = (1/k) sum_j xs[j], summed in j order; out may alias one of xs. `xs` is
- * a host array of k pointers into context memory (k <= BACKEND_MEAN_MAX). */
-#define BACKEND_MEAN_MAX 128
-void vec_mean(backend_ctx *ctx, size_t n, const float *const *xs, int k, float *out);
-/* sum_i (a_i - b_i)^2 in double precision (waits for the device). */
-double vec_dist2(backend_ctx *ctx, size_t n, const float *a, const float *b);
-void vec_sgd_momentum(backend_ctx *ctx, size_t n, float lr, float mu, float wd, int nesterov,
-                      float *w, float *v, const float *g);
-void vec_parle_inner(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float gamma,
-                     float alpha, float *y, float *z, float *v, const float *g, const float *xhat);
-/* x = xhat - eta (d + mu u), u = mu u + d, d = (xhat - z) + rho (xhat - zbar).
- * x and xhat may alias. */
-void vec_parle_outer(backend_ctx *ctx, size_t n, float eta, float mu, float rho, float *x,
-                     float *u, const float *xhat, const float *z, const float *zbar);
-/* Elastic-SGD (L = 0): d = g + lambda x + rho (x - xbar); u = mu u + d; x -= eta (d + mu u). */
-void vec_elastic_step(backend_ctx *ctx, size_t n, float eta, float mu, float lambda, float rho,
-                      float *x, float *u, const float *g, const float *xbar);
 
 #ifdef __cplusplus
 }

@@ -79,17 +79,12 @@ const backend_ops backend_cpu_ops = {
     .host_free = cpu_free,
     .stage = cpu_stage,
     .sync = cpu_sync,
-    .gemm = cpu_gemm,
-    .conv2d_forward = cpu_conv2d_forward,
-    .conv2d_backward_data = cpu_conv2d_backward_data,
-    .conv2d_backward_filter = cpu_conv2d_backward_filter,
-    .maxpool2d_forward = cpu_maxpool2d_forward,
-    .maxpool2d_backward = cpu_maxpool2d_backward,
-    .avgpool2d_forward = cpu_avgpool2d_forward,
-    .avgpool2d_backward = cpu_avgpool2d_backward,
-    .batchnorm_forward_train = cpu_batchnorm_forward_train,
-    .batchnorm_forward_infer = cpu_batchnorm_forward_infer,
-    .batchnorm_backward = cpu_batchnorm_backward,
+    /* backend_ops.def's ops every backend has, then the optional ones the CPU has. */
+#define BACKEND_OP(ret, name, params, args) .name = cpu_##name,
+#define BACKEND_OP_FUSED(ret, name, params, args)
+#define BACKEND_OP_OPTIONAL(ret, name, params, args)
+#define BACKEND_OP_TABLE(ret, name, params, args)
+#include "backend_ops.def"
     .batchnorm_relu_forward_train = cpu_batchnorm_relu_forward_train,
     .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
     .fuses_bn_relu_maxpool = cpu_fuses_bn_relu_maxpool,
@@ -99,21 +94,6 @@ const backend_ops backend_cpu_ops = {
     .fuses_conv_filter_bn = cpu_fuses_conv_filter_bn,
     .conv2d_backward_filter_bn_relu_maxpool = cpu_conv2d_backward_filter_bn_relu_maxpool,
 #endif
-    .relu_forward = cpu_relu_forward,
-    .relu_backward = cpu_relu_backward,
-    .dropout_forward = cpu_dropout_forward,
-    .dropout_backward = cpu_dropout_backward,
-    .linear_forward = cpu_linear_forward,
-    .linear_backward = cpu_linear_backward,
-    .softmax_xent = cpu_softmax_xent,
-    .vec_axpby = cpu_vec_axpby,
-    .vec_scale = cpu_vec_scale,
-    .vec_mean = cpu_vec_mean,
-    .vec_dist2 = cpu_vec_dist2,
-    .vec_sgd_momentum = cpu_vec_sgd_momentum,
-    .vec_parle_inner = cpu_vec_parle_inner,
-    .vec_parle_outer = cpu_vec_parle_outer,
-    .vec_elastic_step = cpu_vec_elastic_step,
 };
 
 void backend_openmp_defaults(void)

@@ -129,7 +129,7 @@ cublasHandle_t cuda_cublas(backend_ctx *ctx)
     if (im->cublas_precision != (int)ctx->precision) {
         /* fp32: no TF32 (DEFAULT math uses tensor cores only at full fp32
          * precision). bf16: DEFAULT too, a new handle's mode, under which
-         * cuda_gemm's explicit bf16 compute type takes effect; any other
+         * cuda_gemm_op's explicit bf16 compute type takes effect; any other
          * single-precision call stays fp32. */
         cublasMath_t mode = ctx->precision == PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                              : CUBLAS_DEFAULT_MATH;
@@ -319,32 +319,13 @@ const backend_ops backend_cuda_ops = {
     .stage_async = cuda_stage_async_op,
     .stage_wait = cuda_stage_wait_op,
     .stage_done = cuda_stage_done_op,
-    .gemm = cuda_gemm,
-    .conv2d_forward = cuda_conv2d_forward,
-    .conv2d_backward_data = cuda_conv2d_backward_data,
-    .conv2d_backward_filter = cuda_conv2d_backward_filter,
-    .maxpool2d_forward = cuda_maxpool2d_forward,
-    .maxpool2d_backward = cuda_maxpool2d_backward,
-    .avgpool2d_forward = cuda_avgpool2d_forward,
-    .avgpool2d_backward = cuda_avgpool2d_backward,
-    .batchnorm_forward_train = cuda_batchnorm_forward_train,
-    .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
-    .batchnorm_backward = cuda_batchnorm_backward,
-    .relu_forward = cuda_relu_forward_op,
-    .relu_backward = cuda_relu_backward_op,
-    .dropout_forward = cuda_dropout_forward_op,
-    .dropout_backward = cuda_dropout_backward_op,
-    .linear_forward = cuda_linear_forward,
-    .linear_backward = cuda_linear_backward,
-    .softmax_xent = cuda_softmax_xent,
-    .act_add = cuda_act_add,
-    .act_from_f32 = cuda_act_from_f32,
-    .vec_axpby = cuda_vec_axpby_op,
-    .vec_scale = cuda_vec_scale_op,
-    .vec_mean = cuda_vec_mean_op,
-    .vec_dist2 = cuda_vec_dist2_op,
-    .vec_sgd_momentum = cuda_vec_sgd_momentum_op,
-    .vec_parle_inner = cuda_vec_parle_inner_op,
-    .vec_parle_outer = cuda_vec_parle_outer_op,
-    .vec_elastic_step = cuda_vec_elastic_step_op,
+    /* backend_ops.def's ops every backend has, then the optional ones CUDA
+     * has: the bf16 activations' (the fused passes stay NULL). */
+#define BACKEND_OP(ret, name, params, args) .name = cuda_##name##_op,
+#define BACKEND_OP_FUSED(ret, name, params, args)
+#define BACKEND_OP_OPTIONAL(ret, name, params, args)
+#define BACKEND_OP_TABLE(ret, name, params, args)
+#include "backend_ops.def"
+    .act_add = cuda_act_add_op,
+    .act_from_f32 = cuda_act_from_f32_op,
 };

@@ -84,11 +84,11 @@ static void bn_train(backend_ctx *ctx, int n, int c, int hw, const float *x, con
     CUDA_OK(ctx, cudaGetLastError());
 }
 
-extern "C" void cuda_batchnorm_forward_train(backend_ctx *ctx, int n, int c, int hw,
-                                             const float *x, const float *gamma,
-                                             const float *beta, float *running_mean,
-                                             float *running_var, float momentum, float eps,
-                                             float *y, float *save_mean, float *save_invstd)
+extern "C" void cuda_batchnorm_forward_train_op(backend_ctx *ctx, int n, int c, int hw,
+                                                const float *x, const float *gamma,
+                                                const float *beta, float *running_mean,
+                                                float *running_var, float momentum, float eps,
+                                                float *y, float *save_mean, float *save_invstd)
 {
     if (c <= 0 || (size_t)n * hw == 0)
         return;
@@ -113,10 +113,10 @@ static void bn_infer(backend_ctx *ctx, int n, int c, int hw, const float *xv, co
     CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * c * hw, f));
 }
 
-extern "C" void cuda_batchnorm_forward_infer(backend_ctx *ctx, int n, int c, int hw,
-                                             const float *x, const float *gamma,
-                                             const float *beta, const float *running_mean,
-                                             const float *running_var, float eps, float *y)
+extern "C" void cuda_batchnorm_forward_infer_op(backend_ctx *ctx, int n, int c, int hw,
+                                                const float *x, const float *gamma,
+                                                const float *beta, const float *running_mean,
+                                                const float *running_var, float eps, float *y)
 {
     ACT_DISPATCH(ctx, bn_infer, ctx, n, c, hw, x, gamma, beta, running_mean, running_var, eps, y);
 }
@@ -166,10 +166,10 @@ static void bn_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, 
     CUDA_OK(ctx, cudaGetLastError());
 }
 
-extern "C" void cuda_batchnorm_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
-                                        const float *dy, const float *gamma,
-                                        const float *save_mean, const float *save_invstd,
-                                        float *dx, float *dgamma, float *dbeta)
+extern "C" void cuda_batchnorm_backward_op(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                           const float *dy, const float *gamma,
+                                           const float *save_mean, const float *save_invstd,
+                                           float *dx, float *dgamma, float *dbeta)
 {
     if (c <= 0)
         return;

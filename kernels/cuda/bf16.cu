@@ -27,13 +27,13 @@ extern "C" void cuda_from_bf16(backend_ctx *ctx, size_t n, const uint16_t *x, fl
 }
 
 /* The ops of backend.h that only bf16 activations need. */
-extern "C" void cuda_act_from_f32(backend_ctx *ctx, size_t n, const float *x, float *out)
+extern "C" void cuda_act_from_f32_op(backend_ctx *ctx, size_t n, const float *x, float *out)
 {
     cuda_to_bf16(ctx, n, x, reinterpret_cast<uint16_t *>(out));
 }
 
 /* y += x, the sum in float rounded once. */
-extern "C" void cuda_act_add(backend_ctx *ctx, size_t n, const float *x, float *y)
+extern "C" void cuda_act_add_op(backend_ctx *ctx, size_t n, const float *x, float *y)
 {
     const __nv_bfloat16 *a = reinterpret_cast<const __nv_bfloat16 *>(x);
     __nv_bfloat16 *b = reinterpret_cast<__nv_bfloat16 *>(y);

@@ -322,8 +322,8 @@ static size_t w_count(const conv2d_desc *d) { return (size_t)d->out_c * d->in_c 
  * compute, and its gradients are zeros. */
 static int empty(const conv2d_desc *d, int n) { return n <= 0 || d->out_h <= 0 || d->out_w <= 0; }
 
-void cuda_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                         const float *w, const float *b, float *y)
+void cuda_conv2d_forward_op(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                            const float *w, const float *b, float *y)
 {
     if (empty(d, n))
         return;
@@ -340,8 +340,8 @@ void cuda_conv2d_forward(backend_ctx *ctx, const conv2d_desc *d, int n, const fl
         cuda_bias_add(ctx, n, d->out_c, (size_t)d->out_h * d->out_w, b, y);
 }
 
-void cuda_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
-                               const float *w, float *dx)
+void cuda_conv2d_backward_data_op(backend_ctx *ctx, const conv2d_desc *d, int n, const float *dy,
+                                  const float *w, float *dx)
 {
     if (empty(d, n)) {
         if (n > 0)
@@ -364,8 +364,8 @@ void cuda_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, co
  * bf16 configuration has no float output): the gradient keeps 8
  * significant bits, a relative error up to 2^-9 per weight, far below the
  * noise of a minibatch gradient. */
-void cuda_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
-                                 const float *dy, float *dw, float *db)
+void cuda_conv2d_backward_filter_op(backend_ctx *ctx, const conv2d_desc *d, int n, const float *x,
+                                    const float *dy, float *dw, float *db)
 {
     if (empty(d, n)) {
         backend_zero(ctx, dw, w_count(d) * sizeof(float));

@@ -15,8 +15,8 @@
  * convolutions, whose cuDNN configuration needs bf16 in memory. The
  * compute type allows bf16 rather than forcing it, and how cuBLAS rounds is
  * its own: test_gpu_ops checks that the error has bf16's size. */
-void cuda_gemm(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
-               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+void cuda_gemm_op(backend_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -61,14 +61,14 @@ static const uint16_t *weights_bf16(backend_ctx *ctx, const float *w, size_t cou
 
 /* As the CPU: every row starts at the bias, then x w^T is added to it. At
  * bf16, x and y are bf16 activations and w goes through a bf16 copy. */
-void cuda_linear_forward(backend_ctx *ctx, int n, int in, int out, const float *x, const float *w,
-                         const float *b, float *y)
+void cuda_linear_forward_op(backend_ctx *ctx, int n, int in, int out, const float *x,
+                            const float *w, const float *b, float *y)
 {
     cuda_bias_fill(ctx, n, out, 1, b, y);
     if (backend_failed(ctx))
         return;
     if (ctx->act == DTYPE_F32) {
-        cuda_gemm(ctx, 0, 1, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+        cuda_gemm_op(ctx, 0, 1, n, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
         return;
     }
     const uint16_t *wb = weights_bf16(ctx, w, (size_t)out * in);
@@ -77,19 +77,19 @@ void cuda_linear_forward(backend_ctx *ctx, int n, int in, int out, const float *
 }
 
 /* At bf16: dx (bf16) = dy w through w's bf16 copy; dw (fp32) = dy^T x. */
-void cuda_linear_backward(backend_ctx *ctx, int n, int in, int out, const float *x,
-                          const float *w, const float *dy, float *dx, float *dw, float *db)
+void cuda_linear_backward_op(backend_ctx *ctx, int n, int in, int out, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw, float *db)
 {
     const int f32 = ctx->act == DTYPE_F32;
     if (dx && f32) {
-        cuda_gemm(ctx, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+        cuda_gemm_op(ctx, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
     } else if (dx) {
         const uint16_t *wb = weights_bf16(ctx, w, (size_t)out * in);
         if (wb)
             gemm_bf16(ctx, 0, 0, n, in, out, dy, out, wb, in, 0.0f, dx, CUDA_R_16BF, in);
     }
     if (!backend_failed(ctx) && f32)
-        cuda_gemm(ctx, 1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
+        cuda_gemm_op(ctx, 1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
     else if (!backend_failed(ctx))
         gemm_bf16(ctx, 1, 0, out, in, n, dy, out, x, in, 0.0f, dw, CUDA_R_32F, in);
     if (db && !backend_failed(ctx))

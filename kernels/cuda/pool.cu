@@ -151,26 +151,26 @@ static void avgpool_bwd(backend_ctx *ctx, const pool2d_desc *d, int n, const flo
     CUDA_OK(ctx, for_each_index(cuda_stream_of(ctx), (size_t)n * p.c * in_plane, f));
 }
 
-extern "C" void cuda_maxpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n,
-                                       const float *x, float *y, int32_t *argmax)
+extern "C" void cuda_maxpool2d_forward_op(backend_ctx *ctx, const pool2d_desc *d, int n,
+                                          const float *x, float *y, int32_t *argmax)
 {
     ACT_DISPATCH(ctx, maxpool_fwd, ctx, d, n, x, y, argmax);
 }
 
-extern "C" void cuda_maxpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n,
-                                        const float *dy, const int32_t *argmax, float *dx)
+extern "C" void cuda_maxpool2d_backward_op(backend_ctx *ctx, const pool2d_desc *d, int n,
+                                           const float *dy, const int32_t *argmax, float *dx)
 {
     ACT_DISPATCH(ctx, maxpool_bwd, ctx, d, n, dy, argmax, dx);
 }
 
-extern "C" void cuda_avgpool2d_forward(backend_ctx *ctx, const pool2d_desc *d, int n,
-                                       const float *x, float *y)
+extern "C" void cuda_avgpool2d_forward_op(backend_ctx *ctx, const pool2d_desc *d, int n,
+                                          const float *x, float *y)
 {
     ACT_DISPATCH(ctx, avgpool_fwd, ctx, d, n, x, y);
 }
 
-extern "C" void cuda_avgpool2d_backward(backend_ctx *ctx, const pool2d_desc *d, int n,
-                                        const float *dy, float *dx)
+extern "C" void cuda_avgpool2d_backward_op(backend_ctx *ctx, const pool2d_desc *d, int n,
+                                           const float *dy, float *dx)
 {
     ACT_DISPATCH(ctx, avgpool_bwd, ctx, d, n, dy, dx);
 }

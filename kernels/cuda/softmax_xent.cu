@@ -109,8 +109,8 @@ __global__ void xent_sum_kernel(int n, int classes, const int32_t *labels,
     }
 }
 
-extern "C" float cuda_softmax_xent(backend_ctx *ctx, int n, int classes, const float *logits,
-                                   const int32_t *labels, float *dlogits, int *correct)
+extern "C" float cuda_softmax_xent_op(backend_ctx *ctx, int n, int classes, const float *logits,
+                                      const int32_t *labels, float *dlogits, int *correct)
 {
     if (correct)
         *correct = 0;
