@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parle_config.h"
-#if PARLE_HAVE_CUDA
-#include "nccl_comm.h"
-#endif
 
 int topology_device(int rank, const int *gpus, int ngpus)
 {
@@ -152,22 +148,3 @@ int topology_gpu_cpus(int device, const char *sysfs_root, const int *allowed, in
     return topology_near_cpus(sysfs_root, known ? id : NULL, allowed, nallowed, out);
 }
 
-int topology_pci_bus_id(int device, char *id, size_t len)
-{
-#if PARLE_HAVE_CUDA
-    return gpucomm_pci_bus_id(device, id, len);
-#else
-    (void)device, (void)id, (void)len;
-    return -1;
-#endif
-}
-
-int topology_peer_access(int device, int peer)
-{
-#if PARLE_HAVE_CUDA
-    return gpucomm_can_access_peer(device, peer);
-#else
-    (void)device, (void)peer;
-    return 0;
-#endif
-}
