@@ -28,6 +28,136 @@ static void replica_path(char *out, size_t outlen, const char *dir, int rank)
     snprintf(out, outlen, "%s/replica%d.safetensors", dir, rank);
 }
 
+void checkpoint_replica_path(char *out, size_t outlen, const checkpoint_info *info, int rank)
+{
+    replica_path(out, outlen, info->dir, rank);
+}
+
+void checkpoint_meta_free(checkpoint_meta *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        free(m->keys[i]);
+        free(m->values[i]);
+    }
+    free(m->keys);
+    free(m->values);
+    m->keys = m->values = NULL;
+    m->n = 0;
+}
+
+int checkpoint_meta_parse(checkpoint_meta *m, const char *file, const char *json, char *err,
+                          size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->file, sizeof m->file, "%s", file);
+    pthread_mutex_lock(&parse_lock);
+    cJSON *root = json ? cJSON_Parse(json) : NULL;
+    pthread_mutex_unlock(&parse_lock);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "%s: its metadata is not a JSON object", m->file);
+        cJSON_Delete(root);
+        return -1;
+    }
+    int n = cJSON_GetArraySize(root), rc = 0;
+    m->keys = calloc((size_t)n + 1, sizeof(char *));
+    m->values = calloc((size_t)n + 1, sizeof(char *));
+    if (!m->keys || !m->values) {
+        snprintf(err, errlen, "%s: out of memory for its metadata", m->file);
+        rc = -1;
+    }
+    for (const cJSON *e = root->child; e && rc == 0; e = e->next) {
+        if (!cJSON_IsString(e)) {
+            /* The key as read, clipped, bytes that are not printable as '?'. */
+            char key[64];
+            snprintf(key, sizeof key, "%s", e->string ? e->string : "");
+            for (char *c = key; *c; c++)
+                if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                    *c = '?';
+            snprintf(err, errlen, "%s: metadata key \"%s\" is not a string", m->file, key);
+            rc = -1;
+        } else if (!(m->keys[m->n] = strdup(e->string)) ||
+                   !(m->values[m->n] = strdup(e->valuestring))) {
+            free(m->keys[m->n]);
+            snprintf(err, errlen, "%s: out of memory for its metadata", m->file);
+            rc = -1;
+        } else {
+            m->n++;
+        }
+    }
+    cJSON_Delete(root);
+    if (rc != 0)
+        checkpoint_meta_free(m);
+    return rc;
+}
+
+const char *checkpoint_meta_get(const checkpoint_meta *m, const char *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->keys[i], key) == 0)
+            return m->values[i];
+    return NULL;
+}
+
+/* The value of `key` for a number parser: NULL, with the message, when it is missing. */
+static const char *meta_number(const checkpoint_meta *m, const char *key, char *err,
+                               size_t errlen)
+{
+    const char *v = checkpoint_meta_get(m, key);
+    if (!v)
+        snprintf(err, errlen, "%s: metadata key \"%s\" is missing", m->file, key);
+    errno = 0;
+    return v;
+}
+
+static int meta_bad(const checkpoint_meta *m, const char *key, const char *what, char *err,
+                    size_t errlen)
+{
+    snprintf(err, errlen, "%s: metadata key \"%s\" is not %s", m->file, key, what);
+    return -1;
+}
+
+int checkpoint_meta_long(const checkpoint_meta *m, const char *key, long long *out, char *err,
+                         size_t errlen)
+{
+    const char *v = meta_number(m, key, err, errlen);
+    char *end;
+    if (!v)
+        return -1;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno)
+        return meta_bad(m, key, "an integer", err, errlen);
+    *out = x;
+    return 0;
+}
+
+int checkpoint_meta_u64(const checkpoint_meta *m, const char *key, unsigned long long *out,
+                        char *err, size_t errlen)
+{
+    const char *v = meta_number(m, key, err, errlen);
+    char *end;
+    if (!v)
+        return -1;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || strchr(v, '-'))
+        return meta_bad(m, key, "an unsigned integer", err, errlen);
+    *out = x;
+    return 0;
+}
+
+int checkpoint_meta_double(const checkpoint_meta *m, const char *key, double *out, char *err,
+                           size_t errlen)
+{
+    const char *v = meta_number(m, key, err, errlen);
+    char *end;
+    if (!v)
+        return -1;
+    double x = strtod(v, &end);
+    if (end == v || *end)
+        return meta_bad(m, key, "a number", err, errlen);
+    *out = x;
+    return 0;
+}
+
 /* CRC-32 of a whole file; -1 if it cannot be read. */
 static long long file_crc32(const char *path)
 {

@@ -34,6 +34,34 @@ int checkpoint_read_replica(const checkpoint_info *info, int rank, const tensor_
                             float *const *data, int n, char **meta_json, char *err,
                             size_t errlen);
 
+/* Replica `rank`'s file in the checkpoint at info->dir (buffer of at least 1200 bytes). */
+void checkpoint_replica_path(char *out, size_t outlen, const checkpoint_info *info, int rank);
+
+/* A replica file's metadata (the JSON object of string values that
+ * checkpoint_read_replica returns), parsed into key/values. Every error
+ * names the file and, for a value, the key. */
+typedef struct checkpoint_meta {
+    char file[1200];
+    int n;
+    char **keys, **values;
+} checkpoint_meta;
+
+/* 0, or -1 with a message (not a JSON object, a value that is not a string,
+ * out of memory); the meta is empty then, and can be freed either way. */
+int checkpoint_meta_parse(checkpoint_meta *m, const char *file, const char *json, char *err,
+                          size_t errlen);
+/* The value of `key`, or NULL. */
+const char *checkpoint_meta_get(const checkpoint_meta *m, const char *key);
+/* The value of `key` as a whole decimal integer or number: 0, or -1 with a
+ * message naming the file and the key (missing, or not such a number). */
+int checkpoint_meta_long(const checkpoint_meta *m, const char *key, long long *out, char *err,
+                         size_t errlen);
+int checkpoint_meta_u64(const checkpoint_meta *m, const char *key, unsigned long long *out,
+                        char *err, size_t errlen);
+int checkpoint_meta_double(const checkpoint_meta *m, const char *key, double *out, char *err,
+                           size_t errlen);
+void checkpoint_meta_free(checkpoint_meta *m);
+
 /* Writes the manifest of info->k (making it complete), then deletes all but
  * the newest `keep` complete checkpoints and any torn ones older than it. */
 int checkpoint_commit(const char *root, checkpoint_info *info, int keep, char *err, size_t errlen);

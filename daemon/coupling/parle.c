@@ -3,12 +3,36 @@
  * d = (x - z) + rho_k (x - zbar) with its own Nesterov momentum u.
  * With L = 0 it is Elastic-SGD, and with n = 1 or rho = 0 plain Nesterov SGD
  * with weight decay (the same update with d = g + lambda x). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "comm.h"
 #include "coupling.h"
 #include "parle.h"
+
+/* gamma_k and rho_k grow by (1 + growth/nb) per outer iteration, capped. */
+static float schedule_growth(double start, double cap, double growth, long nb, long k)
+{
+    double v = start * pow(1.0 + growth / (double)nb, (double)k);
+    return (float)(v < cap ? v : cap);
+}
+
+void parle_schedule(const job_config *cfg, long nb, long k, float *gamma, float *rho)
+{
+    *gamma = schedule_growth(cfg->algorithm.gamma, cfg->algorithm.gamma_max,
+                             cfg->algorithm.growth, nb, k);
+    *rho = schedule_growth(cfg->algorithm.rho, cfg->algorithm.rho_max, cfg->algorithm.growth,
+                           nb, k);
+}
+
+void parle_report(const job_config *cfg, const coupling_rule *rule, int replicas, float gamma,
+                  float rho, double *gamma_out, double *rho_out)
+{
+    int parle = rule && rule == coupling_find("parle");
+    *gamma_out = parle && cfg->algorithm.L > 0 ? gamma : 0;
+    *rho_out = parle && replicas > 1 ? rho : 0;
+}
 
 static int parle_steps_per_sync(const job_config *cfg) { return cfg->algorithm.L > 0 ? cfg->algorithm.L : 1; }
 
