@@ -10,7 +10,7 @@
 #include "coupling.h"
 #include "model.h"
 
-/* The runner's evaluation batch (runner.c EVAL_BATCH). */
+/* The runner's evaluation batch (runner_impl.h EVAL_BATCH). */
 enum { EVAL_BATCH = 256 };
 
 /* What run_load_data will hold: examples of c x hw x hw floats and their
