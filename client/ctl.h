@@ -1,11 +1,15 @@
-/* What parlectl's commands share: the connection to parled (one JSON line
- * each way, docs/protocol.md), argument parsing and output helpers. The
- * commands live in parlectl.c and, the larger ones, in their own files. */
+/* What parlectl's commands share: the connection to parled (conn.c: one
+ * JSON line each way, docs/protocol.md, framed by the protocol library),
+ * argument parsing (args.c), output (output.c) and following a job
+ * (watch.c). The commands live in parlectl.c and, the larger ones, in
+ * their own files. */
 #ifndef PARLECTL_CTL_H
 #define PARLECTL_CTL_H
 
 #include <stddef.h>
 #include <cjson/cJSON.h>
+
+#include "protocol.h"
 
 /* Exit statuses: 0 success, 1 failure (an error reply, a job that did not
  * end done), 2 a usage error; `wait`, `watch` and `submit --wait/--watch`
@@ -29,8 +33,7 @@ int usage_error(const command *cmd, const char *what, const char *arg);
 
 typedef struct conn {
     int fd;
-    char *buf;
-    size_t start, len, cap;
+    proto_framer framer;
 } conn;
 
 int conn_open(conn *c);
@@ -52,6 +55,14 @@ const char *str(const cJSON *o, const char *k);
 const char *fmt_duration(double s, char *buf, size_t len);
 const char *fmt_percent(double v, char *buf, size_t len);
 const char *fmt_num(double v, const char *fmt, char *buf, size_t len);
+/* A job's status, as `status ID` prints it; the table of `list`. */
+void print_job(const cJSON *j);
+void print_job_table(const cJSON *jobs);
+
+/* Follow job `id` to its end (watch.c): progress unless quiet, one JSON
+ * object at the end with json == 2 (wait --json), every event with json ==
+ * 1. Returns the exit status for how it ended. */
+int watch_job(const char *id, int quiet, int json);
 
 /* Flags common to the commands: --json, -q, -f, --watch, --wait, --set,
  * -o FILE, --state S. */
