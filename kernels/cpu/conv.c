@@ -474,15 +474,6 @@ void cpu_conv2d_backward_data(backend_ctx *ctx, const conv2d_desc *d, int n, con
         conv_run(ctx, &a, n, backward_data_slice);
 }
 
-CPU_HOT float cpu_row_sum(size_t count, const float *x)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (size_t j = 0; j < count; j++)
-        s += x[j];
-    return s;
-}
-
 static size_t filter_grad_floats(const conv2d_desc *d)
 {
     return (size_t)d->out_c * d->in_c * d->k * d->k + d->out_c;
@@ -557,18 +548,4 @@ void cpu_conv2d_backward_filter(backend_ctx *ctx, const conv2d_desc *d, int n, c
     conv_run(ctx, &a, n, fn);
     cpu_sum_thread_blocks(a.s.threads, a.ws + a.s.chunk_floats * a.s.threads, grad_floats, nw,
                           dw, (size_t)d->out_c, db);
-}
-
-void cpu_sum_thread_blocks(int threads, const float *blocks, size_t stride, size_t n1,
-                           float *out1, size_t n2, float *out2)
-{
-    for (size_t j = 0; j < n1 + (out2 ? n2 : 0); j++) {
-        float sum = blocks[j];
-        for (int t = 1; t < threads; t++)
-            sum += blocks[stride * t + j];
-        if (j < n1)
-            out1[j] = sum;
-        else
-            out2[j - n1] = sum;
-    }
 }

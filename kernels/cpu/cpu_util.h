@@ -39,11 +39,11 @@ static inline int cpu_batch_threads(const backend_ctx *ctx, int n, size_t floats
     return ctx->threads < n ? ctx->threads : n;
 }
 
-/* The sum of x[0 .. count) (conv.c): a bias gradient's. */
+/* The sum of x[0 .. count) (cpu_util.c): a bias gradient's. */
 float cpu_row_sum(size_t count, const float *x);
 
 /* Per-thread partial gradients added up in thread order (the same sums for
- * the same thread count), conv.c: `threads` blocks `stride` floats apart
+ * the same thread count), cpu_util.c: `threads` blocks `stride` floats apart
  * from `blocks`, each n1 floats summed into out1 (which may be the first
  * block itself) and the n2 after them into out2 (none if NULL). */
 void cpu_sum_thread_blocks(int threads, const float *blocks, size_t stride, size_t n1,
