@@ -9,31 +9,6 @@
 #include "backend_ops.h"
 #include "parle_config.h"
 
-static void fail_v(backend_ctx *ctx, const char *fmt, va_list ap)
-{
-    if (ctx->failed)
-        return;
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    ctx->failed = 1;
-}
-
-void backend_fail(backend_ctx *ctx, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fail_v(ctx, fmt, ap);
-    va_end(ap);
-}
-
-void backend_fail_device(backend_ctx *ctx, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fail_v(ctx, fmt, ap);
-    va_end(ap);
-    ctx->device_fault = 1;
-}
-
 int backend_ctx_init_cuda(backend_ctx *ctx, int device, enum backend_precision precision,
                           int deterministic, char *err, size_t errlen)
 {

@@ -211,7 +211,7 @@ static void cuda_free_op(backend_ctx *ctx, void *p)
     CUDA_OK(ctx, cudaFree(p)); /* freed even after a failure: first error kept */
 }
 
-static void cuda_zero_op(backend_ctx *ctx, void *p, size_t bytes)
+void cuda_zero_op(backend_ctx *ctx, void *p, size_t bytes)
 {
     CUDA_OK(ctx, cudaMemsetAsync(p, 0, bytes, cuda_stream_of(ctx)));
 }

@@ -62,6 +62,9 @@ void conv_cache_free(conv_cache *cache);
 
 /* bf16.cu: n values between fp32 and bf16 (as bit patterns: C has no bf16
  * type), rounding to nearest even one way, exactly the other. */
+/* The table's zero op, also for the ops that zero an output of an empty
+ * shape (conv_cudnn.c, batchnorm.cu) without going back through backend.c. */
+void cuda_zero_op(backend_ctx *ctx, void *p, size_t bytes);
 void cuda_to_bf16(backend_ctx *ctx, size_t n, const float *x, uint16_t *y);
 void cuda_from_bf16(backend_ctx *ctx, size_t n, const uint16_t *x, float *y);
 

@@ -174,8 +174,8 @@ extern "C" void cuda_batchnorm_backward_op(backend_ctx *ctx, int n, int c, int h
     if (c <= 0)
         return;
     if ((size_t)n * hw == 0) { /* nothing to sum: the sums are 0, as on the CPU */
-        backend_zero(ctx, dgamma, (size_t)c * sizeof(float));
-        backend_zero(ctx, dbeta, (size_t)c * sizeof(float));
+        cuda_zero_op(ctx, dgamma, (size_t)c * sizeof(float));
+        cuda_zero_op(ctx, dbeta, (size_t)c * sizeof(float));
         return;
     }
     ACT_DISPATCH(ctx, bn_backward, ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,

@@ -345,7 +345,7 @@ void cuda_conv2d_backward_data_op(backend_ctx *ctx, const conv2d_desc *d, int n,
 {
     if (empty(d, n)) {
         if (n > 0)
-            backend_zero(ctx, dx, x_count(d, n) * backend_act_size(ctx));
+            cuda_zero_op(ctx, dx, x_count(d, n) * backend_act_size(ctx));
         return;
     }
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_DATA);
@@ -368,9 +368,9 @@ void cuda_conv2d_backward_filter_op(backend_ctx *ctx, const conv2d_desc *d, int 
                                     const float *dy, float *dw, float *db)
 {
     if (empty(d, n)) {
-        backend_zero(ctx, dw, w_count(d) * sizeof(float));
+        cuda_zero_op(ctx, dw, w_count(d) * sizeof(float));
         if (db)
-            backend_zero(ctx, db, (size_t)d->out_c * sizeof(float));
+            cuda_zero_op(ctx, db, (size_t)d->out_c * sizeof(float));
         return;
     }
     conv_plan *p = prepare(ctx, d, n, CONV_BWD_FILTER);
