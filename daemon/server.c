@@ -6,14 +6,12 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "jobs.h"
@@ -29,25 +27,6 @@
  * this, one request line and one reply, not all it asked for. */
 #define READ_PAUSE_OUTPUT (1u << 20)
 #define MAX_GROUPS 1024
-
-enum log_level server_log_level = LOG_INFO;
-
-void server_log(enum log_level level, const char *fmt, ...)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    if (level > server_log_level)
-        return;
-    char stamp[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s parled: %s: ", stamp, names[level]);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 double server_mono_s(void) { return (double)uv_hrtime() * 1e-9; }
 

@@ -6,10 +6,8 @@
 #include <stddef.h>
 #include <uv.h>
 
-enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
-extern enum log_level server_log_level;
-/* One line on stderr, "parled: <level>: ...", when level <= server_log_level. */
-void server_log(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "log.h"
+
 
 typedef struct server_config {
     const char *socket_path;
