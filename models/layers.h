@@ -25,8 +25,14 @@ int layer_fused_into(const model *m, int i);
  * also points the model's buffers into it. SIZE_MAX: out of host memory. */
 size_t model_layout(model *m, char *arena);
 
-/* Builds a layer list and assigns each tensor its place in the flat buffers;
- * the buffers themselves are allocated by model_build afterwards. */
+/* n floats rounded up to whole MODEL_PARAM_ALIGN blocks. */
+static inline size_t model_param_align(size_t n)
+{
+    return (n + MODEL_PARAM_ALIGN - 1) / MODEL_PARAM_ALIGN * MODEL_PARAM_ALIGN;
+}
+
+/* Builds a layer list and assigns each tensor its place in the flat buffers
+ * (builder.c); the buffers themselves are allocated by model_build after. */
 typedef struct net_builder {
     model *m;
     int cap_layers, cap_tensors;
