@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coupling.h"
+
 #define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
 
@@ -21,9 +23,6 @@ static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cif
                                        NULL};
 static const char *const normalizations[] = {"none", "channel", "zca", NULL};
 static const char *const samplings[] = {"shuffle", "replacement", NULL};
-static const char *const algorithms[] = {"sgd", "parle", "elastic-sgd", "entropy-sgd",
-                                         "allreduce", "dpsgd", "sgp", "osgp", "lsgd",
-                                         "easgd", "adpsgd", "gossip", "gosgd", NULL};
 static const char *const graphs[] = {"ring", "bipartite-exponential", NULL};
 static const char *const inits[] = {"same", "independent", NULL};
 static const char *const variants[] = {"sync", "async", NULL};
@@ -31,7 +30,8 @@ static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 
-enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_SEED, K_SCHEDULE };
+/* K_RULE: a string, one of the coupling rules' names (coupling.h). */
+enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_SEED, K_SCHEDULE };
 enum { LO_OPEN = 1, HI_OPEN = 2 };
 
 typedef struct field {
@@ -67,7 +67,7 @@ static const field fields[] = {
     BOOL("data.augment", data.augment),
     STR("data.sampling", data.sampling, samplings),
     BOOL("data.split", data.split),
-    STR("algorithm.name", algorithm.name, algorithms),
+    F("algorithm.name", K_RULE, algorithm.name, 0, 0, 0, NULL),
     INT("algorithm.replicas", algorithm.replicas, 1, 64),
     INT("algorithm.L", algorithm.L, 0, 100000),
     NUM("algorithm.gamma", algorithm.gamma, 0, INFINITY, 0),
@@ -360,16 +360,18 @@ static int parse_field(parser *p, const field *f, const cJSON *v, const char *pa
         *(bool *)dst = cJSON_IsTrue(v);
         return 1;
     case K_STR:
+    case K_RULE:
         if (!cJSON_IsString(v)) {
             report(p, "%s: must be a string", path);
             return 0;
         }
-        if (f->choices) {
+        const char *const *choices = f->kind == K_RULE ? coupling_names() : f->choices;
+        if (choices) {
             int i = 0;
-            while (f->choices[i] && strcmp(f->choices[i], v->valuestring))
+            while (choices[i] && strcmp(choices[i], v->valuestring))
                 i++;
-            if (!f->choices[i]) {
-                report_choices(p, path, v->valuestring, f->choices);
+            if (!choices[i]) {
+                report_choices(p, path, v->valuestring, choices);
                 return 0;
             }
         }
@@ -434,107 +436,80 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
 
 static int is_name(const char *have, const char *want) { return !strcmp(have, want); }
 
-/* Fields that only some rules read: given for another, they are an error. */
-static const struct { const char *path, *rules; } rule_fields[] = {
-    {"algorithm.graph", " dpsgd "},
-    {"algorithm.mix_after_step", " dpsgd "},
-    {"algorithm.peers", " sgp osgp "},
-    {"algorithm.synch_freq", " osgp "},
-    {"algorithm.group_size", " lsgd "},
-    {"algorithm.tau", " lsgd easgd "},
-    {"algorithm.tau_global", " lsgd "},
-    {"algorithm.avg_size", " lsgd "},
-    {"algorithm.c1", " lsgd "},
-    {"algorithm.c2", " lsgd "},
-    {"algorithm.p1", " lsgd "},
-    {"algorithm.p2", " lsgd "},
-    {"algorithm.beta", " easgd "},
-    {"algorithm.variant", " easgd "},
-    {"algorithm.fetch_probability", " gossip "},
-    {"algorithm.interpolation", " gossip "},
-    {"algorithm.value", " gossip "},
-    {"algorithm.divergence_threshold", " gossip "},
-    {"algorithm.timeout_ms", " gossip "},
-    {"algorithm.p", " gosgd "},
+/* The job's rule (coupling.h) validates its own fields through this. */
+struct rule_check {
+    parser *p;
 };
+_Static_assert(ABSENT == (int)RULE_FIELD_ABSENT && SET == (int)RULE_FIELD_SET &&
+                   BAD == (int)RULE_FIELD_BAD,
+               "enum field_state is enum rule_field");
 
-/* floor(log2(n - 1)) + 1: the distances of the exponential graph (sgp). */
-static int exp_graph_distances(int n)
+enum rule_field rule_field_state(const rule_check *c, const char *path)
 {
-    int m = 0;
-    while ((1L << m) <= n - 1)
-        m++;
-    return m > 0 ? m : 1;
+    int i = field_index(path);
+    return i < 0 ? RULE_FIELD_BAD : (enum rule_field)c->p->state[i];
 }
 
-/* The cross-checks of the synchronous graph and leader rules. */
-static void finish_graph_rules(parser *p)
+void rule_report(rule_check *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    report(c->p, "%s", msg);
+}
+
+static int rule_reads(const coupling_rule *rule, const char *path)
+{
+    for (const char *const *f = rule->fields; f && *f; f++)
+        if (!strcmp(*f, path))
+            return 1;
+    return 0;
+}
+
+/* algorithm.L by whether the rule takes inner steps, and the fields the
+ * rule fixes; the fields that only some rules read, given for another; then
+ * the rule's own checks. */
+static void finish_rule(parser *p)
 {
     job_config *cfg = p->cfg;
     const char *alg = cfg->algorithm.name;
-    int n = cfg->algorithm.replicas, n_ok = state_of(p, "algorithm.replicas") != BAD;
-    char want[40];
-    snprintf(want, sizeof want, " %s ", alg);
-    for (size_t i = 0; *alg && i < sizeof rule_fields / sizeof rule_fields[0]; i++)
-        if (state_of(p, rule_fields[i].path) == SET && !strstr(rule_fields[i].rules, want))
-            report(p, "%s: only for%.*s, not %s", rule_fields[i].path,
-                   (int)strlen(rule_fields[i].rules) - 1, rule_fields[i].rules, alg);
-    if (state_of(p, "algorithm.tau") == ABSENT)
-        cfg->algorithm.tau = is_name(alg, "lsgd") ? 256 : 10;
-    if (is_name(alg, "allreduce") && is_name(cfg->algorithm.init, "independent"))
-        report(p, "algorithm.init: allreduce needs \"same\": its replicas take identical steps "
-               "and must start equal");
-    if (is_name(alg, "dpsgd") && n_ok && is_name(cfg->algorithm.graph, "ring") && n < 3)
-        report(p, "algorithm.replicas: dpsgd on a ring needs >= 3 replicas, got %d", n);
-    if (is_name(alg, "dpsgd") && n_ok && is_name(cfg->algorithm.graph, "bipartite-exponential") &&
-        n % 2 != 0)
-        report(p, "algorithm.replicas: dpsgd on graph bipartite-exponential needs an even number "
-               "of replicas, got %d", n);
-    if ((is_name(alg, "sgp") || is_name(alg, "osgp")) && n_ok) {
-        if (n < 2)
-            report(p, "algorithm.replicas: %s needs >= 2 replicas, got %d", alg, n);
-        else if (cfg->algorithm.peers > exp_graph_distances(n))
-            report(p, "algorithm.peers: at most %d for %d replicas (the exponential graph's "
-                   "distances 1, 2, 4, ... < %d), got %d", exp_graph_distances(n), n, n,
-                   cfg->algorithm.peers);
-    }
-    if (is_name(alg, "lsgd") && n_ok) {
-        if (state_of(p, "algorithm.group_size") == ABSENT)
-            cfg->algorithm.group_size = n;
-        else if (n % cfg->algorithm.group_size != 0)
-            report(p, "algorithm.group_size: must divide algorithm.replicas (%d), got %d", n,
-                   cfg->algorithm.group_size);
-    }
-}
-
-/* The cross-checks of the asynchronous rules and EASGD. */
-static void finish_async_rules(parser *p)
-{
-    job_config *cfg = p->cfg;
-    const char *alg = cfg->algorithm.name;
-    int n = cfg->algorithm.replicas, n_ok = state_of(p, "algorithm.replicas") != BAD;
-    int easgd = is_name(alg, "easgd");
-    if (n_ok && n < 2 && (easgd || is_name(alg, "adpsgd") || is_name(alg, "gossip") ||
-                          is_name(alg, "gosgd")))
-        report(p, "algorithm.replicas: %s needs >= 2 replicas, got %d", alg, n);
-    /* Peers at odd distances have the other parity only when n is even. */
-    if (n_ok && is_name(alg, "adpsgd") && n % 2 != 0)
-        report(p, "algorithm.replicas: adpsgd pairs replicas on a bipartite graph (even ranks "
-               "with odd ones) and needs an even number of them, got %d", n);
-    if (!easgd || state_of(p, "algorithm.rho") != SET)
+    const coupling_rule *rule = coupling_find(alg); /* NULL: absent or reported */
+    if (state_of(p, "algorithm.L") == ABSENT)
+        cfg->algorithm.L = rule && rule->inner_steps ? 25 : 0;
+    else if (rule && !rule->inner_steps && state_of(p, "algorithm.L") == SET &&
+             cfg->algorithm.L != 0)
+        report(p, "algorithm.L: must be 0 for %s", alg);
+    if (!rule)
         return;
-    /* EASGD's rho is the paper's: alpha = lr rho, beta = n alpha <= 1. */
-    if (state_of(p, "algorithm.beta") != ABSENT) {
-        report(p, "algorithm.rho: give easgd either beta or rho (beta = n lr rho), not both");
-        return;
+    for (int k = 0; k < RULE_MAX_FIXED && rule->fixed[k].path; k++) {
+        int i = field_index(rule->fixed[k].path);
+        char *at = (char *)cfg + fields[i].offset;
+        double want = rule->fixed[k].value;
+        double have = fields[i].kind == K_INT ? *(int *)at : *(double *)at;
+        if (p->state[i] == ABSENT && fields[i].kind == K_INT)
+            *(int *)at = (int)want;
+        else if (p->state[i] == ABSENT)
+            *(double *)at = want;
+        else if (p->state[i] == SET && have != want)
+            report(p, "%s: must be %g for %s", fields[i].path, want, alg);
     }
-    double beta = n * job_lr_at_epoch(cfg, 0) * cfg->algorithm.rho;
-    if (n_ok && !(beta > 0.0 && beta <= 1.0))
-        report(p, "algorithm.rho: easgd needs beta = replicas * lr * rho in (0, 1] (its "
-               "stability condition), got %d * %g * %g = %g", n, job_lr_at_epoch(cfg, 0),
-               cfg->algorithm.rho, beta);
-    else
-        cfg->algorithm.beta = beta;
+    for (int i = 0; i < NFIELDS; i++) {
+        if (p->state[i] != SET || rule_reads(rule, fields[i].path))
+            continue;
+        char owners[256] = "";
+        for (size_t r = 0; coupling_rule_at(r); r++)
+            if (rule_reads(coupling_rule_at(r), fields[i].path) &&
+                strlen(owners) + strlen(coupling_rule_at(r)->name) + 2 < sizeof owners)
+                strcat(strcat(owners, " "), coupling_rule_at(r)->name);
+        if (*owners)
+            report(p, "%s: only for%s, not %s", fields[i].path, owners, alg);
+    }
+    if (rule->validate) {
+        rule_check c = {p};
+        rule->validate(cfg, &c);
+    }
 }
 
 /* The rules between fields, and the defaults that depend on another field.
@@ -570,23 +545,7 @@ static void finish(parser *p)
         state_of(p, "data.root") != BAD)
         report(p, "data.root: required for dataset %s", dataset);
 
-    int sgd = is_name(alg, "sgd"), entropy = is_name(alg, "entropy-sgd");
-    int inner_loop = is_name(alg, "parle") || entropy; /* L > 0 makes sense */
-    if (state_of(p, "algorithm.L") == ABSENT)
-        cfg->algorithm.L = inner_loop ? 25 : 0;
-    else if (*alg && !inner_loop && state_of(p, "algorithm.L") == SET && cfg->algorithm.L != 0)
-        report(p, "algorithm.L: must be 0 for %s", alg);
-    if ((sgd || entropy) && cfg->algorithm.replicas != 1)
-        report(p, "algorithm.replicas: must be 1 for %s", alg);
-    if (entropy && state_of(p, "algorithm.rho") == ABSENT)
-        cfg->algorithm.rho = 0;
-    else if (entropy && state_of(p, "algorithm.rho") == SET && cfg->algorithm.rho != 0)
-        report(p, "algorithm.rho: must be 0 for entropy-sgd");
-    /* Independent starts are the Parle reference's; every other rule starts equal. */
-    if (state_of(p, "algorithm.init") == ABSENT && (inner_loop || is_name(alg, "elastic-sgd")))
-        strcpy(cfg->algorithm.init, "independent");
-    finish_graph_rules(p);
-    finish_async_rules(p);
+    finish_rule(p);
     if (cfg->algorithm.gamma_max < cfg->algorithm.gamma && state_of(p, "algorithm.gamma") != BAD &&
         state_of(p, "algorithm.gamma_max") != BAD)
         report(p, "algorithm.gamma_max: must be >= algorithm.gamma (%g)", cfg->algorithm.gamma);

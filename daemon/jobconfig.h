@@ -24,7 +24,7 @@ typedef struct job_config {
         bool split;                 /* equal disjoint shard per replica */
     } data;
     struct {
-        char name[16];              /* sgd, parle, elastic-sgd, entropy-sgd */
+        char name[16];              /* a rule's (daemon/coupling/coupling.c's table) */
         int replicas;
         int L;
         double gamma, rho, gamma_max, rho_max, growth, alpha;

@@ -263,12 +263,14 @@ int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cf
                  "least one replica per rank", replicas, mj->nranks);
         failed = 1;
     } else if (!failed && mj->nranks > 1 &&
-               !coupling_runs_across_ranks(cfg, where->ngpus > 0)) {
+               !coupling_runs_across_ranks(coupling_find(cfg->algorithm.name),
+                                           where->ngpus > 0)) {
         /* comm_exchange and the peer requests move host vectors only. */
+        char names[256];
+        coupling_gpu_net_names(1, names, sizeof names);
         snprintf(mine, sizeof mine, "algorithm.name = \"%s\": across MPI ranks on GPUs only "
-                 "parle (and sgd, elastic-sgd, entropy-sgd) and allreduce run; the other rules "
-                 "run across ranks on CPUs (docs/mpi.md); name one rank in devices "
-                 "(\"rank0:gpu\") to run it there", cfg->algorithm.name);
+                 "%s run; the other rules run across ranks on CPUs (docs/mpi.md); name one "
+                 "rank in devices (\"rank0:gpu\") to run it there", cfg->algorithm.name, names);
         failed = 1;
     } else if (!failed && where->ngpus > 0 && !PARLE_HAVE_NCCL) {
         snprintf(mine, sizeof mine, "devices: a job on GPUs across MPI ranks needs NCCL, and this "

@@ -209,8 +209,7 @@ static void *replica_main(void *p)
     if (comm_barrier(&run->comm, r.rank, "start") != 0)
         goto out;
 
-    const int S = run->rule->steps_per_sync(cfg) == RULE_STEPS_PER_PASS
-                      ? (int)run->batches_per_pass : run->rule->steps_per_sync(cfg);
+    const int S = coupling_sync_steps(run->rule, cfg, run->batches_per_pass);
     const long nb = run->outer_per_epoch;
     const philox_key dkey = philox_make_key(cfg->seed, (uint32_t)replica_id(run, &r), RNG_STREAM_DROPOUT);
     double inner_lr = cfg->algorithm.inner_lr > 0 ? cfg->algorithm.inner_lr
@@ -387,10 +386,11 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.nlocal = where->net ? where->count : run.n;
     run.first = where->net ? where->first : 0;
     if (where->net && (run.nlocal < 1 || run.first < 0 || run.first + run.nlocal > run.n ||
-                       !coupling_runs_across_ranks(cfg, where->ngpus > 0))) {
-        snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (parle "
-                 "and allreduce; every rule on CPUs) and at least one replica per rank "
-                 "(docs/mpi.md)");
+                       !coupling_runs_across_ranks(run.rule, where->ngpus > 0))) {
+        char names[256];
+        coupling_gpu_net_names(0, names, sizeof names);
+        snprintf(err, errlen, "run: across MPI ranks a job runs with a rule that can (%s; "
+                 "every rule on CPUs) and at least one replica per rank (docs/mpi.md)", names);
         return -1;
     }
     if (train->n < cfg->optim.batch || test->n < 1) {
@@ -402,7 +402,8 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
         return -1;
     long shard = cfg->data.split ? train->n / run.n : train->n;
     run.outer_per_epoch = run.batches_per_pass = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
-    if (run.rule->steps_per_sync(cfg) == RULE_STEPS_PER_PASS)
+    const int S = run.rule->steps_per_sync(cfg);
+    if (S == RULE_STEPS_PER_PASS)
         run.outer_per_epoch = 1;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
     /* comm_attach sizes the all-reduce buffer once the models are built. */
@@ -415,7 +416,6 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.t_start = now_s();
     if (hooks && hooks->checkpoint_dir)
         run_checkpoint_find(&run);
-    int S = run.rule->steps_per_sync(cfg);
     /* Out of memory for it, the kernel's time slices share the cores. */
     run.scheduled = run_replicas_float(&run) && S != RULE_STEPS_PER_PASS &&
                     step_schedule_wanted(run.nlocal, where->ncores, S) &&

@@ -110,8 +110,18 @@ static void adpsgd_free(replica *r)
         async_release(r, s->peer, &s->u, NULL);
 }
 
+static void adpsgd_validate(job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas;
+    /* Peers at odd distances have the other parity only when n is even. */
+    if (async_validate(cfg, c) && n % 2 != 0)
+        rule_report(c, "algorithm.replicas: adpsgd pairs replicas on a bipartite graph (even "
+                    "ranks with odd ones) and needs an even number of them, got %d", n);
+}
+
 const coupling_rule coupling_adpsgd = {
     .name = "adpsgd",
+    .validate = adpsgd_validate,
     .net = NET_CPU,
     .init = adpsgd_init,
     .steps_per_sync = adpsgd_steps_per_sync,

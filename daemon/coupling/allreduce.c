@@ -5,6 +5,7 @@
  * validator refuses init "independent": the replicas must start equal. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coupling.h"
 #include "graph.h"
@@ -81,8 +82,16 @@ static void allreduce_free(replica *r)
     r->rule_state = NULL;
 }
 
+static void allreduce_validate(job_config *cfg, rule_check *c)
+{
+    if (strcmp(cfg->algorithm.init, "independent") == 0)
+        rule_report(c, "algorithm.init: allreduce needs \"same\": its replicas take identical "
+                    "steps and must start equal");
+}
+
 const coupling_rule coupling_allreduce = {
     .name = "allreduce",
+    .validate = allreduce_validate,
     .net = NET_ANY,
     .init = allreduce_init,
     .steps_per_sync = allreduce_steps_per_sync,

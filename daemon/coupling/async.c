@@ -20,6 +20,16 @@ int async_other(const replica *r, float u)
     return j >= r->id ? j + 1 : j;
 }
 
+int async_validate(const job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas;
+    if (rule_field_state(c, "algorithm.replicas") == RULE_FIELD_BAD)
+        return 0;
+    if (n < 2)
+        rule_report(c, "algorithm.replicas: %s needs >= 2 replicas, got %d", cfg->algorithm.name, n);
+    return 1;
+}
+
 int async_quiesce(replica *r)
 {
     double t0 = comm_now_s();

@@ -5,6 +5,7 @@
 #define PARLE_COUPLING_ASYNC_H
 
 #include "comm_peer.h"
+#include "coupling.h"
 #include "replica.h"
 
 /* The u-th uniform in [0, 1) of this replica's step r->step, from Philox
@@ -18,6 +19,10 @@ int async_other(const replica *r, float u);
 /* The end of a pass: every replica has finished its steps (a barrier), so
  * nothing moves until the next pass begins. 0, or -1 once aborted. */
 int async_quiesce(replica *r);
+
+/* The validation they share (their `validate`): at least 2 replicas.
+ * Returns whether algorithm.replicas is good (not already reported). */
+int async_validate(const job_config *cfg, rule_check *c);
 
 /* The end of a rule: leave the peers (comm_peer_detach), free the momentum u
  * and one more vector of the rule's (extra may be NULL), then the state. */

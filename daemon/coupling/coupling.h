@@ -15,6 +15,7 @@
 #define RULE_MAX_STATE 4
 /* LSGD's loss window (algorithm.avg_size <= 100) with its leaders. */
 #define RULE_MAX_SCALARS 128
+#define RULE_MAX_FIXED 2
 
 /* steps_per_sync's answer for a rule that needs no meeting point but the
  * pass boundaries (the asynchronous ones): the runner makes each outer
@@ -28,8 +29,41 @@
  * vectors): CPUs only. */
 enum rule_net { NET_NONE = 0, NET_ANY, NET_CPU };
 
+/* The job validator's side of a rule's `validate` (daemon/jobconfig.c): what
+ * the job file did with a field ("algorithm.tau"), and a problem to report
+ * as "dotted.path: why". A field that is RULE_FIELD_BAD was reported
+ * already: leave it out. */
+typedef struct rule_check rule_check;
+enum rule_field { RULE_FIELD_ABSENT, RULE_FIELD_SET, RULE_FIELD_BAD };
+enum rule_field rule_field_state(const rule_check *c, const char *path);
+__attribute__((format(printf, 2, 3))) void rule_report(rule_check *c, const char *fmt, ...);
+
+/* A rule is one entry of coupling.c's table, defined in its own file: adding
+ * one is that file and that table line (docs/algorithms.md "How to add a
+ * rule"). */
 typedef struct coupling_rule {
-    const char *name;
+    const char *name;       /* algorithm.name */
+    /* The rule whose code and reported quantities it shares (Parle's special
+     * cases name &coupling_parle, Parle itself too); NULL: its own. */
+    const struct coupling_rule *family;
+    /* The algorithm.* fields that only some rules read and this one does
+     * (NULL-terminated); set for a rule that does not list it, such a field
+     * is an error ("only for ..."). */
+    const char *const *fields;
+    /* Takes inner steps (algorithm.L > 0 makes sense: default 25); any
+     * other rule has L = 0 (the default) and refuses another L. */
+    int inner_steps;
+    /* Numeric fields the rule fixes (sgd: one replica): absent, a field
+     * takes its value; given another, it is an error ("must be 1 for sgd").
+     * Up to RULE_MAX_FIXED, the first NULL path ending them. */
+    struct rule_fixed {
+        const char *path;
+        double value;
+    } fixed[RULE_MAX_FIXED];
+    /* Optional (NULL: nothing to check). The checks and defaults of the
+     * rule's own fields, once all fields are parsed: problems go to
+     * rule_report. */
+    void (*validate)(job_config *cfg, rule_check *c);
     enum rule_net net;
     int (*init)(replica *r, char *err, size_t errlen);
     int (*steps_per_sync)(const job_config *cfg);
@@ -67,8 +101,21 @@ typedef struct coupling_rule {
 
 /* The rule for cfg->algorithm.name, or NULL. */
 const coupling_rule *coupling_find(const char *name);
-/* Can this job's rule run across MPI ranks (its `net`), on GPUs or on
+/* The table's i-th rule, or NULL past its end. */
+const coupling_rule *coupling_rule_at(size_t i);
+/* The rules' names, in the table's order, NULL-terminated. */
+const char *const *coupling_names(void);
+/* The rule whose code `rule` shares (its `family`), or `rule` itself. */
+const coupling_rule *coupling_family(const coupling_rule *rule);
+/* How many steps an outer iteration takes: steps_per_sync, or for a
+ * RULE_STEPS_PER_PASS rule `batches_per_pass`. */
+int coupling_sync_steps(const coupling_rule *rule, const job_config *cfg, long batches_per_pass);
+/* Can `rule` (NULL: none) run across MPI ranks (its `net`), on GPUs or on
  * CPUs? */
-int coupling_runs_across_ranks(const job_config *cfg, int on_gpus);
+int coupling_runs_across_ranks(const coupling_rule *rule, int on_gpus);
+/* The rules that run across MPI ranks on GPUs (NET_ANY), as text: each
+ * family by its name, with its other members "(and a, b)" if `members`,
+ * e.g. "parle (and sgd, elastic-sgd, entropy-sgd) and allreduce". */
+void coupling_gpu_net_names(int members, char *out, size_t len);
 
 #endif

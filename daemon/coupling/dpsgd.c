@@ -122,8 +122,24 @@ static void dpsgd_free(replica *r)
     r->rule_state = NULL;
 }
 
+static void dpsgd_validate(job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas;
+    if (rule_field_state(c, "algorithm.replicas") == RULE_FIELD_BAD)
+        return;
+    if (strcmp(cfg->algorithm.graph, "ring") == 0 && n < 3)
+        rule_report(c, "algorithm.replicas: dpsgd on a ring needs >= 3 replicas, got %d", n);
+    if (strcmp(cfg->algorithm.graph, "bipartite-exponential") == 0 && n % 2 != 0)
+        rule_report(c, "algorithm.replicas: dpsgd on graph bipartite-exponential needs an even "
+                    "number of replicas, got %d", n);
+}
+
+static const char *const dpsgd_fields[] = {"algorithm.graph", "algorithm.mix_after_step", NULL};
+
 const coupling_rule coupling_dpsgd = {
     .name = "dpsgd",
+    .fields = dpsgd_fields,
+    .validate = dpsgd_validate,
     .net = NET_CPU,
     .init = dpsgd_init,
     .steps_per_sync = dpsgd_steps_per_sync,

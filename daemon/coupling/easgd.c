@@ -124,8 +124,31 @@ static void easgd_free(replica *r)
         async_release(r, s->peer, &s->u, NULL);
 }
 
+/* EASGD's rho is the paper's: alpha = lr rho, beta = n alpha <= 1. */
+static void easgd_validate(job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas, n_ok = async_validate(cfg, c);
+    if (rule_field_state(c, "algorithm.rho") != RULE_FIELD_SET)
+        return;
+    if (rule_field_state(c, "algorithm.beta") != RULE_FIELD_ABSENT) {
+        rule_report(c, "algorithm.rho: give easgd either beta or rho (beta = n lr rho), not both");
+        return;
+    }
+    double beta = n * job_lr_at_epoch(cfg, 0) * cfg->algorithm.rho;
+    if (n_ok && !(beta > 0.0 && beta <= 1.0))
+        rule_report(c, "algorithm.rho: easgd needs beta = replicas * lr * rho in (0, 1] (its "
+                    "stability condition), got %d * %g * %g = %g", n, job_lr_at_epoch(cfg, 0),
+                    cfg->algorithm.rho, beta);
+    else
+        cfg->algorithm.beta = beta;
+}
+
+static const char *const easgd_fields[] = {"algorithm.tau", "algorithm.beta", "algorithm.variant", NULL};
+
 const coupling_rule coupling_easgd = {
     .name = "easgd",
+    .fields = easgd_fields,
+    .validate = easgd_validate,
     .net = NET_CPU,
     .init = easgd_init,
     .steps_per_sync = easgd_steps_per_sync,

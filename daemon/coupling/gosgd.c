@@ -141,8 +141,14 @@ static void gosgd_free(replica *r)
         async_release(r, s->peer, &s->u, &s->scaled);
 }
 
+static void gosgd_validate(job_config *cfg, rule_check *c) { async_validate(cfg, c); }
+
+static const char *const gosgd_fields[] = {"algorithm.p", NULL};
+
 const coupling_rule coupling_gosgd = {
     .name = "gosgd",
+    .fields = gosgd_fields,
+    .validate = gosgd_validate,
     .net = NET_CPU,
     .init = gosgd_init,
     .steps_per_sync = gosgd_steps_per_sync,

@@ -212,8 +212,14 @@ static void gossip_free(replica *r)
         async_release(r, s->peer, &s->u, &s->fetched);
 }
 
+static void gossip_validate(job_config *cfg, rule_check *c) { async_validate(cfg, c); }
+
+static const char *const gossip_fields[] = {"algorithm.fetch_probability", "algorithm.interpolation", "algorithm.value", "algorithm.divergence_threshold", "algorithm.timeout_ms", NULL};
+
 const coupling_rule coupling_gossip = {
     .name = "gossip",
+    .fields = gossip_fields,
+    .validate = gossip_validate,
     .net = NET_CPU,
     .init = gossip_init,
     .steps_per_sync = gossip_steps_per_sync,

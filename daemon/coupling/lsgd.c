@@ -267,8 +267,26 @@ static void lsgd_free(replica *r)
     r->rule_state = NULL;
 }
 
+static void lsgd_validate(job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas;
+    if (rule_field_state(c, "algorithm.tau") == RULE_FIELD_ABSENT)
+        cfg->algorithm.tau = 256;
+    if (rule_field_state(c, "algorithm.replicas") == RULE_FIELD_BAD)
+        return;
+    if (rule_field_state(c, "algorithm.group_size") == RULE_FIELD_ABSENT)
+        cfg->algorithm.group_size = n;
+    else if (n % cfg->algorithm.group_size != 0)
+        rule_report(c, "algorithm.group_size: must divide algorithm.replicas (%d), got %d", n,
+                    cfg->algorithm.group_size);
+}
+
+static const char *const lsgd_fields[] = {"algorithm.group_size", "algorithm.tau", "algorithm.tau_global", "algorithm.avg_size", "algorithm.c1", "algorithm.c2", "algorithm.p1", "algorithm.p2", NULL};
+
 const coupling_rule coupling_lsgd = {
     .name = "lsgd",
+    .fields = lsgd_fields,
+    .validate = lsgd_validate,
     .net = NET_CPU,
     .init = lsgd_init,
     .steps_per_sync = lsgd_steps_per_sync,

@@ -6,10 +6,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm.h"
 #include "coupling.h"
 #include "parle.h"
+
+extern const coupling_rule coupling_parle;
 
 /* gamma_k and rho_k grow by (1 + growth/nb) per outer iteration, capped. */
 static float schedule_growth(double start, double cap, double growth, long nb, long k)
@@ -29,7 +32,7 @@ void parle_schedule(const job_config *cfg, long nb, long k, float *gamma, float 
 void parle_report(const job_config *cfg, const coupling_rule *rule, int replicas, float gamma,
                   float rho, double *gamma_out, double *rho_out)
 {
-    int parle = rule && rule == coupling_find("parle");
+    int parle = coupling_family(rule) == &coupling_parle;
     *gamma_out = parle && cfg->algorithm.L > 0 ? gamma : 0;
     *rho_out = parle && replicas > 1 ? rho : 0;
 }
@@ -160,16 +163,26 @@ static void parle_free(replica *r)
     r->rule_state = NULL;
 }
 
-const coupling_rule coupling_parle = {
-    .name = "parle",
-    .net = NET_ANY,
-    .init = parle_init,
-    .steps_per_sync = parle_steps_per_sync,
-    .begin = parle_begin,
-    .step = parle_step,
-    .sync = parle_sync,
-    .weights = parle_weights,
-    .state = parle_state_buffers,
-    .vectors = parle_vectors,
-    .free = parle_free,
-};
+/* Independent starts are the Parle reference's; every other rule starts equal. */
+static void independent_init(job_config *cfg, rule_check *c)
+{
+    if (rule_field_state(c, "algorithm.init") == RULE_FIELD_ABSENT)
+        strcpy(cfg->algorithm.init, "independent");
+}
+
+/* Parle and its exact special cases (docs/algorithms.md): the same code,
+ * each its own name and validation; parle and entropy-sgd take inner steps,
+ * sgd and entropy-sgd are one replica, and entropy-sgd has no pull (rho 0). */
+#define PARLE_RULE(NAME, INNER, VALIDATE, ...)                                               \
+    {.name = NAME, .family = &coupling_parle, .inner_steps = INNER, .fixed = {__VA_ARGS__},  \
+     .validate = VALIDATE, .net = NET_ANY, .init = parle_init,                               \
+     .steps_per_sync = parle_steps_per_sync, .begin = parle_begin, .step = parle_step,       \
+     .sync = parle_sync, .weights = parle_weights, .state = parle_state_buffers,             \
+     .vectors = parle_vectors, .free = parle_free}
+
+const coupling_rule coupling_parle = PARLE_RULE("parle", 1, independent_init, {NULL, 0});
+const coupling_rule coupling_elastic_sgd = PARLE_RULE("elastic-sgd", 0, independent_init, {NULL, 0});
+const coupling_rule coupling_entropy_sgd = PARLE_RULE("entropy-sgd", 1, independent_init,
+                                                      {"algorithm.replicas", 1},
+                                                      {"algorithm.rho", 0});
+const coupling_rule coupling_sgd = PARLE_RULE("sgd", 0, NULL, {"algorithm.replicas", 1});

@@ -46,7 +46,7 @@ static int sgp_steps_per_sync(const job_config *cfg)
     return 1;
 }
 
-static int sgp_init(replica *r, char *err, size_t errlen)
+static int sgp_start(replica *r, int overlap, char *err, size_t errlen)
 {
     sgp_state *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -54,7 +54,7 @@ static int sgp_init(replica *r, char *err, size_t errlen)
         return -1;
     }
     r->rule_state = s;
-    s->overlap = strcmp(r->cfg->algorithm.name, "osgp") == 0;
+    s->overlap = overlap;
     double *sh = comm_shared_rows(r->comm, r->rank, 5);
     if (!sh) {
         snprintf(err, errlen, "replica %d: SGP's shared weights: the job stopped", r->rank);
@@ -71,6 +71,9 @@ static int sgp_init(replica *r, char *err, size_t errlen)
     s->fresh = 1;
     return 0;
 }
+
+static int sgp_init(replica *r, char *err, size_t errlen) { return sgp_start(r, 0, err, errlen); }
+static int osgp_init(replica *r, char *err, size_t errlen) { return sgp_start(r, 1, err, errlen); }
 
 /* x_i = z_i / w_i, where the gradient is taken. */
 static void debias(replica *r, sgp_state *s)
@@ -180,11 +183,14 @@ static const float *sgp_master(replica *r)
     return s->tmp;
 }
 
-/* z, u, tmp, and OSGP's inbox (sgp_init). */
+/* z, u, tmp, and OSGP's inbox (sgp_start). */
 static int sgp_vectors(const job_config *cfg, int id)
 {
-    return strcmp(cfg->algorithm.name, "osgp") == 0 ? 4 : 3;
+    (void)cfg, (void)id;
+    return 3;
 }
+
+static int osgp_vectors(const job_config *cfg, int id) { return sgp_vectors(cfg, id) + 1; }
 
 static int sgp_state_buffers(replica *r, const char **names, float **bufs)
 {
@@ -243,11 +249,38 @@ static void sgp_free(replica *r)
     r->rule_state = NULL;
 }
 
-#define SGP_RULE(NAME)                                                                     \
-    {.name = NAME, .net = NET_CPU, .init = sgp_init, .steps_per_sync = sgp_steps_per_sync, \
-     .begin = sgp_begin, .step = sgp_step, .sync = sgp_sync, .weights = sgp_weights,      \
-     .state = sgp_state_buffers, .vectors = sgp_vectors, .scalars = sgp_scalars,          \
-     .describe = sgp_describe, .master = sgp_master, .free = sgp_free}
+/* floor(log2(n - 1)) + 1: the distances of the exponential graph. */
+static int exp_graph_distances(int n)
+{
+    int m = 0;
+    while ((1L << m) <= n - 1)
+        m++;
+    return m > 0 ? m : 1;
+}
 
-const coupling_rule coupling_sgp = SGP_RULE("sgp");
-const coupling_rule coupling_osgp = SGP_RULE("osgp");
+static void sgp_validate(job_config *cfg, rule_check *c)
+{
+    int n = cfg->algorithm.replicas;
+    if (rule_field_state(c, "algorithm.replicas") == RULE_FIELD_BAD)
+        return;
+    if (n < 2)
+        rule_report(c, "algorithm.replicas: %s needs >= 2 replicas, got %d", cfg->algorithm.name, n);
+    else if (cfg->algorithm.peers > exp_graph_distances(n))
+        rule_report(c, "algorithm.peers: at most %d for %d replicas (the exponential graph's "
+                    "distances 1, 2, 4, ... < %d), got %d", exp_graph_distances(n), n, n,
+                    cfg->algorithm.peers);
+}
+
+static const char *const sgp_fields[] = {"algorithm.peers", NULL};
+static const char *const osgp_fields[] = {"algorithm.peers", "algorithm.synch_freq", NULL};
+
+#define SGP_RULE(NAME, FIELDS, INIT, VECTORS)                                               \
+    {.name = NAME, .fields = FIELDS, .validate = sgp_validate, .net = NET_CPU, .init = INIT, \
+     .steps_per_sync = sgp_steps_per_sync, .begin = sgp_begin, .step = sgp_step,            \
+     .sync = sgp_sync, .weights = sgp_weights, .state = sgp_state_buffers,                  \
+     .vectors = VECTORS, .scalars = sgp_scalars, .describe = sgp_describe,                  \
+     .master = sgp_master, .free = sgp_free}
+
+const coupling_rule coupling_sgp = SGP_RULE("sgp", sgp_fields, sgp_init, sgp_vectors);
+/* Pushes overlapped with the next synch_freq rounds: an inbox more. */
+const coupling_rule coupling_osgp = SGP_RULE("osgp", osgp_fields, osgp_init, osgp_vectors);
