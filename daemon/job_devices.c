@@ -1,6 +1,7 @@
-/* The forms of a job's `devices` (jobconfig.h), parsed in one place so that
- * every reader of a job file (the validator, the scheduler, the runner, the
- * MPI ranks) agrees. */
+/* The forms of a job's `devices` (jobconfig.h): read once, by the job's
+ * validator, into a job_device_spec, and resolved here, against what the
+ * daemon or the machine has, by everyone who places a job (the queue, a
+ * restart, the MPI ranks, parle-train). */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,44 +62,92 @@ int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen)
     return 1;
 }
 
-int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
+int job_devices_read(const char *s, job_device_spec *d, char *why, size_t whylen)
 {
-    *ids = 0;
-    char why[8];
-    if (!strncmp(s, "rank", 4)) {
+    *d = (job_device_spec){.kind = DEVICES_CPU};
+    int named = job_devices_ranks(s, &d->ranks, why, whylen);
+    if (named < 0)
+        return -1;
+    if (named) {
         /* Each named rank on its CPU or all its GPUs, as "cpu" or "gpu". */
-        uint64_t ranks;
-        *kind = strncmp(strchr(s, ':') ? strchr(s, ':') : s, ":gpu", 4) ? DEVICES_CPU
-                                                                        : DEVICES_GPU;
-        return job_devices_ranks(s, &ranks, why, sizeof why) == 1 ? 0 : -1;
-    }
-    if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
-        *kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
+        d->kind = strncmp(strchr(s, ':'), ":gpu", 4) ? DEVICES_CPU : DEVICES_GPU;
         return 0;
     }
-    *kind = DEVICES_IDS;
+    if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
+        d->kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
+        return 0;
+    }
+    d->kind = DEVICES_IDS;
     if (!strncmp(s, "cuda:", 5))
         s += 5;
     for (;;) {
-        if (!isdigit((unsigned char)*s))
-            return -1;
         int id = 0;
+        if (!isdigit((unsigned char)*s))
+            break;
         for (; isdigit((unsigned char)*s); s++)
             if ((id = id * 10 + (*s - '0')) > MAX_GPU_ID)
-                return -1;
-        if (*ids & (1ull << id))
-            return -1;
-        *ids |= 1ull << id;
+                goto not_a_form;
+        if (d->ids & (1ull << id))
+            break;
+        d->ids |= 1ull << id;
         if (!*s)
             return 0;
         if (*s++ != ',')
-            return -1;
+            break;
     }
+not_a_form:
+    if (whylen)
+        *why = '\0';
+    return -2;
 }
 
-int job_devices_valid(const char *s)
+int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
 {
-    enum job_devices kind;
-    uint64_t ids;
-    return job_devices_parse(s, &kind, &ids) == 0;
+    job_device_spec d;
+    char why[8];
+    int rc = job_devices_read(s, &d, why, sizeof why);
+    *kind = d.kind;
+    *ids = d.ids;
+    return rc == 0 ? 0 : -1;
+}
+
+uint64_t job_devices_present(int ngpus)
+{
+    return JOB_DEVICES_CPU |
+           (ngpus >= JOB_DEVICES_MAX_GPUS ? ~JOB_DEVICES_CPU : (1ull << ngpus) - 1);
+}
+
+int job_devices_resolve(const job_device_spec *d, const char *text, uint64_t allowed,
+                        enum job_devices_of of, uint64_t *out, char *err, size_t errlen)
+{
+    uint64_t gpus = allowed & ~JOB_DEVICES_CPU;
+    switch (d->kind) {
+    case DEVICES_CPU: *out = JOB_DEVICES_CPU; break;
+    case DEVICES_AUTO: *out = gpus ? gpus : JOB_DEVICES_CPU; break;
+    case DEVICES_GPU: *out = gpus; break;
+    case DEVICES_IDS: *out = d->ids; break;
+    }
+    if (of == DEVICES_OF_DAEMON) {
+        if (!*out)
+            snprintf(err, errlen, "\"%s\": the daemon has no GPU", text);
+        else if (*out & ~allowed)
+            snprintf(err, errlen, "\"%s\" is not within the daemon's --devices", text);
+    } else {
+        int present = __builtin_popcountll(gpus);
+        if (!*out)
+            snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU");
+        else if (*out & ~allowed)
+            snprintf(err, errlen, "devices: GPU %d: this machine has %d GPU%s",
+                     __builtin_ctzll(*out & ~allowed), present, present == 1 ? "" : "s");
+    }
+    return *out && !(*out & ~allowed) ? 0 : -1;
+}
+
+int job_devices_gpus(uint64_t set, int *gpus)
+{
+    int n = 0;
+    for (int i = 0; i < JOB_DEVICES_MAX_GPUS; i++)
+        if (set & (1ull << i))
+            gpus[n++] = i;
+    return n;
 }

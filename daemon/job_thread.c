@@ -145,15 +145,12 @@ void *job_thread(void *arg)
     if (mpi_node_size() > 1) {
         char path[1200];
         job_file_path(j, "job.json", path, sizeof(path));
-        rc = mpi_job_begin(&mj, path, ckpt, err, sizeof(err));
+        rc = mpi_job_begin(&mj, &j->cfg, path, ckpt, err, sizeof(err));
     }
     if (rc == 0)
         rc = load_as_owner(j, &train, &test, err, sizeof(err));
     int load_stopped = rc != 0 && strcmp(err, DATA_STOPPED) == 0;
-    int gpus[DEV_MAX_GPUS], ngpus = 0;
-    for (int i = 0; i < DEV_MAX_GPUS; i++)
-        if (j->devices & (1ull << i))
-            gpus[ngpus++] = i;
+    int gpus[DEV_MAX_GPUS], ngpus = job_devices_gpus(j->devices, gpus);
     run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
     if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
         rc = -1;

@@ -563,12 +563,13 @@ static void finish(parser *p)
         if (!*cfg->name || *c)
             report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
     }
-    uint64_t ranks;
     char why[200];
-    if (state_of(p, "devices") == SET &&
-        job_devices_ranks(cfg->devices, &ranks, why, sizeof why) < 0)
+    int devices = state_of(p, "devices") == SET
+                      ? job_devices_read(cfg->devices, &cfg->device_spec, why, sizeof why)
+                      : 0;
+    if (devices == -1)
         report(p, "devices: \"%s\": %s", shown(cfg->devices, buf), why);
-    else if (state_of(p, "devices") == SET && !job_devices_valid(cfg->devices))
+    else if (devices != 0)
         report(p, "devices: \"%s\" is not \"cpu\", \"auto\", \"gpu\" or distinct GPU ids like "
                "\"0,1\" or \"cuda:0,1\"",
                shown(cfg->devices, buf));
@@ -612,6 +613,7 @@ void job_config_defaults(job_config *cfg)
     cfg->epochs = 10;
     cfg->seed = 42;
     strcpy(cfg->devices, "cpu");
+    cfg->device_spec = (job_device_spec){.kind = DEVICES_CPU};
     strcpy(cfg->precision, "tf32");
     cfg->comm.timeout_s = 1800;
     cfg->checkpoint.every_epochs = 1;

@@ -11,6 +11,16 @@
 #define JOB_MAX_SCHEDULE 16
 #define JOB_PATH_MAX 1024
 
+/* A `devices` string: "cpu", "auto" (the GPUs if there are any, else the
+ * CPU), "gpu" (every GPU) or distinct GPU ids "0,1" / "cuda:0,1" (bit i of
+ * ids for GPU i, ids 0..62), or the MPI ranks form below (ranks). */
+enum job_devices { DEVICES_CPU, DEVICES_AUTO, DEVICES_GPU, DEVICES_IDS };
+typedef struct job_device_spec {
+    enum job_devices kind;          /* ranks named: DEVICES_CPU or DEVICES_GPU */
+    uint64_t ids;                   /* DEVICES_IDS: bit i for GPU i */
+    uint64_t ranks;                 /* bit r for MPI rank r; 0: every rank */
+} job_device_spec;
+
 typedef struct job_config {
     char name[128];
     model_spec model;               /* arch, depth, width, dropout, classes */
@@ -55,7 +65,8 @@ typedef struct job_config {
     } optim;
     int epochs;
     uint64_t seed;
-    char devices[64];               /* auto, cpu, or GPU ids "0,1" */
+    char devices[64];               /* auto, cpu, or GPU ids "0,1", as written */
+    job_device_spec device_spec;    /* devices, read once by the validator */
     char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
     struct { double timeout_s; } comm; /* a collective's deadline */
@@ -71,23 +82,40 @@ void job_config_defaults(job_config *cfg);
  * each as "dotted.path: why", joined by "; ", into err. */
 int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen);
 
-/* A `devices` string: "cpu", "auto" (the GPUs if there are any, else the
- * CPU), "gpu" (every GPU) or distinct GPU ids "0,1" / "cuda:0,1" (*ids, bit
- * i for GPU i, ids 0..62). Returns 0, or -1 if it is none of these. */
-enum job_devices { DEVICES_CPU, DEVICES_AUTO, DEVICES_GPU, DEVICES_IDS };
-int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
-
 /* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
  * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU
  * cores, or "rank0:gpu,rank2:gpu", each on all its GPUs (ranks 0..63,
- * distinct, rank0 among them, all on CPUs or all on GPUs); job_devices_parse
+ * distinct, rank0 among them, all on CPUs or all on GPUs); job_devices_read
  * calls it a CPU or a GPU ("gpu") job, which each rank resolves on its own
  * machine. Returns 1 with *ranks (bit r for rank r), 0 if `s` does not
  * name ranks (*ranks = 0: every rank), -1 with `why` (without `s`) if it is
  * malformed. */
 int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen);
-/* Is `s` one of the forms above (or "cpu", "auto", "gpu", GPU ids)? */
-int job_devices_valid(const char *s);
+
+/* A `devices` string into *d: 0; -1 with `why` (without `s`) for malformed
+ * ranks (above); -2 (`why` empty) when it is none of the forms. The job's
+ * validator reads cfg->devices so into cfg->device_spec, once. */
+int job_devices_read(const char *s, job_device_spec *d, char *why, size_t whylen);
+/* The same, kind and ids only: 0, or -1 if it is none of the forms. */
+int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
+
+/* Devices as a bit set: bit i = GPU i, the top bit = the CPU cores. */
+#define JOB_DEVICES_CPU (1ull << 63)
+#define JOB_DEVICES_MAX_GPUS 63
+/* The CPU and GPUs 0..ngpus-1, as a set. */
+uint64_t job_devices_present(int ngpus);
+
+/* The one resolver: the devices `d` (its text `text`, for messages) names
+ * within `allowed` (the daemon's --devices set, or job_devices_present of
+ * the GPUs this machine has), as a set in *out: "auto" is the GPUs allowed
+ * if there are any, else the CPU; "gpu" every GPU allowed. 0, or -1 with a
+ * message worded for `of`: the daemon's (the queue, a restart: without a
+ * "devices: " prefix) or this machine's (an MPI rank, parle-train). */
+enum job_devices_of { DEVICES_OF_DAEMON, DEVICES_OF_MACHINE };
+int job_devices_resolve(const job_device_spec *d, const char *text, uint64_t allowed,
+                        enum job_devices_of of, uint64_t *out, char *err, size_t errlen);
+/* The GPU ids in `set`, ascending, into gpus[JOB_DEVICES_MAX_GPUS]: how many. */
+int job_devices_gpus(uint64_t set, int *gpus);
 
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);

@@ -52,47 +52,17 @@ static int active_jobs_of(const jobs *js, unsigned uid)
 }
 enum job_state job_state_of(const job *j) { return j->state; }
 
-/* A job's devices within the daemon's `allowed` ones (jobconfig.h's forms):
- * "auto" is the daemon's GPUs when it has any, else its CPU. */
-int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen)
-{
-    enum job_devices kind;
-    uint64_t ids;
-    if (job_devices_parse(s, &kind, &ids) != 0) {
-        snprintf(err, errlen, "\"%s\" is not cpu, auto, gpu or a list of GPU ids like 0,1", s);
-        return -1;
-    }
-    uint64_t gpus = allowed & ~DEV_CPU;
-    switch (kind) {
-    case DEVICES_CPU: *out = DEV_CPU; break;
-    case DEVICES_AUTO: *out = gpus ? gpus : DEV_CPU; break;
-    case DEVICES_GPU: *out = gpus; break;
-    case DEVICES_IDS: *out = ids; break;
-    }
-    if (!*out) {
-        snprintf(err, errlen, "\"%s\": the daemon has no GPU", s);
-        return -1;
-    }
-    if (*out & ~allowed) {
-        snprintf(err, errlen, "\"%s\" is not within the daemon's --devices", s);
-        return -1;
-    }
-    return 0;
-}
-
 /* Ranks other than rank0 exist only under --mpi: without it such a job would
  * quietly run on this one process's CPU. (Under --mpi the job's start checks
  * them against the ranks there are.) */
-int check_ranks(const char *s, char *err, size_t errlen)
+int check_ranks(const job_config *cfg, char *err, size_t errlen)
 {
-    uint64_t ranks;
-    char why[8];
-    if (mpi_node_size() > 1 || job_devices_ranks(s, &ranks, why, sizeof why) != 1 ||
-        !(ranks & ~1ull))
+    uint64_t ranks = cfg->device_spec.ranks;
+    if (mpi_node_size() > 1 || !(ranks & ~1ull))
         return 0;
     snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
              "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
-             "\"cpu\"", s, __builtin_ctzll(ranks & ~1ull));
+             "\"cpu\"", cfg->devices, __builtin_ctzll(ranks & ~1ull));
     return -1;
 }
 
@@ -539,10 +509,16 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     /* The daemon's "auto" is its cores and every GPU the driver shows. */
     char why[256];
     int ngpus = backend_cuda_devices();
-    uint64_t present = DEV_CPU | (ngpus >= DEV_MAX_GPUS ? ~DEV_CPU : (1ull << ngpus) - 1);
+    uint64_t present = job_devices_present(ngpus);
+    job_device_spec spec;
     if (strcmp(devices, "auto") == 0) {
         js->devices = present;
-    } else if (parse_devices(devices, present, &js->devices, why, sizeof(why)) != 0) {
+    } else if (job_devices_read(devices, &spec, why, sizeof why) != 0) {
+        snprintf(err, errlen, "--devices: \"%s\" is not cpu, auto, gpu or a list of GPU ids "
+                 "like 0,1 (this machine has %d GPU%s)", devices, ngpus, ngpus == 1 ? "" : "s");
+        goto fail;
+    } else if (job_devices_resolve(&spec, devices, present, DEVICES_OF_DAEMON, &js->devices, why,
+                                   sizeof why) != 0) {
         snprintf(err, errlen, "--devices: %s (this machine has %d GPU%s)", why, ngpus,
                  ngpus == 1 ? "" : "s");
         goto fail;
@@ -593,8 +569,9 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
         goto fail;
     }
     char why[256];
-    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) != 0 ||
-        check_ranks(j->cfg.devices, why, sizeof(why)) != 0) {
+    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
+                            &j->devices, why, sizeof(why)) != 0 ||
+        check_ranks(&j->cfg, why, sizeof(why)) != 0) {
         *code = ERR_INVALID_JOB;
         snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
         goto fail;

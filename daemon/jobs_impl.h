@@ -15,8 +15,8 @@
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
-#define DEV_CPU (1ull << 63)
-#define DEV_MAX_GPUS 63
+#define DEV_CPU JOB_DEVICES_CPU
+#define DEV_MAX_GPUS JOB_DEVICES_MAX_GPUS
 /* Progress events beyond this many undrained ones are dropped (never evals,
  * logs or ends), so a stalled loop cannot grow memory without bound. */
 #define QUEUE_MAX_PROGRESS 4096
@@ -111,10 +111,9 @@ struct jobs {
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int write_status(job *j);                 /* status.json; a failure is logged */
 void set_state(job *j, enum job_state s); /* persisted, logged, told to watchers */
-/* A job's devices within the daemon's `allowed` ones, as a bit set. */
-int parse_devices(const char *s, uint64_t allowed, uint64_t *out, char *err, size_t errlen);
-/* -1 with a message when `s` names ranks other than rank0 outside --mpi. */
-int check_ranks(const char *s, char *err, size_t errlen);
+/* -1 with a message when the job's devices names ranks other than rank0
+ * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
+int check_ranks(const job_config *cfg, char *err, size_t errlen);
 
 double jobs_now_s(void);                  /* wall clock, unix seconds */
 /* Start what can run of the queue (FIFO over devices, then memory). */

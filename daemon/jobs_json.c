@@ -53,10 +53,7 @@ double job_elapsed(const job *j)
  * rank picks its GPU); rank 0's replicas are named as in one process. */
 static cJSON *replica_devices_json(const job *j)
 {
-    int gpus[DEV_MAX_GPUS], ngpus = 0;
-    for (int i = 0; i < DEV_MAX_GPUS; i++)
-        if (j->devices & (1ull << i))
-            gpus[ngpus++] = i;
+    int gpus[DEV_MAX_GPUS], ngpus = job_devices_gpus(j->devices, gpus);
     unsigned char rank[64] = {0};
     pthread_mutex_lock(&j->js->mu);
     if (j->placed)
@@ -68,7 +65,7 @@ static cJSON *replica_devices_json(const job *j)
         if (r < 64 && rank[r])
             snprintf(name, sizeof name, "rank%d:%s", rank[r], ngpus > 0 ? "gpu" : "cpu");
         else if (ngpus > 0)
-            snprintf(name, sizeof name, "cuda:%d", gpus[r % ngpus]);
+            snprintf(name, sizeof name, "cuda:%d", topology_device(r, gpus, ngpus));
         cJSON_AddItemToArray(a, cJSON_CreateString(name));
     }
     return a;

@@ -113,8 +113,11 @@ static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
         goto fail;
     }
     /* As submitted; requeue() checks it against the daemon's devices now. */
-    if (parse_devices(j->cfg.devices, j->js->devices, &j->devices, why, sizeof(why)) != 0 &&
-        parse_devices(j->cfg.devices, ~0ull, &j->devices, why, sizeof(why)) != 0) {
+    const job_device_spec *spec = &j->cfg.device_spec;
+    if (job_devices_resolve(spec, j->cfg.devices, j->js->devices, DEVICES_OF_DAEMON, &j->devices,
+                            why, sizeof(why)) != 0 &&
+        job_devices_resolve(spec, j->cfg.devices, ~0ull, DEVICES_OF_DAEMON, &j->devices, why,
+                            sizeof(why)) != 0) {
         snprintf(err, errlen, "job.json: devices: %.2000s", why);
         goto fail;
     }
@@ -144,8 +147,9 @@ static void requeue(jobs *js, job *j)
     if (j->interrupted)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");
-    if (parse_devices(j->cfg.devices, js->devices, &j->devices, why, sizeof(why)) == 0 &&
-        check_ranks(j->cfg.devices, why, sizeof(why)) == 0) {
+    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
+                            &j->devices, why, sizeof(why)) == 0 &&
+        check_ranks(&j->cfg, why, sizeof(why)) == 0) {
         write_status(j);
         return;
     }

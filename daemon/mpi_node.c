@@ -195,14 +195,9 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
 
 /* Rank 0: the ranks a job runs on (world ranks, rank 0 first), from its
  * `devices`: those named, or every rank not lost. */
-static int job_ranks(const char *devices, int **out, char *err, size_t errlen)
+static int job_ranks(const job_config *cfg, int **out, char *err, size_t errlen)
 {
-    uint64_t named;
-    char why[256];
-    if (job_devices_ranks(devices, &named, why, sizeof why) < 0) {
-        snprintf(err, errlen, "devices: \"%s\": %s", devices, why);
-        return -1;
-    }
+    uint64_t named = cfg->device_spec.ranks;
     int *world = malloc((size_t)node_size * sizeof *world), n = 0;
     if (!world) {
         snprintf(err, errlen, "MPI: out of memory");
@@ -230,20 +225,19 @@ static int job_ranks(const char *devices, int **out, char *err, size_t errlen)
     return n;
 }
 
-int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir, char *err,
-                  size_t errlen)
+int mpi_job_begin(mpi_job **out, const job_config *cfg, const char *job_json_path,
+                  const char *ckpt_dir, char *err, size_t errlen)
 {
     size_t len = 0;
-    job_config cfg;
     int *world = NULL, n = -1;
     *out = NULL;
+    /* The job goes to the other ranks as job.json's text (each parses it). */
     char *text = read_file_text(job_json_path, JOB_TEXT_MAX, &len, err, errlen);
     if (!text)
         return -1;
-    job_config_defaults(&cfg);
-    if (len > 0 && job_config_parse(text, len, &cfg, err, errlen) == 0)
-        n = job_ranks(cfg.devices, &world, err, errlen);
-    int rc = n > 0 ? hand_off(world, n, text, len, ckpt_dir, cfg.comm.timeout_s, err, errlen) : -1;
+    if (len > 0)
+        n = job_ranks(cfg, &world, err, errlen);
+    int rc = n > 0 ? hand_off(world, n, text, len, ckpt_dir, cfg->comm.timeout_s, err, errlen) : -1;
     free(text);
     if (rc != 0) {
         free(world);
@@ -336,7 +330,7 @@ static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int
     job_config_defaults(&cfg);
     int gpus[64], ngpus = 0;
     int failed = job_config_parse(text, len, &cfg, err, sizeof err) != 0;
-    if (!failed && (ngpus = run_gpus(cfg.devices, gpus, err, sizeof err)) < 0)
+    if (!failed && (ngpus = run_job_gpus(&cfg, gpus, err, sizeof err)) < 0)
         failed = 1;
     if (!failed)
         failed = run_load_data(&cfg, &train, &test, NULL, err, sizeof err) != 0;

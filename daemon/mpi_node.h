@@ -35,15 +35,16 @@ int mpi_node_serve(void);
 void mpi_node_finalize(void);
 
 /* One job across every rank, on rank 0's job thread:
- *   begin  sends the job (job.json's text and the checkpoint dir) to the others;
+ *   begin  sends the job (job.json's text and the checkpoint dir) to the ranks
+ *          cfg's devices names (cfg: the job, as the queue parsed it);
  *   ready  once this rank's data is loaded (failed != 0: it could not, `why`
  *          says why): every rank's outcome is agreed, and on success `where`
  *          gets this rank's replicas and the net; -1 with the first failing
  *          rank's message otherwise;
  *   end    after run_job (or instead of it), frees the job's communicators. */
 typedef struct mpi_job mpi_job;
-int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir, char *err,
-                  size_t errlen);
+int mpi_job_begin(mpi_job **out, const job_config *cfg, const char *job_json_path,
+                  const char *ckpt_dir, char *err, size_t errlen);
 int mpi_job_ready(mpi_job *mj, int failed, const char *why, const job_config *cfg,
                   run_devices *where, char *err, size_t errlen);
 void mpi_job_end(mpi_job *mj);

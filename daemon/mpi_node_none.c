@@ -16,8 +16,8 @@ int mpi_node_describe(int rank, mpi_rank_info *out) { return -1; }
 int mpi_node_serve(void) { return 1; }
 void mpi_node_finalize(void) {}
 
-int mpi_job_begin(mpi_job **out, const char *job_json_path, const char *ckpt_dir, char *err,
-                  size_t errlen)
+int mpi_job_begin(mpi_job **out, const job_config *cfg, const char *job_json_path,
+                  const char *ckpt_dir, char *err, size_t errlen)
 {
     *out = NULL;
     snprintf(err, errlen, "this parled was built without MPI");

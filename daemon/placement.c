@@ -1,5 +1,5 @@
 /* Where a job's replicas run: the cores this process may use, the GPUs a
- * job's `devices` names (job_devices_parse, jobconfig.h, reads the forms),
+ * job's `devices` names here (job_devices_resolve, jobconfig.h),
  * and each replica thread's pinning (which GPU a rank is on and the cores
  * nearest it are topology.c's). */
 #include <errno.h>
@@ -32,31 +32,30 @@ int run_cpu_cores(int **cores, char *err, size_t errlen)
     return n;
 }
 
+static int gpus_here(const job_device_spec *spec, const char *text, int *gpus, char *err,
+                     size_t errlen)
+{
+    uint64_t set;
+    if (job_devices_resolve(spec, text, job_devices_present(backend_cuda_devices()),
+                            DEVICES_OF_MACHINE, &set, err, errlen) != 0)
+        return -1;
+    return job_devices_gpus(set, gpus);
+}
+
+int run_job_gpus(const job_config *cfg, int *gpus, char *err, size_t errlen)
+{
+    return gpus_here(&cfg->device_spec, cfg->devices, gpus, err, errlen);
+}
+
 int run_gpus(const char *devices, int *gpus, char *err, size_t errlen)
 {
-    enum job_devices kind;
-    uint64_t ids;
-    int present = backend_cuda_devices(), n = 0;
-    if (job_devices_parse(devices, &kind, &ids) != 0) {
+    job_device_spec spec;
+    char why[8];
+    if (job_devices_read(devices, &spec, why, sizeof why) != 0) {
         snprintf(err, errlen, "devices: \"%s\" is not cpu, auto, gpu or GPU ids", devices);
         return -1;
     }
-    if (kind == DEVICES_GPU && present == 0) {
-        snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU");
-        return -1;
-    }
-    for (int i = 0; i < 64; i++) {
-        int wanted = kind == DEVICES_IDS ? (ids >> i) & 1
-                                         : (kind != DEVICES_CPU && i < present);
-        if (wanted && i >= present) {
-            snprintf(err, errlen, "devices: GPU %d: this machine has %d GPU%s", i, present,
-                     present == 1 ? "" : "s");
-            return -1;
-        }
-        if (wanted)
-            gpus[n++] = i;
-    }
-    return n;
+    return gpus_here(&spec, devices, gpus, err, errlen);
 }
 
 /* CPU replicas that outnumber the cores and do not divide them evenly: with

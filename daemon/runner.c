@@ -18,6 +18,7 @@
 
 #include "parle.h"
 #include "runner_impl.h"
+#include "topology.h"
 
 model_spec run_model_spec(const job_config *cfg, const dataset *train)
 {
@@ -92,11 +93,13 @@ static void memory_json(job_run *run, char *out, size_t len)
     out[0] = '\0';
     for (int d = 0; d < ndev && at < len; d++) {
         size_t sum = 0;
-        for (int r = d; r < run->n; r += ndev)
-            sum += __atomic_load_n(&run->mem_bytes[r], __ATOMIC_RELAXED);
+        int device = run->where.ngpus > 0 ? run->where.gpus[d] : -1;
+        for (int r = 0; r < run->n; r++)
+            if (topology_device(r, run->where.gpus, run->where.ngpus) == device)
+                sum += __atomic_load_n(&run->mem_bytes[r], __ATOMIC_RELAXED);
         char dev[16] = "cpu";
-        if (run->where.ngpus > 0)
-            snprintf(dev, sizeof dev, "cuda:%d", run->where.gpus[d]);
+        if (device >= 0)
+            snprintf(dev, sizeof dev, "cuda:%d", device);
         at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%zu", d ? "," : "{", dev, sum);
     }
     if (at + 2 > len)
@@ -128,8 +131,8 @@ static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size
 {
     const job_config *cfg = run->cfg;
     int threads = run_pin_replica(run, r->rank);
-    if (run->where.ngpus > 0) {
-        int gpu = run->where.gpus[r->rank % run->where.ngpus];
+    int gpu = topology_device(r->rank, run->where.gpus, run->where.ngpus);
+    if (gpu >= 0) {
         if (backend_ctx_init_cuda(&r->ctx, gpu, job_precision(cfg), cfg->deterministic, err,
                                   errlen) != 0)
             return -1;

@@ -70,9 +70,9 @@ typedef struct run_result {
     char device_fault[512];
 } run_result;
 
-/* Where a job's replicas run: replica r on GPU gpus[r % ngpus] when ngpus
- * > 0, else on the CPU; either way its thread is pinned among `cores` (the
- * CPU core ids the job may use, ncores >= 1). */
+/* Where a job's replicas run: replica r on GPU gpus[r % ngpus]
+ * (topology_device) when ngpus > 0, else on the CPU; either way its thread
+ * is pinned among `cores` (the CPU core ids the job may use, ncores >= 1). */
 typedef struct run_devices {
     const int *cores;
     int ncores;
@@ -86,8 +86,12 @@ typedef struct run_devices {
     const struct comm_net *net;
 } run_devices;
 
-/* The GPUs a job's `devices` names on this machine, in gpus[64]: how many
- * (0: the CPU), or -1 with a message when it names a GPU that is not here. */
+/* The GPUs a job's `devices` (cfg->device_spec, as its validator read it)
+ * names among those this machine has (job_devices_resolve), in gpus[64]:
+ * how many (0: the CPU), or -1 with a message when it names a GPU that is
+ * not here. run_gpus does the same for a `devices` text no validator read
+ * (a test's job built by hand). */
+int run_job_gpus(const job_config *cfg, int *gpus, char *err, size_t errlen);
 int run_gpus(const char *devices, int *gpus, char *err, size_t errlen);
 
 /* Returns 0, or -1 with a message (bad data, NaN loss, a replica's error, a

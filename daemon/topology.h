@@ -28,8 +28,9 @@ typedef struct topology {
     int total;                          /* the job's replicas in all processes */
 } topology;
 
-/* The runner's placement: rank on gpus[rank % ngpus], or -1 (the CPU) when
- * ngpus is 0. */
+/* Where replica `rank` runs, the one place this is decided (the runner, its
+ * pinning and memory report, the queue's replica_devices): gpus[rank %
+ * ngpus], or -1 (the CPU) when ngpus is 0. */
 int topology_device(int rank, const int *gpus, int ngpus);
 
 /* Groups the n ranks by device[rank]; groups are numbered in the order of

@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     where.ncores = run_cpu_cores(&cores, err, sizeof err);
     where.cores = cores;
     if (where.ncores >= 1)
-        where.ngpus = run_gpus(cfg.devices, gpus, err, sizeof err);
+        where.ngpus = run_job_gpus(&cfg, gpus, err, sizeof err);
     if (where.ncores < 1 || where.ngpus < 0) {
         fprintf(stderr, "parle-train: %s\n", err);
         return 1;
