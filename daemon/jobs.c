@@ -22,8 +22,6 @@
 #include "jobconfig.h"
 #include "jobs_impl.h"
 #include "mpi_node.h"
-#include "server.h"
-
 
 double jobs_now_s(void)
 {

@@ -10,7 +10,7 @@
 
 #include "fsutil.h"
 #include "jobs_impl.h"
-#include "server.h"
+#include "log.h"
 
 /* A number of status.json; `missing` if absent, null or not a number. */
 static double status_num(const cJSON *st, const char *key, double missing)

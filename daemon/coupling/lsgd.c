@@ -274,9 +274,11 @@ static void lsgd_validate(job_config *cfg, rule_check *c)
         cfg->algorithm.tau = 256;
     if (rule_field_state(c, "algorithm.replicas") == RULE_FIELD_BAD)
         return;
-    if (rule_field_state(c, "algorithm.group_size") == RULE_FIELD_ABSENT)
+    /* A group_size already reported out of range holds no divisor. */
+    const enum rule_field g = rule_field_state(c, "algorithm.group_size");
+    if (g == RULE_FIELD_ABSENT)
         cfg->algorithm.group_size = n;
-    else if (n % cfg->algorithm.group_size != 0)
+    else if (g == RULE_FIELD_SET && n % cfg->algorithm.group_size != 0)
         rule_report(c, "algorithm.group_size: must divide algorithm.replicas (%d), got %d", n,
                     cfg->algorithm.group_size);
 }

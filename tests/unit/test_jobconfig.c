@@ -324,6 +324,9 @@ static const bad_case bad_cases[] = {
     {JOB("\"eval\": {\"bn\": \"mean\"}"), "eval.bn: unknown \"mean\"; known: recompute, average, replica0"},
     {JOB("\"log_every\": 0"), "log_every: must be an integer >= 1"},
     {JOB("\"name\": \"\""), "name: must be non-empty printable text"},
+    /* Out of range, not a divisor: reported once, never divided by. */
+    {"{" MODEL ", " DATA ", \"algorithm\": {\"name\": \"lsgd\", \"replicas\": 4, "
+     "\"group_size\": 0}}", "algorithm.group_size: must be an integer in 1..64"},
     {JOB("\"name\": \"a\\nb\""), "name: byte 1 (0x0a) is a control character"},
     {"{\"model\": }", "JSON syntax error at byte 10"},
     {"", "JSON syntax error at byte 0"},
