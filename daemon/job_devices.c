@@ -101,16 +101,6 @@ not_a_form:
     return -2;
 }
 
-int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids)
-{
-    job_device_spec d;
-    char why[8];
-    int rc = job_devices_read(s, &d, why, sizeof why);
-    *kind = d.kind;
-    *ids = d.ids;
-    return rc == 0 ? 0 : -1;
-}
-
 uint64_t job_devices_present(int ngpus)
 {
     return JOB_DEVICES_CPU |

@@ -96,8 +96,6 @@ int job_devices_ranks(const char *s, uint64_t *ranks, char *why, size_t whylen);
  * ranks (above); -2 (`why` empty) when it is none of the forms. The job's
  * validator reads cfg->devices so into cfg->device_spec, once. */
 int job_devices_read(const char *s, job_device_spec *d, char *why, size_t whylen);
-/* The same, kind and ids only: 0, or -1 if it is none of the forms. */
-int job_devices_parse(const char *s, enum job_devices *kind, uint64_t *ids);
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the CPU cores. */
 #define JOB_DEVICES_CPU (1ull << 63)

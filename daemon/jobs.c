@@ -36,6 +36,7 @@ const char *job_state_name(enum job_state s) { return state_names[s]; }
 
 int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
 const char *job_id(const job *j) { return j->id; }
+enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
@@ -48,7 +49,6 @@ static int active_jobs_of(const jobs *js, unsigned uid)
         n += j->owner.uid == uid && !job_state_final(j->state);
     return n;
 }
-enum job_state job_state_of(const job *j) { return j->state; }
 
 /* Ranks other than rank0 exist only under --mpi: without it such a job would
  * quietly run on this one process's CPU. (Under --mpi the job's start checks

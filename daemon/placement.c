@@ -32,30 +32,14 @@ int run_cpu_cores(int **cores, char *err, size_t errlen)
     return n;
 }
 
-static int gpus_here(const job_device_spec *spec, const char *text, int *gpus, char *err,
-                     size_t errlen)
-{
-    uint64_t set;
-    if (job_devices_resolve(spec, text, job_devices_present(backend_cuda_devices()),
-                            DEVICES_OF_MACHINE, &set, err, errlen) != 0)
-        return -1;
-    return job_devices_gpus(set, gpus);
-}
-
 int run_job_gpus(const job_config *cfg, int *gpus, char *err, size_t errlen)
 {
-    return gpus_here(&cfg->device_spec, cfg->devices, gpus, err, errlen);
-}
-
-int run_gpus(const char *devices, int *gpus, char *err, size_t errlen)
-{
-    job_device_spec spec;
-    char why[8];
-    if (job_devices_read(devices, &spec, why, sizeof why) != 0) {
-        snprintf(err, errlen, "devices: \"%s\" is not cpu, auto, gpu or GPU ids", devices);
+    uint64_t set;
+    if (job_devices_resolve(&cfg->device_spec, cfg->devices,
+                            job_devices_present(backend_cuda_devices()), DEVICES_OF_MACHINE, &set,
+                            err, errlen) != 0)
         return -1;
-    }
-    return gpus_here(&spec, devices, gpus, err, errlen);
+    return job_devices_gpus(set, gpus);
 }
 
 /* CPU replicas that outnumber the cores and do not divide them evenly: with

@@ -89,10 +89,8 @@ typedef struct run_devices {
 /* The GPUs a job's `devices` (cfg->device_spec, as its validator read it)
  * names among those this machine has (job_devices_resolve), in gpus[64]:
  * how many (0: the CPU), or -1 with a message when it names a GPU that is
- * not here. run_gpus does the same for a `devices` text no validator read
- * (a test's job built by hand). */
+ * not here. */
 int run_job_gpus(const job_config *cfg, int *gpus, char *err, size_t errlen);
-int run_gpus(const char *devices, int *gpus, char *err, size_t errlen);
 
 /* Returns 0, or -1 with a message (bad data, NaN loss, a replica's error, a
  * collective past its deadline) in err. */

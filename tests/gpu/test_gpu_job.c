@@ -27,6 +27,16 @@
 
 static const double JOB_RMS = 5e-2, JOB_ERROR_POINTS = 0.02, FMNIST_MAX_ERROR = 0.125;
 
+/* A job built or changed by hand names its devices as its validator would
+ * have read them. */
+static void set_devices(job_config *cfg, const char *devices)
+{
+    char why[128] = "";
+    snprintf(cfg->devices, sizeof cfg->devices, "%s", devices);
+    CHECK(job_devices_read(devices, &cfg->device_spec, why, sizeof why) == 0,
+          "devices \"%s\": %s", devices, why);
+}
+
 /* 3 Parle replicas of LeNet on the synthetic set, fp32. */
 static void parle_config(job_config *cfg, uint64_t seed, int epochs, const char *devices)
 {
@@ -37,7 +47,7 @@ static void parle_config(job_config *cfg, uint64_t seed, int epochs, const char 
     cfg->checkpoint.keep = 2;
     strcpy(cfg->precision, "fp32");
     cfg->deterministic = true;
-    snprintf(cfg->devices, sizeof cfg->devices, "%s", devices);
+    set_devices(cfg, devices);
 }
 
 /* Runs cfg on the devices it names, on every core this process may use,
@@ -47,7 +57,7 @@ static int run(const job_config *cfg, const char *checkpoint_dir, test_watch *w,
 {
     char err[1024];
     int gpus[64], *cores = NULL, rc = -1;
-    int ngpus = run_gpus(cfg->devices, gpus, err, sizeof err);
+    int ngpus = run_job_gpus(cfg, gpus, err, sizeof err);
     int ncores = ngpus < 0 ? -1 : run_cpu_cores(&cores, err, sizeof err);
     if (ncores > 0) {
         run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus, .ngpus = ngpus};
@@ -177,7 +187,7 @@ static int fmnist(const char *path)
         return 77;
     }
     test_init("gpu_learning");
-    strcpy(cfg.devices, "0");
+    set_devices(&cfg, "0");
     printf("%s on GPU 0 (%s, %d epochs):\n", path, cfg.precision, cfg.epochs);
     test_watch w = {0};
     run_result res;

@@ -725,11 +725,10 @@ static void test_devices_ranks(void)
         int rc = job_devices_ranks(cases[i].s, &ranks, why, sizeof why);
         CHECK(rc == cases[i].rc && (rc < 0 || ranks == cases[i].ranks) && (rc >= 0 || *why),
               "%s: rc %d ranks %#llx (%s)", cases[i].s, rc, (unsigned long long)ranks, why);
-        enum job_devices kind;
-        uint64_t ids = 1;
+        job_device_spec spec = {.ids = 1};
         if (rc == 1)
-            CHECK(job_devices_parse(cases[i].s, &kind, &ids) == 0 &&
-                      kind == (cases[i].gpu ? DEVICES_GPU : DEVICES_CPU) && !ids,
+            CHECK(job_devices_read(cases[i].s, &spec, why, sizeof why) == 0 &&
+                      spec.kind == (cases[i].gpu ? DEVICES_GPU : DEVICES_CPU) && !spec.ids,
                   "%s is not a %s job", cases[i].s, cases[i].gpu ? "GPU" : "CPU");
         if (rc < 0 && strstr(cases[i].s, ":gpu") && strstr(cases[i].s, ":cpu"))
             CHECK(strstr(why, "CPUs everywhere or on GPUs everywhere") != NULL,
