@@ -122,6 +122,13 @@ echo "$out" | grep -q "max-jobs-per-user" || fail "the refusal does not name the
 d=$(ctl_as "$bob" submit -q "$TMP/long.json") || fail "bob is refused because of alice's jobs"
 ctl_as "$carol" cancel "$c1" >/dev/null && ctl_as "$carol" cancel "$c2" >/dev/null &&
     ctl_as "$bob" cancel "$d" >/dev/null || fail "cancel the bound's jobs"
+# A request far too large (8 MiB on one line): refused, and everyone else
+# is still served.
+head -c 8388608 /dev/zero | tr '\0' 'a' | as "$alice" "$RAWCLIENT" "$SOCK" >"$TMP/big.out" 2>&1
+grep -q '"code":"line_too_long"' "$TMP/big.out" || fail "alice's 8 MiB line: $(head -c 300 "$TMP/big.out")"
+ctl_as "$bob" list >/dev/null || fail "bob is refused after alice's 8 MiB line"
+check_alive "an 8 MiB request line"
+
 # Two connections of alice's held open (their input a FIFO we hold); a
 # third is refused, bob is served.
 mkfifo "$TMP/hold"
