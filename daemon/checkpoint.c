@@ -35,14 +35,8 @@ void checkpoint_replica_path(char *out, size_t outlen, const checkpoint_info *in
 
 void checkpoint_meta_free(checkpoint_meta *m)
 {
-    for (int i = 0; i < m->n; i++) {
-        free(m->keys[i]);
-        free(m->values[i]);
-    }
-    free(m->keys);
-    free(m->values);
-    m->keys = m->values = NULL;
-    m->n = 0;
+    cJSON_Delete(m->root);
+    m->root = NULL;
 }
 
 int checkpoint_meta_parse(checkpoint_meta *m, const char *file, const char *json, char *err,
@@ -51,51 +45,32 @@ int checkpoint_meta_parse(checkpoint_meta *m, const char *file, const char *json
     memset(m, 0, sizeof *m);
     snprintf(m->file, sizeof m->file, "%s", file);
     pthread_mutex_lock(&parse_lock);
-    cJSON *root = json ? cJSON_Parse(json) : NULL;
+    m->root = json ? cJSON_Parse(json) : NULL;
     pthread_mutex_unlock(&parse_lock);
-    if (!cJSON_IsObject(root)) {
+    if (!cJSON_IsObject(m->root)) {
         snprintf(err, errlen, "%s: its metadata is not a JSON object", m->file);
-        cJSON_Delete(root);
+        checkpoint_meta_free(m);
         return -1;
     }
-    int n = cJSON_GetArraySize(root), rc = 0;
-    m->keys = calloc((size_t)n + 1, sizeof(char *));
-    m->values = calloc((size_t)n + 1, sizeof(char *));
-    if (!m->keys || !m->values) {
-        snprintf(err, errlen, "%s: out of memory for its metadata", m->file);
-        rc = -1;
-    }
-    for (const cJSON *e = root->child; e && rc == 0; e = e->next) {
-        if (!cJSON_IsString(e)) {
-            /* The key as read, clipped, bytes that are not printable as '?'. */
-            char key[64];
-            snprintf(key, sizeof key, "%s", e->string ? e->string : "");
-            for (char *c = key; *c; c++)
-                if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
-                    *c = '?';
-            snprintf(err, errlen, "%s: metadata key \"%s\" is not a string", m->file, key);
-            rc = -1;
-        } else if (!(m->keys[m->n] = strdup(e->string)) ||
-                   !(m->values[m->n] = strdup(e->valuestring))) {
-            free(m->keys[m->n]);
-            snprintf(err, errlen, "%s: out of memory for its metadata", m->file);
-            rc = -1;
-        } else {
-            m->n++;
-        }
-    }
-    cJSON_Delete(root);
-    if (rc != 0)
+    for (const cJSON *e = m->root->child; e; e = e->next) {
+        if (cJSON_IsString(e))
+            continue;
+        /* The key as read, clipped, bytes that are not printable as '?'. */
+        char key[64];
+        snprintf(key, sizeof key, "%s", e->string ? e->string : "");
+        for (char *c = key; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                *c = '?';
+        snprintf(err, errlen, "%s: metadata key \"%s\" is not a string", m->file, key);
         checkpoint_meta_free(m);
-    return rc;
+        return -1;
+    }
+    return 0;
 }
 
 const char *checkpoint_meta_get(const checkpoint_meta *m, const char *key)
 {
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->keys[i], key) == 0)
-            return m->values[i];
-    return NULL;
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m->root, key));
 }
 
 /* The value of `key` for a number parser: NULL, with the message, when it is missing. */

@@ -10,6 +10,8 @@
 #define PARLE_CHECKPOINT_H
 
 #include <stddef.h>
+#include <cjson/cJSON.h>
+
 #include "model.h"
 #include "safetensors.h"
 
@@ -42,8 +44,7 @@ void checkpoint_replica_path(char *out, size_t outlen, const checkpoint_info *in
  * names the file and, for a value, the key. */
 typedef struct checkpoint_meta {
     char file[1200];
-    int n;
-    char **keys, **values;
+    cJSON *root;            /* an object whose every value is a string */
 } checkpoint_meta;
 
 /* 0, or -1 with a message (not a JSON object, a value that is not a string,
