@@ -9,6 +9,7 @@
 #include "augment.h"
 #include "coupling.h"
 #include "model.h"
+#include "topology.h"
 
 /* The runner's evaluation batch (runner_impl.h EVAL_BATCH). */
 enum { EVAL_BATCH = 256 };
@@ -74,6 +75,16 @@ static int planned(const job_config *cfg, const data_shape *s, int device, int b
     return model_build(m, &plan, &spec, batch, train, err, errlen);
 }
 
+/* How many of the job's replicas run on its g-th GPU, placed as run_job
+ * places them (topology_device). */
+static int replicas_on(const job_memory *m, int g)
+{
+    int on = 0;
+    for (int r = 0; r < m->replicas; r++)
+        on += topology_device(r, m->gpus, m->ngpus) == m->gpus[g];
+    return on;
+}
+
 int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_memory *m,
                         char *err, size_t errlen)
 {
@@ -100,13 +111,13 @@ int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_m
         return -1;
     m->eval = eval.bytes;
     model_free(&eval, NULL);
-    /* Replica r runs where run_job puts it: gpus[r % ngpus], or the CPU. */
     size_t replicas = m->model * (size_t)n + m->rule * (size_t)(n - 1) + m->rule0 + m->eval;
     m->host = m->data + m->batches + (ngpus > 0 ? 0 : replicas);
     m->ngpus = ngpus < JOB_MEMORY_GPUS ? ngpus : JOB_MEMORY_GPUS;
-    for (int g = 0; g < m->ngpus; g++) {
+    for (int g = 0; g < m->ngpus; g++)
         m->gpus[g] = gpus[g];
-        size_t on = (size_t)(n / m->ngpus + (g < n % m->ngpus));
+    for (int g = 0; g < m->ngpus; g++) {
+        size_t on = (size_t)replicas_on(m, g);
         m->gpu[g] = on * (m->model + m->rule) + (g == 0 ? m->rule0 - m->rule + m->eval : 0);
     }
     return 0;
@@ -135,7 +146,7 @@ static void parts_text(const job_memory *m, int g, char *out, size_t len)
     job_memory_bytes_text(m->eval, eval, sizeof eval);
     job_memory_bytes_text(m->data, data, sizeof data);
     job_memory_bytes_text(m->batches, batches, sizeof batches);
-    int n = m->replicas, on = g < 0 ? n : n / m->ngpus + (g < n % m->ngpus);
+    int on = g < 0 ? m->replicas : replicas_on(m, g);
     size_t at = 0;
     out[0] = '\0';
     if (g >= 0 || m->ngpus == 0) {
