@@ -9,10 +9,8 @@
 #include "augment.h"
 #include "coupling.h"
 #include "model.h"
+#include "runner.h"
 #include "topology.h"
-
-/* The runner's evaluation batch (runner_impl.h EVAL_BATCH). */
-enum { EVAL_BATCH = 256 };
 
 /* What run_load_data will hold: examples of c x hw x hw floats and their
  * labels, as each loader reads them (daemon/data/load.c). */

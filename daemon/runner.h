@@ -8,6 +8,10 @@
 #include "jobconfig.h"
 #include "model.h"
 
+/* The master is evaluated in batches of this many test images (the memory
+ * estimate plans that model too). */
+enum { EVAL_BATCH = 256 };
+
 /* RUN_EV_RESUME comes first when a run continues from a checkpoint: `step`
  * and `epoch` say where (metrics after that step are superseded). */
 enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG, RUN_EV_RESUME };

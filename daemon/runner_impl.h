@@ -54,8 +54,6 @@ typedef struct job_run {
 
 #define now_s comm_now_s
 
-/* The master is evaluated in batches of this many test images. */
-enum { EVAL_BATCH = 256 };
 
 /* A replica's number in the job (seeds, data shard, checkpoint files); r->rank
  * is its rank in this process's comm. Replica 0, in the first process, holds
