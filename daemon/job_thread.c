@@ -149,7 +149,9 @@ void *job_thread(void *arg)
     }
     if (rc == 0)
         rc = load_as_owner(j, &train, &test, err, sizeof(err));
-    int load_stopped = rc != 0 && strcmp(err, DATA_STOPPED) == 0;
+    /* A load that failed once a stop was asked ends as the stop, whatever
+     * the loader was doing when it saw it. */
+    int load_stopped = rc != 0 && data_stop_asked(&j->stop);
     int gpus[DEV_MAX_GPUS], ngpus = job_devices_gpus(j->devices, gpus);
     run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
     if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
