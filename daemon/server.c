@@ -236,9 +236,14 @@ static int peer_identify(server *s, int fd, conn *c)
         c->admin = 1;
         return 1;
     }
-    c->admin = s->have_admin_group && named && in_group(c->peer_user, cr.gid, s->admin_group);
+    /* A member by the peer's group now, or by the user's primary and
+     * supplementary groups in the databases. */
+    c->admin = s->have_admin_group &&
+               (cr.gid == s->admin_group ||
+                (named && in_group(c->peer_user, found->pw_gid, s->admin_group)));
     return c->admin || (s->have_group && (cr.gid == s->group ||
-                                          (named && in_group(c->peer_user, cr.gid, s->group))));
+                                          (named && in_group(c->peer_user, found->pw_gid,
+                                                             s->group))));
 }
 
 static int conns_of(const server *s, unsigned uid)
