@@ -16,18 +16,9 @@
 . "$(dirname "$0")/lib.sh"
 K=${1:-2}
 mpi_setup
+. "$(dirname "$0")/mpi_lib.sh"
 # Loopback only; rank 0's daemon needs no special network.
-MPI_WRAP="$MPIRUN --allow-run-as-root --oversubscribe --mca btl self,tcp
-          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -n $K"
-
-parle_job() { # FILE EPOCHS TRAIN_LIMIT
-    cat >"$1" <<JOB
-{"name": "mpi-parle", "model": {"arch": "mlp"},
- "data": {"dataset": "synthetic", "train_limit": $3, "test_limit": 256},
- "algorithm": {"name": "parle", "replicas": 3, "L": 3}, "optim": {"lr": 0.05, "batch": 32},
- "epochs": $2, "seed": 3, "devices": "cpu", "log_every": 4, "comm": {"timeout_s": 20}}
-JOB
-}
+MPI_WRAP=$(mpi_loopback "$K")
 
 # A 4-replica job on synthetic data (so that peers sit on other ranks):
 # rule_job NAME ALGORITHM_FIELDS EPOCHS TRAIN_LIMIT writes $TMP/NAME.json.
@@ -66,33 +57,6 @@ async_job() { # RULE
     esac
     rule_job "$1" "$alg" 2 1024
 }
-test_loss() { # JOB_ID
-    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["test_loss"])' \
-        "$STATE/jobs/$1/status.json"
-}
-
-# The largest difference between two exported masters, relative to the largest weight.
-compare() {
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); base = 8 + n; out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        lo, hi = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((hi - lo) // 4), b[base + lo:base + hi])
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), (a.keys(), b.keys())
-scale = max(max(abs(x) for x in v) for v in a.values()) or 1.0
-diff = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
-print("%.3g" % (diff / scale))
-sys.exit(0 if diff / scale < 1e-4 else 1)
-PY
-}
-
 # 1. The reference: the same job in one process.
 parle_job "$TMP/job.json" 2 1024
 start_daemon
@@ -198,8 +162,7 @@ parle_job "$TMP/long.json" 4 1024
 id=$(ctl submit "$TMP/long.json" -q) || fail "submit (long)"
 wait_log "$id" "checkpoint at outer iteration [0-9]+ \(step [0-9]+\) written" 60
 victim=$((K - 1))
-pid=$(sed -n "s/^parled\[rank $victim\]: serving rank 0 (rank $victim of $K, pid \([0-9]*\),.*/\1/p" \
-      "$TMP/parled.err")
+pid=$(rank_pid $victim)
 [ -n "$pid" ] || fail "no pid logged for rank $victim"
 kill -KILL "$pid"
 wait_exit 60 || fail "mpirun did not end within 60 s of rank $victim's death"
