@@ -29,12 +29,21 @@
  * vectors): CPUs only. */
 enum rule_net { NET_NONE = 0, NET_ANY, NET_CPU };
 
-/* The job validator's side of a rule's `validate` (daemon/jobconfig.c): what
- * the job file did with a field ("algorithm.tau"), and a problem to report
- * as "dotted.path: why". A field that is RULE_FIELD_BAD was reported
- * already: leave it out. */
-typedef struct rule_check rule_check;
+/* The job validator's side of a rule's `validate` (daemon/job/jobconfig.c),
+ * as plain data so that a rule needs nothing of the validator: what the job
+ * file did with each field ("algorithm.tau"), and the problems the rule
+ * reports as "dotted.path: why", which the validator adds to its own list.
+ * A field that is RULE_FIELD_BAD was reported already: leave it out. */
 enum rule_field { RULE_FIELD_ABSENT, RULE_FIELD_SET, RULE_FIELD_BAD };
+#define RULE_CHECK_MAX_REPORTS 8
+typedef struct rule_check {
+    const char *const *field;    /* every job-file field's dotted path */
+    const enum rule_field *state; /* what the file did with field[i] */
+    int nfields;
+    char report[RULE_CHECK_MAX_REPORTS][256];
+    int nreports; /* reports past the last slot are dropped */
+} rule_check;
+/* An unknown path reads as RULE_FIELD_BAD. */
 enum rule_field rule_field_state(const rule_check *c, const char *path);
 __attribute__((format(printf, 2, 3))) void rule_report(rule_check *c, const char *fmt, ...);
 
@@ -79,7 +88,7 @@ typedef struct coupling_rule {
     int (*state)(replica *r, const char **names, float **bufs);
     /* How many vectors of nparams floats init allocates in replica `id`'s
      * context memory (its state, scratch and comm_peer buffers): for memory
-     * admission (daemon/job_memory.c), which sizes a job before it runs. */
+     * admission (daemon/runner/job_memory.c), which sizes a job before it runs. */
     int (*vectors)(const job_config *cfg, int id);
     /* Optional (NULL: none). Host scalars that are part of that state
      * (GoSGD's weight a_i, gossip's clock): pointers to the rule's own

@@ -117,13 +117,13 @@ static const field fields[] = {
 };
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
 
-/* What the file did with each field: the defaults and cross-checks need to
- * know, and a bad value must not be reported twice. */
-enum field_state { ABSENT, SET, BAD };
+/* What the file did with each field (coupling.h's enum rule_field): the
+ * defaults and cross-checks need to know, and a bad value must not be
+ * reported twice. */
 
 typedef struct parser {
     job_config *cfg;
-    enum field_state state[NFIELDS];
+    enum rule_field state[NFIELDS];
     char *err;
     size_t errlen, used;
     int nerrors;
@@ -227,7 +227,7 @@ static int is_section(const char *path)
     return 0;
 }
 
-static enum field_state state_of(const parser *p, const char *path)
+static enum rule_field state_of(const parser *p, const char *path)
 {
     return p->state[field_index(path)];
 }
@@ -403,7 +403,7 @@ static void bad_section(parser *p, const char *path)
     report(p, "%s: must be an object", path);
     for (int i = 0; i < NFIELDS; i++)
         if (!strncmp(fields[i].path, path, n) && fields[i].path[n] == '.')
-            p->state[i] = BAD;
+            p->state[i] = RULE_FIELD_BAD;
 }
 
 /* Walks one JSON object whose fields are named `prefix.key`. */
@@ -414,10 +414,10 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", shown(item->string, buf));
         int i = strchr(item->string, '.') ? -1 : field_index(path);
         if (i >= 0) {
-            if (p->state[i] != ABSENT)
+            if (p->state[i] != RULE_FIELD_ABSENT)
                 report(p, "%s: given twice", path);
             else
-                p->state[i] = parse_field(p, &fields[i], item, path) ? SET : BAD;
+                p->state[i] = parse_field(p, &fields[i], item, path) ? RULE_FIELD_SET : RULE_FIELD_BAD;
         } else if (!strchr(item->string, '.') && is_section(path)) {
             const cJSON *prev = obj->child;
             while (prev != item && strcmp(prev->string, item->string))
@@ -436,36 +436,24 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
 
 static int is_name(const char *have, const char *want) { return !strcmp(have, want); }
 
-/* The job's rule (coupling.h) validates its own fields through this. */
-struct rule_check {
-    parser *p;
-};
-_Static_assert(ABSENT == (int)RULE_FIELD_ABSENT && SET == (int)RULE_FIELD_SET &&
-                   BAD == (int)RULE_FIELD_BAD,
-               "enum field_state is enum rule_field");
-
-enum rule_field rule_field_state(const rule_check *c, const char *path)
-{
-    int i = field_index(path);
-    return i < 0 ? RULE_FIELD_BAD : (enum rule_field)c->p->state[i];
-}
-
-void rule_report(rule_check *c, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    report(c->p, "%s", msg);
-}
-
 static int rule_reads(const coupling_rule *rule, const char *path)
 {
     for (const char *const *f = rule->fields; f && *f; f++)
         if (!strcmp(*f, path))
             return 1;
     return 0;
+}
+
+/* The rule's own checks, on what the parser saw; its reports join ours. */
+static void rule_validate(parser *p, const coupling_rule *rule)
+{
+    const char *paths[NFIELDS];
+    for (int i = 0; i < NFIELDS; i++)
+        paths[i] = fields[i].path;
+    rule_check c = {.field = paths, .state = p->state, .nfields = NFIELDS};
+    rule->validate(p->cfg, &c);
+    for (int i = 0; i < c.nreports; i++)
+        report(p, "%s", c.report[i]);
 }
 
 /* algorithm.L by whether the rule takes inner steps, and the fields the
@@ -476,9 +464,9 @@ static void finish_rule(parser *p)
     job_config *cfg = p->cfg;
     const char *alg = cfg->algorithm.name;
     const coupling_rule *rule = coupling_find(alg); /* NULL: absent or reported */
-    if (state_of(p, "algorithm.L") == ABSENT)
+    if (state_of(p, "algorithm.L") == RULE_FIELD_ABSENT)
         cfg->algorithm.L = rule && rule->inner_steps ? 25 : 0;
-    else if (rule && !rule->inner_steps && state_of(p, "algorithm.L") == SET &&
+    else if (rule && !rule->inner_steps && state_of(p, "algorithm.L") == RULE_FIELD_SET &&
              cfg->algorithm.L != 0)
         report(p, "algorithm.L: must be 0 for %s", alg);
     if (!rule)
@@ -488,15 +476,15 @@ static void finish_rule(parser *p)
         char *at = (char *)cfg + fields[i].offset;
         double want = rule->fixed[k].value;
         double have = fields[i].kind == K_INT ? *(int *)at : *(double *)at;
-        if (p->state[i] == ABSENT && fields[i].kind == K_INT)
+        if (p->state[i] == RULE_FIELD_ABSENT && fields[i].kind == K_INT)
             *(int *)at = (int)want;
-        else if (p->state[i] == ABSENT)
+        else if (p->state[i] == RULE_FIELD_ABSENT)
             *(double *)at = want;
-        else if (p->state[i] == SET && have != want)
+        else if (p->state[i] == RULE_FIELD_SET && have != want)
             report(p, "%s: must be %g for %s", fields[i].path, want, alg);
     }
     for (int i = 0; i < NFIELDS; i++) {
-        if (p->state[i] != SET || rule_reads(rule, fields[i].path))
+        if (p->state[i] != RULE_FIELD_SET || rule_reads(rule, fields[i].path))
             continue;
         char owners[256] = "";
         for (size_t r = 0; coupling_rule_at(r); r++)
@@ -506,57 +494,57 @@ static void finish_rule(parser *p)
         if (*owners)
             report(p, "%s: only for%s, not %s", fields[i].path, owners, alg);
     }
-    if (rule->validate) {
-        rule_check c = {p};
-        rule->validate(cfg, &c);
-    }
+    if (rule->validate)
+        rule_validate(p, rule);
 }
 
 /* The rules between fields, and the defaults that depend on another field.
- * A field that is BAD was already reported and is left out here. */
+ * A field that is RULE_FIELD_BAD was already reported and is left out here. */
 static void finish(parser *p)
 {
     job_config *cfg = p->cfg;
     const char *arch = cfg->model.arch, *dataset = cfg->data.dataset, *alg = cfg->algorithm.name;
     char buf[48];
 
-    if (state_of(p, "model.arch") == ABSENT)
+    if (state_of(p, "model.arch") == RULE_FIELD_ABSENT)
         report(p, "model.arch: required");
-    if (state_of(p, "data.dataset") == ABSENT)
+    if (state_of(p, "data.dataset") == RULE_FIELD_ABSENT)
         report(p, "data.dataset: required");
-    if (state_of(p, "algorithm.name") == ABSENT)
+    if (state_of(p, "algorithm.name") == RULE_FIELD_ABSENT)
         report(p, "algorithm.name: required");
 
     if (*arch && !is_name(arch, "wrn")) {
-        if (state_of(p, "model.depth") != ABSENT)
+        if (state_of(p, "model.depth") != RULE_FIELD_ABSENT)
             report(p, "model.depth: only for arch wrn, not %s", arch);
-        if (state_of(p, "model.width") != ABSENT)
+        if (state_of(p, "model.width") != RULE_FIELD_ABSENT)
             report(p, "model.width: only for arch wrn, not %s", arch);
     }
     if (is_name(arch, "wrn") && (cfg->model.depth - 4) % 6 != 0)
         report(p, "model.depth: must be 6k+4 (16, 22, 28, 40, ...) for wrn, got %d",
                cfg->model.depth);
-    if (state_of(p, "optim.weight_decay") == ABSENT)
+    if (state_of(p, "optim.weight_decay") == RULE_FIELD_ABSENT)
         cfg->optim.weight_decay = is_name(arch, "allcnn") ? 1e-3 : is_name(arch, "wrn") ? 5e-4 : 0;
 
-    if (state_of(p, "data.root") == ABSENT && is_name(dataset, "fashion-mnist"))
+    if (state_of(p, "data.root") == RULE_FIELD_ABSENT && is_name(dataset, "fashion-mnist"))
         strcpy(cfg->data.root, FASHION_MNIST_ROOT);
     if ((is_name(dataset, "mnist") || !strncmp(dataset, "cifar", 5)) && !*cfg->data.root &&
-        state_of(p, "data.root") != BAD)
+        state_of(p, "data.root") != RULE_FIELD_BAD)
         report(p, "data.root: required for dataset %s", dataset);
 
     finish_rule(p);
-    if (cfg->algorithm.gamma_max < cfg->algorithm.gamma && state_of(p, "algorithm.gamma") != BAD &&
-        state_of(p, "algorithm.gamma_max") != BAD)
+    if (cfg->algorithm.gamma_max < cfg->algorithm.gamma &&
+        state_of(p, "algorithm.gamma") != RULE_FIELD_BAD &&
+        state_of(p, "algorithm.gamma_max") != RULE_FIELD_BAD)
         report(p, "algorithm.gamma_max: must be >= algorithm.gamma (%g)", cfg->algorithm.gamma);
-    if (cfg->algorithm.rho_max < cfg->algorithm.rho && state_of(p, "algorithm.rho") != BAD &&
-        state_of(p, "algorithm.rho_max") != BAD)
+    if (cfg->algorithm.rho_max < cfg->algorithm.rho &&
+        state_of(p, "algorithm.rho") != RULE_FIELD_BAD &&
+        state_of(p, "algorithm.rho_max") != RULE_FIELD_BAD)
         report(p, "algorithm.rho_max: must be >= algorithm.rho (%g)", cfg->algorithm.rho);
 
-    if (state_of(p, "name") == ABSENT) {
+    if (state_of(p, "name") == RULE_FIELD_ABSENT) {
         if (*arch && *dataset && *alg)
             snprintf(cfg->name, sizeof cfg->name, "%s-%s-%s", arch, dataset, alg);
-    } else if (state_of(p, "name") == SET) {
+    } else if (state_of(p, "name") == RULE_FIELD_SET) {
         const char *c = cfg->name;
         while (*c && isprint((unsigned char)*c))
             c++;
@@ -564,7 +552,7 @@ static void finish(parser *p)
             report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
     }
     char why[200];
-    int devices = state_of(p, "devices") == SET
+    int devices = state_of(p, "devices") == RULE_FIELD_SET
                       ? job_devices_read(cfg->devices, &cfg->device_spec, why, sizeof why)
                       : 0;
     if (devices == -1)
@@ -671,15 +659,4 @@ int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, s
     }
     free(text);
     return p.nerrors ? -1 : 0;
-}
-
-double job_lr_at_epoch(const job_config *cfg, int epoch)
-{
-    int n = cfg->optim.nschedule;
-    if (n <= 0)
-        return cfg->optim.lr;
-    for (int i = 0; i < n; i++)
-        if (epoch < cfg->optim.schedule[i][0])
-            return cfg->optim.schedule[i][1];
-    return cfg->optim.schedule[n - 1][1];
 }

@@ -118,7 +118,18 @@ int job_devices_gpus(uint64_t set, int *gpus);
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);
 
-/* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule. */
-double job_lr_at_epoch(const job_config *cfg, int epoch);
+/* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule.
+ * Inline: the rules read it while they validate, without linking the
+ * validator. */
+static inline double job_lr_at_epoch(const job_config *cfg, int epoch)
+{
+    int n = cfg->optim.nschedule;
+    if (n <= 0)
+        return cfg->optim.lr;
+    for (int i = 0; i < n; i++)
+        if (epoch < cfg->optim.schedule[i][0])
+            return cfg->optim.schedule[i][1];
+    return cfg->optim.schedule[n - 1][1];
+}
 
 #endif

@@ -1,4 +1,4 @@
-/* Events, peer copies and NCCL ranks for daemon/comm.c (nccl_comm.h). */
+/* Events, peer copies and NCCL ranks for daemon/comm/comm.c (nccl_comm.h). */
 #include "nccl_comm.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The GPU side of daemon/comm.c's collectives (docs/gpu.md, "Many GPUs"):
+/* The GPU side of daemon/comm/comm.c's collectives (docs/gpu.md, "Many GPUs"):
  * CUDA events that order one replica's stream after another's, peer copies
  * between GPUs, and one NCCL rank per GPU of a job. A C interface without
  * CUDA or NCCL types, so that comm.c and topology.c compile as plain C.

@@ -1,4 +1,4 @@
-/* Admission by memory's estimate (daemon/job_memory.c): each part against
+/* Admission by memory's estimate (daemon/runner/job_memory.c): each part against
  * model_build's planned bytes and the data sizes worked out by hand, where
  * the parts live (CPU, GPUs round-robin), and the machine's figures read
  * from a meminfo file (the PARLE_MEMINFO hook). */

@@ -1,4 +1,4 @@
-/* The replicas' turns on the cores (daemon/step_schedule.c): every plan
+/* The replicas' turns on the cores (daemon/runner/step_schedule.c): every plan
  * covers each replica's steps once, in order, within ceil(n S / c) steps of
  * wall time; replica threads following it never share a slot, run each
  * slot's turns in the plan's order, and a waiter leaves on abort. */

@@ -1,4 +1,4 @@
-/* Topology (daemon/topology.h): the runner's rank -> GPU map, the groups of
+/* Topology (daemon/comm/topology.h): the runner's rank -> GPU map, the groups of
  * ranks sharing a GPU and their leaders, the weights that make uneven groups
  * average right, CPU lists and the cores nearest a PCI device (a fake sysfs
  * tree); and, on real threads, one rank's failure ending the others at
