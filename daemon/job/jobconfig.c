@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "coupling.h"
+#include "user_text.h"
 
 #define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
@@ -154,62 +155,6 @@ __attribute__((format(printf, 2, 3))) static void report(parser *p, const char *
     p->full = 1;
 }
 
-/* User text quoted in a message: printable ASCII only, at most 40 bytes. */
-static const char *shown(const char *s, char out[48])
-{
-    size_t n = 0;
-    for (; s[n] && n < 40; n++)
-        out[n] = isprint((unsigned char)s[n]) ? s[n] : '?';
-    if (s[n]) {
-        memcpy(out + n, "...", 3);
-        n += 3;
-    }
-    out[n] = '\0';
-    return out;
-}
-
-/* Text a user writes reaches logs and terminals: it must be valid UTF-8
- * without control characters (C0, DEL, C1: newline, ESC and the like, which
- * forge log lines or drive a terminal). Returns 0, or -1 with the offending
- * byte's offset in *at and what is wrong in *what. */
-static int text_clean(const char *s, size_t *at, const char **what)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; u[i];) {
-        unsigned cp = u[i], len = 1;
-        if (cp >= 0x80) {
-            len = cp >= 0xf0 && cp < 0xf5 ? 4 : cp >= 0xe0 ? 3 : cp >= 0xc2 && cp < 0xe0 ? 2 : 0;
-            if (len == 4 && cp >= 0xf5)
-                len = 0;
-            cp &= len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07;
-            for (unsigned k = 1; k < len; k++) {
-                if ((u[i + k] & 0xc0) != 0x80) {
-                    len = 0;
-                    break;
-                }
-                cp = cp << 6 | (u[i + k] & 0x3f);
-            }
-            /* Overlong forms, surrogates and values past U+10FFFF. */
-            if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)))
-                len = 0;
-            if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
-                len = 0;
-            if (len == 0) {
-                *at = i;
-                *what = "is not valid UTF-8";
-                return -1;
-            }
-        }
-        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
-            *at = i;
-            *what = "is a control character";
-            return -1;
-        }
-        i += len;
-    }
-    return 0;
-}
-
 static int field_index(const char *path)
 {
     for (int i = 0; i < NFIELDS; i++)
@@ -276,7 +221,7 @@ static void report_choices(parser *p, const char *path, const char *value,
             strcat(known, ", ");
         strcat(known, choices[i]);
     }
-    report(p, "%s: unknown \"%s\"; known: %s", path, shown(value, buf), known);
+    report(p, "%s: unknown \"%s\"; known: %s", path, user_text_shown(value, buf), known);
 }
 
 /* optim.lr_schedule: [[E1, lr1], [E2, lr2], ...], E integers >= 1 increasing, lr > 0. */
@@ -377,14 +322,14 @@ static int parse_field(parser *p, const field *f, const cJSON *v, const char *pa
         }
         size_t at;
         const char *what;
-        if (text_clean(v->valuestring, &at, &what) != 0) {
+        if (user_text_check(v->valuestring, &at, &what) != 0) {
             report(p, "%s: byte %zu (0x%02x) %s (text fields take printable UTF-8)", path, at,
                    (unsigned char)v->valuestring[at], what);
             return 0;
         }
         if (strlen(v->valuestring) >= f->size) {
             report(p, "%s: too long (at most %zu bytes): \"%s\"", path, f->size - 1,
-                   shown(v->valuestring, buf));
+                   user_text_shown(v->valuestring, buf));
             return 0;
         }
         strcpy(dst, v->valuestring);
@@ -411,7 +356,7 @@ static void parse_object(parser *p, const cJSON *obj, const char *prefix)
 {
     for (const cJSON *item = obj->child; item; item = item->next) {
         char path[128], buf[48];
-        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", shown(item->string, buf));
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", user_text_shown(item->string, buf));
         int i = strchr(item->string, '.') ? -1 : field_index(path);
         if (i >= 0) {
             if (p->state[i] != RULE_FIELD_ABSENT)
@@ -549,65 +494,18 @@ static void finish(parser *p)
         while (*c && isprint((unsigned char)*c))
             c++;
         if (!*cfg->name || *c)
-            report(p, "name: must be non-empty printable text, got \"%s\"", shown(cfg->name, buf));
+            report(p, "name: must be non-empty printable text, got \"%s\"", user_text_shown(cfg->name, buf));
     }
     char why[200];
     int devices = state_of(p, "devices") == RULE_FIELD_SET
                       ? job_devices_read(cfg->devices, &cfg->device_spec, why, sizeof why)
                       : 0;
     if (devices == -1)
-        report(p, "devices: \"%s\": %s", shown(cfg->devices, buf), why);
+        report(p, "devices: \"%s\": %s", user_text_shown(cfg->devices, buf), why);
     else if (devices != 0)
         report(p, "devices: \"%s\" is not \"cpu\", \"auto\", \"gpu\" or distinct GPU ids like "
                "\"0,1\" or \"cuda:0,1\"",
-               shown(cfg->devices, buf));
-}
-
-void job_config_defaults(job_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->model.depth = 16;
-    cfg->model.width = 4;
-    cfg->model.dropout = -1;
-    strcpy(cfg->data.normalize, "none");
-    strcpy(cfg->data.sampling, "shuffle");
-    cfg->algorithm.replicas = 1;
-    cfg->algorithm.L = 25;
-    cfg->algorithm.gamma = 0.01;
-    cfg->algorithm.rho = 1;
-    cfg->algorithm.gamma_max = 1;
-    cfg->algorithm.rho_max = 10;
-    cfg->algorithm.growth = 0.5;
-    cfg->algorithm.alpha = 0.75;
-    strcpy(cfg->algorithm.init, "same");
-    strcpy(cfg->algorithm.graph, "ring");
-    cfg->algorithm.peers = 1;
-    cfg->algorithm.tau = 10;
-    cfg->algorithm.tau_global = 256;
-    cfg->algorithm.avg_size = 10;
-    cfg->algorithm.c1 = 0.5;
-    cfg->algorithm.c2 = 0.5;
-    cfg->algorithm.beta = 0.43;
-    strcpy(cfg->algorithm.variant, "sync");
-    cfg->algorithm.fetch_probability = 1;
-    strcpy(cfg->algorithm.interpolation, "constant");
-    cfg->algorithm.value = 0.5;
-    cfg->algorithm.timeout_ms = 2500;
-    cfg->algorithm.p = 0.01;
-    cfg->optim.lr = 0.1;
-    cfg->optim.momentum = 0.9;
-    cfg->optim.nesterov = true;
-    cfg->optim.batch = 128;
-    cfg->epochs = 10;
-    cfg->seed = 42;
-    strcpy(cfg->devices, "cpu");
-    cfg->device_spec = (job_device_spec){.kind = DEVICES_CPU};
-    strcpy(cfg->precision, "tf32");
-    cfg->comm.timeout_s = 1800;
-    cfg->checkpoint.every_epochs = 1;
-    cfg->checkpoint.keep = 2;
-    strcpy(cfg->eval.bn, "recompute");
-    cfg->log_every = 20;
+               user_text_shown(cfg->devices, buf));
 }
 
 enum backend_precision job_precision(const job_config *cfg)
@@ -615,6 +513,27 @@ enum backend_precision job_precision(const job_config *cfg)
     if (strcmp(cfg->precision, "fp32") == 0)
         return PRECISION_FP32;
     return strcmp(cfg->precision, "bf16") == 0 ? PRECISION_BF16 : PRECISION_TF32;
+}
+
+/* The job object's fields, then the rules between them. */
+static void parse_job(parser *p, const cJSON *root)
+{
+    if (!cJSON_IsObject(root)) {
+        report(p, "job: must be a JSON object");
+        return;
+    }
+    parse_object(p, root, "");
+    finish(p);
+}
+
+int job_config_from_json(const cJSON *root, job_config *cfg, char *err, size_t errlen)
+{
+    parser p = {.cfg = cfg, .err = err, .errlen = err ? errlen : 0};
+    if (p.errlen)
+        err[0] = '\0';
+    job_config_defaults(cfg);
+    parse_job(&p, root);
+    return p.nerrors ? -1 : 0;
 }
 
 int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen)
@@ -649,12 +568,8 @@ int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, s
             at++;
         if (at < len)
             report(&p, "JSON syntax error at byte %zu: text after the job", at);
-        else if (!cJSON_IsObject(root))
-            report(&p, "job: must be a JSON object");
-        else {
-            parse_object(&p, root, "");
-            finish(&p);
-        }
+        else
+            parse_job(&p, root);
         cJSON_Delete(root);
     }
     free(text);

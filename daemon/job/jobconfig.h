@@ -81,6 +81,9 @@ void job_config_defaults(job_config *cfg);
 /* Parse a job from JSON text. On failure returns -1 and writes every problem,
  * each as "dotted.path: why", joined by "; ", into err. */
 int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen);
+/* The same for a job already parsed as JSON (a request's "job"). */
+struct cJSON;
+int job_config_from_json(const struct cJSON *root, job_config *cfg, char *err, size_t errlen);
 
 /* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
  * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU

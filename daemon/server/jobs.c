@@ -1,7 +1,8 @@
 /* The job queue (jobs.h) on the loop thread: submit, schedule over disjoint
  * device sets, apply the events the job threads hand over, persist status,
- * cancel and stop. Its parts: jobs_json.c (the answers), job_thread.c (each
- * job's own thread), jobs_reload.c (the state dir at start). */
+ * cancel and stop. Its parts: job_files.c (a job's files), jobs_json.c (the
+ * answers), job_thread.c (each job's own thread), jobs_reload.c (the state
+ * dir at start). */
 #include "jobs.h"
 
 #include <dirent.h>
@@ -64,16 +65,6 @@ int check_ranks(const job_config *cfg, char *err, size_t errlen)
     return -1;
 }
 
-static void job_path(const job *j, const char *file, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%s/%s", j->dir, file);
-}
-
-void job_file_path(const job *j, const char *file, char *out, size_t outlen)
-{
-    job_path(j, file, out, outlen);
-}
-
 static void emit_line(jobs *js, job *j, cJSON *ev)
 {
     char *line = proto_line(ev);
@@ -91,27 +82,6 @@ static cJSON *event_json(job *j, const char *kind)
     return ev;
 }
 
-void job_log(job *j, const char *fmt, ...)
-{
-    char text[JOB_ERR_MAX + 256], stamp[32];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    time_t t = time(NULL);
-    struct tm tm;
-    strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
-    if (j->log) {
-        fprintf(j->log, "%s %s\n", stamp, text);
-        fflush(j->log);
-    }
-    if (j->js->listener.on_log) {
-        char line[sizeof(text) + sizeof(stamp) + 2];
-        snprintf(line, sizeof(line), "%s %s", stamp, text);
-        j->js->listener.on_log(j->js->listener.user, j, line);
-    }
-}
-
 /* A line in the job's log that watchers also get as a "log" event. */
 static void job_log_event(job *j, const char *message)
 {
@@ -119,53 +89,6 @@ static void job_log_event(job *j, const char *message)
     cJSON *e = event_json(j, "log");
     cJSON_AddStringToObject(e, "message", message);
     emit_line(j->js, j, e);
-}
-
-/* status.json is what a restart reloads; a failed write is logged and the
- * job goes on (the next write may succeed). */
-int write_status(job *j)
-{
-    char path[1200], err[512];
-    cJSON *st = job_status_json(j);
-    char *text = cJSON_Print(st);
-    cJSON_Delete(st);
-    job_path(j, "status.json", path, sizeof(path));
-    int rc = text ? atomic_write_file(path, text, strlen(text), err, sizeof(err)) : -1;
-    if (rc != 0)
-        job_log(j, "could not write status.json: %s", text ? err : "out of memory");
-    free(text);
-    j->status_written_at = jobs_now_s();
-    return rc;
-}
-
-/* Once the end is on disk the checkpoints are of no use (the master for
- * export stays): remove every file and directory under ckpt. */
-static void remove_checkpoints(job *j)
-{
-    char root[1200], dir[1500], file[1800];
-    job_path(j, "ckpt", root, sizeof(root));
-    DIR *d = opendir(root);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] != 'k')
-            continue;
-        snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
-        DIR *k = opendir(dir);
-        struct dirent *f;
-        while (k && (f = readdir(k)))
-            if (f->d_name[0] != '.') {
-                snprintf(file, sizeof(file), "%s/%s", dir, f->d_name);
-                unlink(file);
-            }
-        if (k)
-            closedir(k);
-        rmdir(dir);
-    }
-    closedir(d);
-    if (rmdir(root) != 0)
-        job_log(j, "could not remove the checkpoints in %s: %s", root, strerror(errno));
 }
 
 /* A state change: persist it, log it, tell the watchers. An ended job's
@@ -176,7 +99,7 @@ void set_state(job *j, enum job_state s)
     if (job_state_final(s))
         j->ended_at = jobs_now_s();
     if (write_status(j) == 0 && job_state_final(s))
-        remove_checkpoints(j);
+        job_remove_checkpoints(j);
     cJSON *ev = event_json(j, "state");
     cJSON_AddStringToObject(ev, "state", job_state_name(s));
     if (j->error[0])
@@ -187,7 +110,7 @@ void set_state(job *j, enum job_state s)
 static void start_job(jobs *js, job *j)
 {
     char path[1200];
-    job_path(j, "metrics.jsonl", path, sizeof(path));
+    job_file_path(j, "metrics.jsonl", path, sizeof(path));
     j->metrics = fopen(path, "a");
     if (!j->metrics)
         job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
@@ -244,62 +167,6 @@ void jobs_schedule(jobs *js)
     job_memory_retry(js);
 }
 
-static void write_metrics(job *j, cJSON *ev, int durable)
-{
-    if (!j->metrics)
-        return;
-    char *text = cJSON_PrintUnformatted(ev);
-    if (text) {
-        fprintf(j->metrics, "%s\n", text);
-        fflush(j->metrics);
-        if (durable)
-            fsync(fileno(j->metrics));
-        free(text);
-    }
-}
-
-/* Keep the metrics lines of steps <= keep_step (the run continues from
- * there) and drop the rest, including a torn last line. */
-static void trim_metrics(job *j, long keep_step)
-{
-    char path[1200], err[1400];
-    size_t len = 0;
-    job_path(j, "metrics.jsonl", path, sizeof(path));
-    if (j->metrics)
-        fclose(j->metrics);
-    j->metrics = NULL;
-    char *text = read_file_text(path, METRICS_FILE_MAX, &len, err, sizeof(err));
-    if (!text && errno != ENOENT)
-        job_log(j, "cannot trim metrics.jsonl: %s", err);
-    if (text) {
-        size_t out = 0, dropped = 0;
-        for (size_t at = 0; at < len;) {
-            char *nl = memchr(text + at, '\n', len - at);
-            size_t n = nl ? (size_t)(nl - (text + at)) + 1 : len - at;
-            cJSON *line = nl ? cJSON_ParseWithLength(text + at, n - 1) : NULL;
-            const cJSON *step = cJSON_GetObjectItemCaseSensitive(line, "step");
-            if (line && (!cJSON_IsNumber(step) || step->valuedouble <= (double)keep_step)) {
-                memmove(text + out, text + at, n);
-                out += n;
-            } else {
-                dropped++;
-            }
-            cJSON_Delete(line);
-            at += n;
-        }
-        if (dropped > 0) {
-            if (atomic_write_file(path, text, out, err, sizeof(err)) != 0)
-                job_log(j, "cannot trim metrics.jsonl: %s", err);
-            else
-                job_log(j, "metrics.jsonl: dropped %zu line(s) after step %ld", dropped, keep_step);
-        }
-        free(text);
-    }
-    j->metrics = fopen(path, "a");
-    if (!j->metrics)
-        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
-}
-
 /* The first event of a run after an interruption says where it starts: a
  * resume (RUN_EV_RESUME) keeps the history up to its checkpoint, anything
  * else means no usable checkpoint, so the run starts over. */
@@ -315,12 +182,12 @@ static void begin_resumed_run(job *j, const run_event *resume)
         j->test_loss = resume->epoch > 0 ? resume->test_loss : NAN;
         j->elapsed_base = resume->elapsed_s;
         j->run_started_at = jobs_now_s();
-        trim_metrics(j, resume->step);
+        job_trim_metrics(j, resume->step);
     } else {
         job_log_event(j, "no complete checkpoint to resume from: starting over from scratch");
         j->test_error = j->test_loss = NAN;
         j->elapsed_base = 0;
-        trim_metrics(j, 0);
+        job_trim_metrics(j, 0);
     }
 }
 
@@ -372,7 +239,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         job_log(j, "epoch %d/%d: test error %.2f%%, test loss %.4f, train loss %.4f", ev->epoch,
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);
     }
-    write_metrics(j, e, ev->kind == RUN_EV_EVAL);
+    job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
     emit_line(js, j, e);
     if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
@@ -556,13 +423,13 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     *code = ERR_INTERNAL;
     char path[1200];
     job *j = calloc(1, sizeof(*j));
-    char *text = cJSON_PrintUnformatted(job_json);
+    /* job.json: the user's job as sent, which a restart validates again. */
     char *pretty = cJSON_Print(job_json);
-    if (!j || !text || !pretty) {
+    if (!j || !pretty) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (job_config_parse(text, strlen(text), &j->cfg, err, errlen) != 0) {
+    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0) {
         *code = ERR_INVALID_JOB;
         goto fail;
     }
@@ -583,17 +450,16 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     j->test_error = j->test_loss = NAN;
     snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
     snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
-    job_path(j, "job.json", path, sizeof(path));
+    job_file_path(j, "job.json", path, sizeof(path));
     if (mkdir_p(j->dir, err, errlen) != 0 ||
         atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
         goto fail;
-    job_path(j, "log.txt", path, sizeof(path));
+    job_file_path(j, "log.txt", path, sizeof(path));
     j->log = fopen(path, "a");
     if (!j->log) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         goto fail;
     }
-    free(text);
     free(pretty);
     j->submitted_at = jobs_now_s();
     if (js->last)
@@ -609,11 +475,10 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     return j;
 fail:
     if (j && j->dir[0]) { /* leave no half-made job dir behind */
-        job_path(j, "job.json", path, sizeof(path));
+        job_file_path(j, "job.json", path, sizeof(path));
         unlink(path);
         rmdir(j->dir);
     }
-    free(text);
     free(pretty);
     free(j);
     return NULL;
@@ -654,7 +519,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)
 {
     char path[1200];
-    job_path(j, "log.txt", path, sizeof(path));
+    job_file_path(j, "log.txt", path, sizeof(path));
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));

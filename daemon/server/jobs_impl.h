@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <cjson/cJSON.h>
 
 #include "job_memory.h"
 #include "jobconfig.h"
@@ -107,9 +108,19 @@ struct jobs {
     int q_progress;
 };
 
-/* jobs.c */
+/* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int write_status(job *j);                 /* status.json; a failure is logged */
+/* metrics.jsonl: one line per event, fsync'd when `durable` (evaluations). */
+void job_write_metrics(job *j, cJSON *ev, int durable);
+/* Keep the metrics lines of steps <= keep_step (the run continues from
+ * there) and drop the rest, including a torn last line. */
+void job_trim_metrics(job *j, long keep_step);
+/* Once the end is on disk the checkpoints are of no use (the master for
+ * export stays): every file and directory under ckpt goes. */
+void job_remove_checkpoints(job *j);
+
+/* jobs.c */
 void set_state(job *j, enum job_state s); /* persisted, logged, told to watchers */
 /* -1 with a message when the job's devices names ranks other than rank0
  * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */

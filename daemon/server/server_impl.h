@@ -1,5 +1,6 @@
 /* Internal to the server (server.c: connections, the socket, job events to
- * watchers; server_ops.c: the protocol's operations). */
+ * watchers; server_peer.c: who is connecting; server_ops.c: the protocol's
+ * operations). */
 #ifndef PARLE_SERVER_IMPL_H
 #define PARLE_SERVER_IMPL_H
 
@@ -63,6 +64,15 @@ void conn_send(conn *c, char *line); /* takes the line; drops a client that stop
 void send_error(conn *c, const char *code, const char *message);
 void send_error_and_end(conn *c, const char *code, const char *message);
 char *end_line(job *j);              /* a watch's last event, with the job's status */
+
+/* server_peer.c. Who is on the other end of fd (SO_PEERCRED, the user's
+ * name, into c) and what it may do: root, the daemon's own uid and members
+ * of --group talk to parled; root, the daemon's uid and --admin-group
+ * members act on any job (c->admin). 1 if allowed. */
+int peer_identify(server *s, int fd, conn *c);
+/* A group by name or number, for the daemon's `option`: 0, or -1 with a
+ * message naming the option. */
+int resolve_group(const char *option, const char *name, gid_t *gid, char *err, size_t errlen);
 
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);
