@@ -175,7 +175,7 @@ static double job_images_per_s(int n, char *err, size_t errlen)
     cfg.epochs = 4;
     cfg.log_every = 1;
     dataset tr, te;
-    if (run_load_data(&cfg, &tr, &te, NULL, err, errlen) != 0)
+    if (data_load_job(&cfg, &tr, &te, NULL, err, errlen) != 0)
         return -1;
     int *cores = NULL, ncores = run_cpu_cores(&cores, err, errlen), gpu = 0;
     rates r = {.n = 0};

@@ -7,7 +7,7 @@
 #include "cifar.h"
 #include "fault.h"
 #include "preprocess.h"
-#include "runner.h"
+#include "load.h"
 
 #define FAULT_LOAD_POLL_US 10000
 
@@ -58,7 +58,7 @@ static int load_sets(const job_config *cfg, dataset *train, dataset *test,
     return -1;
 }
 
-int run_load_data(const job_config *cfg, dataset *train, dataset *test, const volatile int *stop,
+int data_load_job(const job_config *cfg, dataset *train, dataset *test, const volatile int *stop,
                   char *err, size_t errlen)
 {
     memset(train, 0, sizeof(*train));

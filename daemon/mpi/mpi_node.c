@@ -26,11 +26,15 @@
 #include "dataset.h"
 #include "fsutil.h"
 #include "jobconfig.h"
+#include "mpi_pending.h"
 #include "parle_config.h"
 
 enum { WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
 /* How long rank 0 waits for the others to acknowledge "stop". */
 #define STOP_WAIT_S 30.0
+/* How long each rank lets what failed jobs left pending complete before
+ * MPI_Finalize (every rank is then polling, so it takes milliseconds). */
+#define SETTLE_S 3.0
 
 static int node_rank, node_size = 1;
 static unsigned char *lost;  /* rank 0: ranks that did not take a job in time (atomic) */
@@ -97,16 +101,36 @@ int mpi_node_describe(int rank, mpi_rank_info *out)
 int mpi_node_rank(void) { return node_rank; }
 int mpi_node_size(void) { return node_size; }
 
-/* A blocking wait that does not spin a core: poll, then sleep a little. */
+/* A blocking wait that does not spin a core: poll, then sleep a little,
+ * completing what failed jobs left pending meanwhile. */
 static int wait_polling(MPI_Request *req, MPI_Status *st)
 {
     for (long spins = 0;; spins++) {
         int done = 0, rc = MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (spins > 2000)
+        if (spins > 2000) {
+            mpi_pending_drain();
             mpi_net_nap(spins > 100000 ? 5000000 : 50000);
+        }
     }
+}
+
+/* MPI_Finalize once the operations failed jobs left pending have completed,
+ * or SETTLE_S passed (one whose other side never came stays pending through
+ * MPI's teardown, its buffer still kept); then their buffers go. 0, or 1. */
+static int finalize(void)
+{
+    int left = mpi_pending_settle(SETTLE_S), rc = 0;
+    if (left > 0)
+        mpi_net_log("%d MPI operations of failed jobs never completed: finalizing with them "
+                    "pending", left);
+    if (MPI_Finalize() != MPI_SUCCESS) {
+        mpi_net_log("MPI_Finalize failed");
+        rc = 1;
+    }
+    mpi_pending_release();
+    return rc;
 }
 
 /* Rank 0: a job (text and checkpoint dir, then its ranks) to the job's ranks
@@ -183,13 +207,12 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
                 snprintf(err, errlen, "MPI: the job's text did not reach every rank within "
                          "%g s", timeout_s);
             rc = -1;
-            body = NULL; /* left to MPI, which may still read it */
         }
     }
-    for (int j = 1; j < n; j++) /* a lost rank's header send may be pending still */
-        if (sends[j] != MPI_REQUEST_NULL)
-            MPI_Request_free(&sends[j]);
-    free(acks), free(sends), free(recvs), free(body);
+    /* A lost rank's header send (headers[] is static) or a text send may be
+     * pending still: the node keeps them, with the body they read. */
+    mpi_pending_keep(sends + 1, n - 1, body);
+    free(acks), free(sends), free(recvs);
     return rc == 0 ? 0 : -1;
 }
 
@@ -237,6 +260,7 @@ int mpi_job_begin(mpi_job **out, const job_config *cfg, const char *job_json_pat
         return -1;
     if (len > 0)
         n = job_ranks(cfg, &world, err, errlen);
+    mpi_pending_drain(); /* what earlier jobs left, completed meanwhile */
     int rc = n > 0 ? hand_off(world, n, text, len, ckpt_dir, cfg->comm.timeout_s, err, errlen) : -1;
     free(text);
     if (rc != 0) {
@@ -333,7 +357,7 @@ static void serve_job(mpi_job *mj, char *text, size_t len, const char *ckpt, int
     if (!failed && (ngpus = run_job_gpus(&cfg, gpus, err, sizeof err)) < 0)
         failed = 1;
     if (!failed)
-        failed = run_load_data(&cfg, &train, &test, NULL, err, sizeof err) != 0;
+        failed = data_load_job(&cfg, &train, &test, NULL, err, sizeof err) != 0;
     run_devices where = {.cores = cores, .ncores = ncores, .gpus = gpus,
                          .ngpus = ngpus > 0 ? ngpus : 0};
     if (mpi_job_ready(mj, failed, err, &cfg, &where, err, sizeof err) == 0) {
@@ -438,8 +462,7 @@ int mpi_node_serve(void)
     }
     free(cores);
     mpi_net_log("stopping");
-    MPI_Finalize();
-    return 0;
+    return finalize();
 }
 
 void mpi_node_finalize(void)
@@ -461,7 +484,7 @@ void mpi_node_finalize(void)
         fprintf(stderr, "parled: a rank is stuck or gone: ending every rank with MPI_Abort\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_Finalize();
+    finalize();
     free(lost);
     free(headers);
     free(ranks);

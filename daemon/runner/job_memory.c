@@ -12,7 +12,7 @@
 #include "runner.h"
 #include "topology.h"
 
-/* What run_load_data will hold: examples of c x hw x hw floats and their
+/* What data_load_job will hold: examples of c x hw x hw floats and their
  * labels, as each loader reads them (daemon/data/load.c). */
 typedef struct data_shape {
     long ntrain, ntest;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "dataset.h"
+#include "load.h"
 #include "jobconfig.h"
 #include "model.h"
 
@@ -109,11 +110,5 @@ int run_cpu_cores(int **cores, char *err, size_t errlen);
 /* The job's model for this data: input shape and, unless model.classes is
  * set, the number of classes from the dataset. */
 model_spec run_model_spec(const job_config *cfg, const dataset *train);
-
-/* Load the job's train and test sets as its data.* fields say. `stop` (the
- * job's stop flag, as hooks->stop; NULL: none) is looked at while loading
- * (dataset.h): once set, the load ends with -1 and DATA_STOPPED in err. */
-int run_load_data(const job_config *cfg, dataset *train, dataset *test, const volatile int *stop,
-                  char *err, size_t errlen);
 
 #endif

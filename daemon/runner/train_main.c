@@ -107,7 +107,7 @@ int main(int argc, char **argv)
     }
     free(text);
     dataset train, test;
-    if (run_load_data(&cfg, &train, &test, NULL, err, sizeof err) != 0) {
+    if (data_load_job(&cfg, &train, &test, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "parle-train: %s\n", err);
         return 1;
     }

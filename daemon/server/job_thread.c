@@ -111,7 +111,7 @@ static int load_as_owner(job *j, dataset *train, dataset *test, char *err, size_
     if (file_creds_of(j->owner.uid, j->owner.gid, j->owner.user, &creds, err, errlen) != 0)
         return -1;
     data_files_as(&creds);
-    int rc = run_load_data(&j->cfg, train, test, &j->stop, err, errlen);
+    int rc = data_load_job(&j->cfg, train, test, &j->stop, err, errlen);
     data_files_as(NULL);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* End to end on CIFAR-format files: writes a small learnable CIFAR-10 set
  * (data_batch_1..5.bin, test_batch.bin: each class a coloured disc at a
  * random place on noise, so flips and crops keep it learnable), then trains
- * a job on it through run_load_data and run_job (CIFAR loader, per-channel
+ * a job on it through data_load_job and run_job (CIFAR loader, per-channel
  * normalisation, flip + reflect-crop augmentation on the loader threads,
  * Parle with 2 replicas) and requires the master's test error to be below a
  * bound far under chance (90%).
@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 
     dataset tr, te;
     int rc = 1;
-    if (run_load_data(&cfg, &tr, &te, NULL, err, sizeof err) != 0) {
+    if (data_load_job(&cfg, &tr, &te, NULL, err, sizeof err) != 0) {
         printf("%s\n", err);
         goto out;
     }

@@ -40,7 +40,7 @@ static double train(const char *path)
         return -2;
     }
     dataset tr, te;
-    if (run_load_data(&cfg, &tr, &te, NULL, err, sizeof err) != 0) {
+    if (data_load_job(&cfg, &tr, &te, NULL, err, sizeof err) != 0) {
         printf("%s\n", err);
         return -1;
     }

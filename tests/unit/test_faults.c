@@ -6,7 +6,7 @@
  * to 10 ends, done or failed. With L 21 the replicas take turns on the 2
  * cores (step_schedule.h): a failure or hang in a turn that another replica
  * waits for ends the job the same way. Each run is bounded by RUN_LIMIT_S; meson's
- * timeout catches a true hang. The load phase holds run_load_data until its
+ * timeout catches a true hang. The load phase holds data_load_job until its
  * stop flag is set. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ static outcome run_with(const job_config *cfg, const char *fault, const char *ck
 {
     outcome o = {0};
     dataset tr, te;
-    if (run_load_data(cfg, &tr, &te, NULL, o.err, sizeof o.err) != 0) {
+    if (data_load_job(cfg, &tr, &te, NULL, o.err, sizeof o.err) != 0) {
         o.rc = -2;
         return o;
     }
@@ -121,7 +121,7 @@ static void test_load_phase(void)
     setenv("PARLE_FAULT_REPLICA", "0:load:1", 1);
     pthread_create(&t, NULL, stop_later, &ds);
     double t0 = comm_now_s();
-    int rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    int rc = data_load_job(&cfg, &tr, &te, &stop, err, sizeof err);
     double seconds = comm_now_s() - t0;
     pthread_join(t, NULL);
     CHECK(rc == -1 && strcmp(err, DATA_STOPPED) == 0, "a held load: rc %d: %s", rc, err);
@@ -129,19 +129,19 @@ static void test_load_phase(void)
     CHECK(!tr.images && !tr.labels && !te.images && !te.labels, "a stopped load kept data");
     printf("load held, cancelled -> ended in %.2f s: %s\n", seconds, err);
 
-    rc = run_load_data(&cfg, &tr, &te, NULL, err, sizeof err);
+    rc = data_load_job(&cfg, &tr, &te, NULL, err, sizeof err);
     CHECK(rc == 0 && tr.n > 0, "a load without a stop flag was held or failed: %s", err);
     dataset_free(&tr);
     dataset_free(&te);
     stop = 0;
-    rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    rc = data_load_job(&cfg, &tr, &te, &stop, err, sizeof err);
     CHECK(rc == 0 && tr.n > 0, "the second load was held or failed: %s", err);
     dataset_free(&tr);
     dataset_free(&te);
     unsetenv("PARLE_FAULT_REPLICA");
 
     stop = RUN_STOP_CHECKPOINT;
-    rc = run_load_data(&cfg, &tr, &te, &stop, err, sizeof err);
+    rc = data_load_job(&cfg, &tr, &te, &stop, err, sizeof err);
     CHECK(rc == -1 && strcmp(err, DATA_STOPPED) == 0 && !tr.images && !te.images,
           "a load asked to stop before it began: rc %d: %s", rc, err);
 }

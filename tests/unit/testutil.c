@@ -111,7 +111,7 @@ int test_run_job(const job_config *cfg, const run_devices *where, const char *ch
 {
     dataset tr, te;
     err[0] = '\0';
-    if (run_load_data(cfg, &tr, &te, NULL, err, errlen) != 0)
+    if (data_load_job(cfg, &tr, &te, NULL, err, errlen) != 0)
         return -1;
     int cores[2] = {0, 1};
     run_devices two_cores = {.cores = cores, .ncores = 2};
