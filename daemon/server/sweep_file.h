@@ -1,0 +1,62 @@
+/* A sweep (docs/sweeps.md): a base job, a grid over its dotted keys, seeds
+ * per point and an optional random subset of the grid, as parlectl sends it
+ * (the base job file already read into an object on the client's side).
+ * Read, validated and expanded here as a pure function of that JSON: no
+ * I/O, no daemon state, so the daemon, a restart and the unit test expand
+ * a sweep alike. */
+#ifndef PARLE_SWEEP_FILE_H
+#define PARLE_SWEEP_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+#define SWEEP_MAX_KEYS 16          /* dotted keys in the grid */
+#define SWEEP_MAX_VALUES 1000      /* values of one key */
+#define SWEEP_MAX_GRID 1000000L    /* points of the whole grid (before samples) */
+#define SWEEP_MAX_JOBS 1000        /* jobs queued: chosen points x seeds */
+#define SWEEP_MAX_SEEDS 100
+#define SWEEP_NAME_MAX 96          /* bytes; a job is named "<name> p<P> s<K>" */
+#define SWEEP_KEY_MAX 127          /* bytes of one dotted key */
+
+typedef struct sweep_spec {
+    char name[SWEEP_NAME_MAX + 1];  /* the sweep's "name", else the base job's, else "sweep" */
+    const cJSON *base;              /* borrowed from the root read */
+    int nkeys;
+    const char *keys[SWEEP_MAX_KEYS];   /* grid order; borrowed */
+    const cJSON *values[SWEEP_MAX_KEYS];/* each key's array; borrowed */
+    int nvalues[SWEEP_MAX_KEYS];
+    long grid;                      /* points of the whole grid: the product of nvalues */
+    int seeds;                      /* jobs per point, seeds base + 0..seeds-1 */
+    long samples;                   /* 0: every point; else this many, drawn by sample_seed */
+    uint64_t sample_seed;
+    int early_after;                /* early stop after this many epochs; 0: none */
+    double early_margin;
+    int npoints;
+    long *points;                   /* the chosen points' grid indices, ascending (malloc'd) */
+} sweep_spec;
+
+/* Read and validate a sweep object completely: its fields, every grid key
+ * (a dotted path of the job; an unknown one is named), every value list,
+ * the bounds above, and every job it expands to with the job validator
+ * (job_config_from_json), that job's errors prefixed with its point. 0, or
+ * -1 with every problem as "field: why" joined by "; " in err. On success
+ * *s borrows from root (keep root alive) and owns `points`. */
+int sweep_spec_read(const cJSON *root, sweep_spec *s, char *err, size_t errlen);
+void sweep_spec_free(sweep_spec *s);
+
+/* The value of grid key `key` at grid point `point` (row-major: the last key
+ * varies fastest). */
+const cJSON *sweep_value(const sweep_spec *s, long point, int key);
+
+/* Job `k` (0..seeds-1) of grid point `point`: the base with the point's
+ * values at their dotted keys, named "<name> p<point> s<k>", its seed the
+ * point's own (the base's or the grid's, else the validator's default)
+ * plus k. A new object (NULL when out of memory, or with err set when the
+ * job is invalid: "point P (key=value, ...): path: why"). */
+cJSON *sweep_job(const sweep_spec *s, long point, int k, char *err, size_t errlen);
+
+/* "key=value, ..." of a point, for messages and tables; returns out. */
+const char *sweep_point_label(const sweep_spec *s, long point, char *out, size_t outlen);
+
+#endif
