@@ -39,7 +39,7 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             a->json = 1;
         } else if (strcmp(s, "-q") == 0 && strchr(allowed, 'q')) {
             a->quiet = 1;
-        } else if (strcmp(s, "-f") == 0 && strchr(allowed, 'f')) {
+        } else if ((strcmp(s, "-f") == 0 || strcmp(s, "--follow") == 0) && strchr(allowed, 'f')) {
             a->follow = 1;
         } else if (strcmp(s, "--watch") == 0 && strchr(allowed, 'w')) {
             a->watch = 1;

@@ -64,11 +64,12 @@ void print_job_table(const cJSON *jobs);
  * 1. Returns the exit status for how it ended. */
 int watch_job(const char *id, int quiet, int json);
 
-/* Flags common to the commands: --json, -q, -f, --watch, --wait, --set,
- * -o FILE, --state S. */
+/* Flags common to the commands: --json, -q, -f (or --follow), --watch,
+ * --wait, --set, -o FILE, --state S. */
+#define ARGS_MAX_POS 16 /* positional arguments */
 typedef struct args {
     int json, quiet, follow, watch, wait;
-    char *pos[16];
+    char *pos[ARGS_MAX_POS];
     int npos;
     char *sets[64];
     int nsets;
@@ -77,7 +78,7 @@ typedef struct args {
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwWsoS": --json -q -f --watch --wait --set -o --state). Prints the usage
+ * ("jqfwWsoS": --json -q -f/--follow --watch --wait --set -o --state). Prints the usage
  * error and returns -1, or 1 for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);
@@ -90,8 +91,22 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
     if (a.npos < (minpos))                                                           \
         return usage_error(cmd, "missing argument", "");
 
-/* client/export.c, client/plot.c */
+/* A job's metrics.jsonl (metrics.c): from byte *offset to the end of the
+ * file as it is now, each whole line, parsed, to fn(ctx, line) in order;
+ * *offset moves past the lines read. fn returns 0, or -1 after its message,
+ * which stops the read. 0, or -1 after a message (an error reply, a line
+ * that is not a JSON object, fn's -1). */
+typedef int (*metrics_fn)(void *ctx, const cJSON *line);
+int metrics_read(conn *c, const char *id, double *offset, metrics_fn fn, void *ctx);
+
+/* export.c: write n bytes to fd, going on after short writes and EINTR
+ * (0, or -1 with errno); fsync the directory holding `path` (0 or -1). */
+int write_all(int fd, const unsigned char *p, size_t n);
+int sync_dir(const char *path);
+
+/* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);
 int cmd_plot(const command *cmd, int argc, char **argv);
+int cmd_tensorboard(const command *cmd, int argc, char **argv);
 
 #endif

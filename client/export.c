@@ -48,7 +48,7 @@ static int open_temp(const char *dst, char *tmp, size_t len)
     return fd;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
+int write_all(int fd, const unsigned char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
@@ -125,8 +125,9 @@ static int fetch(conn *c, const char *id, const char *version, double size, cons
     return rc;
 }
 
-/* fsync the directory holding `path`, so the rename is durable. */
-static int sync_dir(const char *path)
+/* fsync the directory holding `path`, so a rename or a new file there is
+ * durable. */
+int sync_dir(const char *path)
 {
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", path);

@@ -32,6 +32,8 @@ static const char usage[] =
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
+    "  tensorboard ID [ID...] -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
+    "                          event files, one run folder per job\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
     "  shutdown [--json]       stop parled (running jobs checkpoint and resume at its next start)\n"
@@ -400,7 +402,7 @@ static const command commands[] = {
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
      "Exits like 'wait': 0 done, 1 failed, 3 cancelled, 4 parled gone."},
-    {"logs", cmd_logs, "logs ID [-f] [--json]\nPrint the job's log; -f keeps printing until the job ends.\n"
+    {"logs", cmd_logs, "logs ID [-f] [--json]\nPrint the job's log; -f (--follow) keeps printing until the job ends.\n"
      "--json: one object with the text (with -f: JSON lines, the log so far, then one\n"
      "object per line)."},
     {"cancel", cmd_cancel, "cancel ID [--json]\nCancel a queued job, or stop a running one at its next step."},
@@ -417,6 +419,16 @@ static const command commands[] = {
     {"plot", cmd_plot,
      "plot ID [ID...] [-o FILE] [--json]\nDraw train loss, test error and learning rate against passes "
      "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout)."},
+    {"tensorboard", cmd_tensorboard,
+     "tensorboard ID [ID...] -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
+     "event files, with your permissions:\none run folder per job (DIR/ID) holding "
+     "events.out.tfevents.TIME.HOST.parle,\nscalars against the job's step: train/loss, "
+     "train/data_passes, optim/lr,\noptim/gamma, optim/rho, speed/images_per_sec, "
+     "time/compute_s, time/sync_s,\ntime/wait_s and the rule's own quantities (rule/KEY, "
+     "per replica rule/KEY/I)\nfrom progress lines; test/error, test/loss, train/error, "
+     "eval/dist_to_master\nfrom evaluations. A run folder must hold no event file yet. "
+     "--follow (-f) keeps\nappending, every second, until every job has ended. Then "
+     "'tensorboard --logdir DIR'."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,

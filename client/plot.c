@@ -1,5 +1,5 @@
 /* parlectl plot: each job's metrics.jsonl, fetched over the socket with the
- * `metrics` op (whole lines in bounded replies), drawn as an SVG by
+ * `metrics` op (metrics.c), drawn as an SVG by
  * plot_svg.c. The file is written atomically (temporary, rename) so a
  * browser reloading it never sees half a plot. */
 #include <errno.h>
@@ -11,8 +11,26 @@
 #include "ctl.h"
 #include "plot_svg.h"
 
-/* Fill pj from job id's metrics: train loss and lr from progress lines,
- * test error from eval lines, all against data_passes. */
+/* One metrics line into pj: train loss and lr from progress lines, test
+ * error from eval lines, all against data_passes. */
+static int plot_line(void *ctx, const cJSON *m)
+{
+    plot_job *pj = ctx;
+    double x = num(m, "data_passes");
+    int rc = 0;
+    if (strcmp(str(m, "event"), "eval") == 0)
+        rc = plot_curve_add(&pj->c[PLOT_ERROR], x, num(m, "test_error"));
+    else if (strcmp(str(m, "event"), "progress") == 0)
+        rc = plot_curve_add(&pj->c[PLOT_LOSS], x, num(m, "train_loss")) |
+             plot_curve_add(&pj->c[PLOT_LR], x, num(m, "lr"));
+    if (rc != 0) {
+        fail("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Fill pj from job id's status (its label) and metrics. */
 static int fetch_metrics(conn *c, const char *id, plot_job *pj)
 {
     cJSON *st = request(c, op_request("status", id));
@@ -23,45 +41,12 @@ static int fetch_metrics(conn *c, const char *id, plot_job *pj)
              str(job, "algorithm"), num(job, "replicas"));
     cJSON_Delete(st);
     double offset = 0;
-    for (;;) {
-        cJSON *req = op_request("metrics", id);
-        cJSON_AddNumberToObject(req, "offset", offset);
-        cJSON *r = request(c, req);
-        if (!r)
-            return -1;
-        char *text = (char *)str(r, "text");
-        for (char *line = text, *nl; *line; line = nl + 1) {
-            if (!(nl = strchr(line, '\n')))
-                break;
-            *nl = '\0';
-            cJSON *m = cJSON_Parse(line);
-            double x = num(m, "data_passes");
-            int rc = 0;
-            if (strcmp(str(m, "event"), "eval") == 0)
-                rc = plot_curve_add(&pj->c[PLOT_ERROR], x, num(m, "test_error"));
-            else if (strcmp(str(m, "event"), "progress") == 0)
-                rc = plot_curve_add(&pj->c[PLOT_LOSS], x, num(m, "train_loss")) |
-                     plot_curve_add(&pj->c[PLOT_LR], x, num(m, "lr"));
-            cJSON_Delete(m);
-            if (rc != 0) {
-                cJSON_Delete(r);
-                return fail("out of memory"), -1;
-            }
-        }
-        int eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "eof"));
-        double next = num(r, "next");
-        cJSON_Delete(r);
-        /* A line still being written stops a running job's history here. */
-        if (eof || !(next > offset))
-            break;
-        offset = next;
-    }
-    return 0;
+    return metrics_read(c, id, &offset, plot_line, pj);
 }
 
 int cmd_plot(const command *cmd, int argc, char **argv)
 {
-    PARSE("jo", 1, 16);
+    PARSE("jo", 1, ARGS_MAX_POS);
     const char *out = a.out ? a.out : "curves.svg";
     plot_job *jobs = calloc((size_t)a.npos, sizeof *jobs);
     if (!jobs)
@@ -80,12 +65,16 @@ int cmd_plot(const command *cmd, int argc, char **argv)
     } else if (rc == EXIT_OK) {
         snprintf(tmp, sizeof tmp, "%s.part-%d", out, (int)getpid());
         FILE *f = fopen(tmp, "w");
-        if (!f)
+        if (!f) {
             rc = fail("cannot create %s: %s", tmp, strerror(errno));
-        else if ((plot_svg_write(f, jobs, a.npos) != 0) | (fclose(f) != 0) ||
-                 rename(tmp, out) != 0) {
-            rc = fail("cannot write %s: %s", out, strerror(errno));
-            unlink(tmp);
+        } else {
+            /* Written, then closed (even after a failed write), then renamed. */
+            int written = plot_svg_write(f, jobs, a.npos) == 0;
+            int closed = fclose(f) == 0;
+            if (!written || !closed || rename(tmp, out) != 0) {
+                rc = fail("cannot write %s: %s", out, strerror(errno));
+                unlink(tmp);
+            }
         }
     }
     if (rc == EXIT_OK && strcmp(out, "-") != 0) {

@@ -1,0 +1,342 @@
+/* parlectl tensorboard: each job's metrics.jsonl, fetched with the
+ * `metrics` op (metrics.c), written as TensorBoard event files on the
+ * client's side, as the client's user: one run folder per job under -o DIR,
+ * one events.out.tfevents.<time>.<host>.parle file in it, appended to (O_APPEND)
+ * and fsynced at the end of each round; the records are TFRecord-framed
+ * `Event` protos (tfevent.c, tfrecord.c). With --follow a round repeats
+ * every TB_POLL_MS, each job read on from where the last round stopped,
+ * until every job has ended. */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "tfevent.h"
+
+#define TB_POLL_MS 1000
+
+/* The scalars of a metrics line: its field, the tag TensorBoard shows.
+ * Training figures come from progress lines (an eval line repeats the last
+ * progress's), the master's evaluation from eval lines. */
+typedef struct tb_field {
+    const char *field, *tag;
+} tb_field;
+
+static const tb_field progress_fields[] = {
+    {"train_loss", "train/loss"},
+    {"data_passes", "train/data_passes"},
+    {"lr", "optim/lr"},
+    {"gamma", "optim/gamma"},
+    {"rho", "optim/rho"},
+    {"images_per_sec", "speed/images_per_sec"},
+    {"compute_s", "time/compute_s"},
+    {"sync_s", "time/sync_s"},
+    {"wait_s", "time/wait_s"},
+};
+
+static const tb_field eval_fields[] = {
+    {"test_error", "test/error"},
+    {"test_loss", "test/loss"},
+    {"train_error", "train/error"},
+    {"dist_to_master", "eval/dist_to_master"},
+};
+
+typedef struct tb_run {
+    const char *id;
+    char name[256];   /* the run's folder under DIR (run_name) */
+    char dir[4352];   /* DIR/RUN */
+    char file[4608];  /* the event file in it */
+    int fd;
+    double offset;    /* bytes of metrics.jsonl read */
+    int ended;        /* read to its end after the job ended */
+    int written;      /* something is in the file */
+    long events, scalars;
+    bytebuf pending;  /* this round's records, not yet written */
+    tb_scalar *sc;    /* the line being converted */
+    size_t nsc, capsc;
+} tb_run;
+
+static int add_scalar(tb_run *r, const char *tag, double v)
+{
+    if (r->nsc == r->capsc) {
+        size_t cap = r->capsc ? 2 * r->capsc : 32;
+        tb_scalar *p = realloc(r->sc, cap * sizeof *p);
+        if (!p) {
+            fail("out of memory");
+            return -1;
+        }
+        r->sc = p;
+        r->capsc = cap;
+    }
+    if (snprintf(r->sc[r->nsc].tag, sizeof r->sc[r->nsc].tag, "%s", tag) >=
+        (int)sizeof r->sc[r->nsc].tag) {
+        fail("%s: metrics.jsonl: the tag %.40s... is longer than %zu bytes", r->id, tag,
+             sizeof r->sc[0].tag - 1);
+        return -1;
+    }
+    r->sc[r->nsc++].value = (float)v;
+    return 0;
+}
+
+/* The rule's own quantities, as `rule/<key>` and, for arrays (one entry
+ * per replica, or per group for LSGD's leaders), `rule/<key>/<i>` (nested:
+ * `rule/<key>/<i>/<j>`). Strings, booleans and nulls are not scalars. */
+static int add_values(tb_run *r, const char *tag, const cJSON *v)
+{
+    if (cJSON_IsNumber(v))
+        return add_scalar(r, tag, v->valuedouble);
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+        return 0;
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, v) {
+        char sub[sizeof r->sc[0].tag];
+        int n = cJSON_IsObject(v) ? snprintf(sub, sizeof sub, "%s/%s", tag, e->string)
+                                  : snprintf(sub, sizeof sub, "%s/%d", tag, i);
+        i++;
+        if (n >= (int)sizeof sub) {
+            fail("%s: metrics.jsonl: the tag %.40s... is longer than %zu bytes", r->id, sub,
+                 sizeof sub - 1);
+            return -1;
+        }
+        if (add_values(r, sub, e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One metrics line (metrics_fn): its scalars as one Event at its step, at
+ * its time. */
+static int tb_line(void *ctx, const cJSON *m)
+{
+    tb_run *r = ctx;
+    int eval = strcmp(str(m, "event"), "eval") == 0;
+    if (!eval && strcmp(str(m, "event"), "progress") != 0)
+        return 0;
+    const tb_field *f = eval ? eval_fields : progress_fields;
+    size_t nf = eval ? sizeof eval_fields / sizeof *f : sizeof progress_fields / sizeof *f;
+    r->nsc = 0;
+    for (size_t k = 0; k < nf; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, f[k].field);
+        if (cJSON_IsNumber(v) && add_scalar(r, f[k].tag, v->valuedouble) != 0)
+            return -1;
+    }
+    if (!eval && add_values(r, "rule", cJSON_GetObjectItemCaseSensitive(m, "rule")) != 0)
+        return -1;
+    double step = num(m, "step"), t = num(m, "time");
+    if (!(step >= 0) || !(t >= 0)) {
+        fail("%s: metrics.jsonl: a %s line without a step or a time", r->id, str(m, "event"));
+        return -1;
+    }
+    if (r->nsc == 0)
+        return 0;
+    if (tfevent_scalars(&r->pending, t, (int64_t)step, r->sc, r->nsc) != 0) {
+        fail("out of memory");
+        return -1;
+    }
+    r->events++;
+    r->scalars += (long)r->nsc;
+    return 0;
+}
+
+/* The run folder of a job under -o DIR, from its status. The one place
+ * that names runs: today the job's id; a job of a sweep will be named by
+ * its sweep and point here, so that TensorBoard groups a point's runs.
+ * 0, or -1 after a message. */
+static int run_name(const cJSON *job, char *out, size_t len)
+{
+    const char *id = str(job, "id");
+    size_t n = strlen(id);
+    if (n == 0 || n >= len ||
+        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != n) {
+        fail("the status of a job has no id that can name a run folder (\"%.40s\")", id);
+        return -1;
+    }
+    memcpy(out, id, n + 1);
+    return 0;
+}
+
+/* mkdir -p `path` (mode 0777 less the umask). 0, or -1 after a message. */
+static int make_dirs(const char *path)
+{
+    char p[4400];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return fail("%.60s...: path too long", path), -1;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        struct stat st;
+        if (mkdir(p, 0777) != 0 && (errno != EEXIST || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            fail("cannot create the folder %s: %s", p,
+                 errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
+            return -1;
+        }
+        *s = c;
+        if (c == '\0')
+            return 0;
+    }
+}
+
+/* No event file may be in the run folder yet: TensorBoard reads every file
+ * of a run, and a second writer would repeat the first one's points. 0, or
+ * -1 after a message. */
+static int check_empty_run(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return fail("cannot read the folder %s: %s", dir, strerror(errno)), -1;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));)
+        if (strstr(e->d_name, "tfevents")) {
+            fail("%s already holds an event file (%s): remove it, or write to another -o folder",
+                 dir, e->d_name);
+            rc = -1;
+        }
+    closedir(d);
+    return rc;
+}
+
+/* Name job id's run from its status. 0, or -1 after a message. */
+static int run_lookup(conn *c, const char *dir, tb_run *r)
+{
+    cJSON *st = request(c, op_request("status", r->id));
+    if (!st)
+        return -1;
+    int rc = run_name(cJSON_GetObjectItemCaseSensitive(st, "job"), r->name, sizeof r->name);
+    cJSON_Delete(st);
+    if (rc != 0)
+        return -1;
+    if (snprintf(r->dir, sizeof r->dir, "%s/%s", dir, r->name) >= (int)sizeof r->dir)
+        return fail("%s/%s: path too long", dir, r->name), -1;
+    return 0;
+}
+
+/* Start a run: its folder, its event file, the file_version record. 0, or
+ * -1 after a message. */
+static int run_open(tb_run *r)
+{
+    if (make_dirs(r->dir) != 0 || check_empty_run(r->dir) != 0)
+        return -1;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || !*host)
+        snprintf(host, sizeof host, "localhost");
+    host[strcspn(host, "/")] = '\0';
+    const time_t now = time(NULL);
+    if (snprintf(r->file, sizeof r->file, "%s/events.out.tfevents.%lld.%s.parle", r->dir,
+                 (long long)now, host) >= (int)sizeof r->file)
+        return fail("%s: path too long", r->dir), -1;
+    r->fd = open(r->file, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+    if (r->fd < 0)
+        return fail("cannot create %s: %s", r->file, strerror(errno)), -1;
+    if (tfevent_file_version(&r->pending, (double)now) != 0)
+        return fail("out of memory"), -1;
+    if (sync_dir(r->file) != 0)
+        return fail("%s: fsync of its folder: %s", r->file, strerror(errno)), -1;
+    return 0;
+}
+
+/* One round for a job: its state, then its metrics from where the last
+ * round stopped, appended and fsynced. A job that had ended before its
+ * read is done with. 0, or -1 after a message. */
+static int run_round(conn *c, tb_run *r)
+{
+    cJSON *st = request(c, op_request("status", r->id));
+    if (!st)
+        return -1;
+    const char *state = str(cJSON_GetObjectItemCaseSensitive(st, "job"), "state");
+    int ended = strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
+                strcmp(state, "cancelled") == 0;
+    cJSON_Delete(st);
+    if (metrics_read(c, r->id, &r->offset, tb_line, r) != 0)
+        return -1;
+    if (r->pending.n > 0 &&
+        (write_all(r->fd, r->pending.p, r->pending.n) != 0 || fsync(r->fd) != 0))
+        return fail("cannot write %s: %s", r->file, strerror(errno)), -1;
+    r->written |= r->pending.n > 0;
+    r->pending.n = 0;
+    r->ended = ended;
+    return 0;
+}
+
+static void report(const char *dir, const tb_run *runs, int n, int json)
+{
+    cJSON *o = json ? cJSON_CreateObject() : NULL;
+    cJSON *list = o ? cJSON_AddArrayToObject(o, "runs") : NULL;
+    for (int i = 0; i < n; i++) {
+        if (!json) {
+            printf("%s: %ld events, %ld scalars in %s\n", runs[i].id, runs[i].events,
+                   runs[i].scalars, runs[i].file);
+            continue;
+        }
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "id", runs[i].id);
+        cJSON_AddStringToObject(r, "run", runs[i].name);
+        cJSON_AddStringToObject(r, "file", runs[i].file);
+        cJSON_AddNumberToObject(r, "events", (double)runs[i].events);
+        cJSON_AddNumberToObject(r, "scalars", (double)runs[i].scalars);
+        cJSON_AddItemToArray(list, r);
+    }
+    if (o) {
+        cJSON_AddStringToObject(o, "dir", dir);
+        print_json(o);
+        cJSON_Delete(o);
+    }
+}
+
+int cmd_tensorboard(const command *cmd, int argc, char **argv)
+{
+    PARSE("jfo", 1, ARGS_MAX_POS);
+    if (!a.out || !*a.out)
+        return usage_error(cmd, "-o DIR is required", "");
+    tb_run *runs = calloc((size_t)a.npos, sizeof *runs);
+    if (!runs)
+        return fail("out of memory");
+    for (int i = 0; i < a.npos; i++)
+        runs[i] = (tb_run){.id = a.pos[i], .fd = -1};
+    conn c;
+    int opened = conn_open(&c) == 0, rc = opened ? 0 : -1;
+    /* Every job's status first: an unknown one creates nothing. */
+    for (int i = 0; i < a.npos && rc == 0; i++)
+        rc = run_lookup(&c, a.out, &runs[i]);
+    for (int i = 0; i < a.npos && rc == 0; i++)
+        rc = run_open(&runs[i]);
+    for (int left = a.npos; rc == 0 && left > 0;) {
+        left = 0;
+        for (int i = 0; i < a.npos && rc == 0; i++)
+            if (!runs[i].ended) {
+                rc = run_round(&c, &runs[i]);
+                left += !runs[i].ended;
+            }
+        if (!a.follow || left == 0)
+            break;
+        nanosleep(&(struct timespec){.tv_sec = TB_POLL_MS / 1000,
+                                     .tv_nsec = TB_POLL_MS % 1000 * 1000000L},
+                  NULL);
+    }
+    if (opened)
+        conn_close(&c);
+    for (int i = 0; i < a.npos; i++) {
+        if (runs[i].fd >= 0 && close(runs[i].fd) != 0 && rc == 0) {
+            fail("cannot write %s: %s", runs[i].file, strerror(errno));
+            rc = -1;
+        }
+        /* A command that failed before a run's first write leaves no empty
+         * file behind to block the next try. */
+        if (runs[i].fd >= 0 && rc != 0 && !runs[i].written)
+            unlink(runs[i].file);
+        bytebuf_free(&runs[i].pending);
+        free(runs[i].sc);
+    }
+    if (rc == 0)
+        report(a.out, runs, a.npos, a.json);
+    free(runs);
+    return rc == 0 ? EXIT_OK : EXIT_FAIL;
+}
