@@ -174,11 +174,12 @@ int comm_barrier(comm *c, int rank, const char *what)
 /* With replicas in other processes: rank 0 turns this process's part into
  * a sum, adds up the processes' sums (net->sum_*) and divides by every
  * replica there is, while the others wait at the barrier that follows. The
- * watchdog leaves that wait to the net's own deadline (net_busy). */
+ * watchdog leaves that wait to the net's own deadline while any replica is
+ * in a net operation (net_busy counts them; peer requests enter too). */
 void comm_net_enter(comm *c, int busy)
 {
     pthread_mutex_lock(&c->lock);
-    c->net_busy = busy;
+    c->net_busy += busy ? 1 : -1;
     pthread_mutex_unlock(&c->lock);
 }
 

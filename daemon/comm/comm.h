@@ -102,7 +102,7 @@ typedef struct comm {
     const float **everyone;     /* ... and the job's view of it, by replica number */
     double *rows;               /* comm_shared_rows' block, nrows x the job's replicas */
     int nrows;
-    int net_busy;               /* rank 0 is in a cross-process sum (its own deadline) */
+    int net_busy;               /* replicas in a net sum or peer request (own deadline) */
     double net_value[2];        /* the cross-process result of comm_any / comm_mean_double */
 } comm;
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm_impl.h"
 #include "comm_peer_impl.h"
 
 enum peer_op { OP_FETCH = 1, OP_PAIR, OP_PUSH, OP_CENTRE };
@@ -168,7 +169,9 @@ static peer_wire *ask(comm_peer *p, int rank, int peer, int op, backend_ctx *ctx
     *q = (peer_wire){.op = op, .peer = peer, .a = a};
     if (x)
         backend_download(ctx, wire_x(q), x, p->len * sizeof(float));
+    comm_net_enter(c, 1); /* the call's own deadline names the rank that did not answer */
     long got = c->net->call(c->net, c, rank, peer, q, len, w, wire_bytes(p));
+    comm_net_enter(c, 0);
     free(q);
     if (got < 0) {
         free(w);

@@ -1,10 +1,12 @@
 /* mpi_net.h: a job's communicators and the comm_net over them (docs/mpi.md).
  *
- * The job gets two communicators over its ranks (MPI_Comm_create_group): one
- * for its collectives, one for failure notices and arrival notes. A job that
- * ends early can leave a collective pending that MPI has no way to cancel; its
- * communicators are then abandoned, never freed, so the next job's
- * collectives cannot match the stale ones. */
+ * The job gets three communicators over its ranks (MPI_Comm_create_group):
+ * one for its collectives, one for failure notices, arrival notes and pings,
+ * one for peer requests. A job that ends early can leave a collective pending
+ * that MPI has no way to cancel: the collectives run on the job's staging
+ * buffer, which then goes with the request to mpi_pending (kept until MPI
+ * completes it), and the communicators are abandoned, never freed, so the
+ * next job's collectives cannot match the stale ones. */
 #include "mpi_net.h"
 
 #include <stdarg.h>
@@ -13,7 +15,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "mpi_pending.h"
+
 enum { WHY_MAX = 512 };
+/* How long a rank that timed out waits for the others to answer its ping. */
+#define PING_S 1.0
 
 int mpi_net_thread_multiple;
 
@@ -59,12 +65,44 @@ int mpi_net_wait_until(int n, MPI_Request *reqs, double deadline)
     }
 }
 
+/* The empty message `tag` from any rank, taken (matched probe and receive:
+ * the leader and the answering thread may both look, and each message
+ * reaches one of them): its sender's job rank, or -1 when none is waiting. */
+static int take_empty(mpi_job *mj, int tag)
+{
+    static char none;
+    int flag = 0;
+    MPI_Status st;
+    MPI_Message msg;
+    if (MPI_Improbe(MPI_ANY_SOURCE, tag, mj->notice, &flag, &msg, &st) != MPI_SUCCESS || !flag ||
+        MPI_Mrecv(&none, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return -1;
+    return st.MPI_SOURCE;
+}
+
+/* An empty message to the job's rank j, left to MPI (static memory). */
+static void send_empty(mpi_job *mj, int j, int tag)
+{
+    static char none;
+    MPI_Request req;
+    if (MPI_Isend(&none, 0, MPI_BYTE, j, tag, mj->notice, &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+}
+
+/* A rank that timed out asks who is still there: every rank polling a
+ * cross-rank wait answers at once. */
+static void answer_pings(mpi_job *mj)
+{
+    for (int from; (from = take_empty(mj, TAG_PING)) >= 0;)
+        send_empty(mj, from, TAG_PONG);
+}
+
 /* Replicas first..last of the job's rank j, in a message. */
-static long first_replica(const mpi_job *mj, int j);
 
 static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
 {
-    int first = (int)first_replica(mj, j), last = (int)first_replica(mj, j + 1) - 1;
+    int first = (int)mpi_net_first_replica(mj, j);
+    int last = (int)mpi_net_first_replica(mj, j + 1) - 1;
     snprintf(out, len, first == last ? "replica %d" : "replicas %d..%d", first, last);
 }
 
@@ -74,35 +112,25 @@ static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
  * only say that it waited. */
 static void announce(mpi_job *mj)
 {
-    static char none;
     mj->entered++;
-    for (int j = 0; j < mj->nranks; j++) {
-        MPI_Request req;
-        if (j != mj->me &&
-            MPI_Isend(&none, 0, MPI_BYTE, j, TAG_ARRIVE, mj->notice, &req) == MPI_SUCCESS)
-            MPI_Request_free(&req); /* empty: completes without us */
-    }
+    for (int j = 0; j < mj->nranks; j++)
+        if (j != mj->me)
+            send_empty(mj, j, TAG_ARRIVE);
 }
 
 static void take_arrivals(mpi_job *mj)
 {
-    int flag = 0;
-    MPI_Status st;
-    char none;
-    while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVE, mj->notice, &flag, &st) == MPI_SUCCESS && flag &&
-           MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, TAG_ARRIVE, mj->notice,
-                    MPI_STATUS_IGNORE) == MPI_SUCCESS)
-        mj->arrived[st.MPI_SOURCE]++;
+    for (int from; (from = take_empty(mj, TAG_ARRIVE)) >= 0;)
+        mj->arrived[from]++;
 }
 
-/* "rank 1 (replicas 2..3)", for each rank that has not begun our sum yet. */
-static void missing_ranks(mpi_job *mj, char *out, size_t len)
+/* "rank 1 (replicas 2..3)", for each job rank j with !ok[j]. */
+static void name_ranks(const mpi_job *mj, const int *ok, char *out, size_t len)
 {
     size_t at = 0;
     out[0] = '\0';
-    take_arrivals(mj);
     for (int j = 0; j < mj->nranks && at < len; j++) {
-        if (j == mj->me || mj->arrived[j] >= mj->entered)
+        if (ok[j])
             continue;
         char reps[64];
         replicas_of(mj, j, reps, sizeof reps);
@@ -111,13 +139,73 @@ static void missing_ranks(mpi_job *mj, char *out, size_t len)
     }
 }
 
-/* Matched probe and receive: the leader and the answering thread may both
- * look for notices, and each notice reaches one of them. */
+/* The ranks that have not begun our sum yet. */
+static void missing_ranks(mpi_job *mj, char *out, size_t len)
+{
+    int began[mj->nranks];
+    take_arrivals(mj);
+    for (int j = 0; j < mj->nranks; j++)
+        began[j] = j == mj->me || mj->arrived[j] >= mj->entered;
+    name_ranks(mj, began, out, len);
+}
+
+/* Every rank began the sum, yet it did not complete: the ranks that do not
+ * answer a ping within PING_S (stopped, or cut off: a rank waiting in the
+ * sum polls, and answers at once). */
+static void silent_ranks(mpi_job *mj, char *out, size_t len)
+{
+    int answered[mj->nranks], left = mj->nranks - 1;
+    for (int j = 0; j < mj->nranks; j++) {
+        answered[j] = j == mj->me;
+        if (j != mj->me)
+            send_empty(mj, j, TAG_PING);
+    }
+    double until = comm_now_s() + PING_S;
+    while (left > 0 && comm_now_s() < until) {
+        answer_pings(mj);
+        int from = take_empty(mj, TAG_PONG);
+        if (from >= 0 && !answered[from])
+            answered[from] = 1, left--;
+        else if (from < 0)
+            mpi_net_nap(1000000);
+    }
+    name_ranks(mj, answered, out, len);
+}
+
+/* The job gave up on *req, which MPI may still complete into the staging
+ * buffer: both go to mpi_pending, the job's communicators are abandoned. */
+static int give_up(mpi_job *mj, MPI_Request *req)
+{
+    mpi_pending_keep(req, 1, mj->stage);
+    mj->stage = NULL;
+    mj->stage_cap = 0;
+    __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
+    return -1;
+}
+
+/* The staging buffer, at least `bytes` long (no collective is pending on it:
+ * the leader runs one at a time). NULL with the comm aborted. */
+static void *staging(mpi_job *mj, comm *c, size_t bytes)
+{
+    if (mj->stage_cap < bytes) {
+        free(mj->stage);
+        mj->stage_cap = 0;
+        if (!(mj->stage = malloc(bytes))) {
+            comm_abort(c, "MPI rank %d: out of memory for a %zu-byte cross-rank buffer",
+                       mpi_node_rank(), bytes);
+            return NULL;
+        }
+        mj->stage_cap = bytes;
+    }
+    return mj->stage;
+}
+
 int mpi_net_take_notice(mpi_job *mj, comm *c)
 {
     int flag = 0, len = 0;
     MPI_Status st;
     MPI_Message msg;
+    answer_pings(mj);
     if (MPI_Improbe(MPI_ANY_SOURCE, TAG_FAIL, mj->notice, &flag, &msg, &st) != MPI_SUCCESS ||
         !flag)
         return 0;
@@ -144,30 +232,33 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
             mpi_message(rc, msg, sizeof msg);
             comm_abort(c, "MPI rank %d: the %s across ranks failed: %s", mpi_node_rank(), what,
                        msg);
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
-            return -1;
+            return give_up(mj, req);
         }
         if (done)
             return 0;
-        if (mpi_net_take_notice(mj, c) || comm_aborted(c)) {
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
-            return -1;
-        }
+        if (mpi_net_take_notice(mj, c) || comm_aborted(c))
+            return give_up(mj, req);
         if (comm_now_s() > deadline) {
-            char who[WHY_MAX / 2];
+            char who[WHY_MAX / 2], silent[WHY_MAX / 2] = "";
             missing_ranks(mj, who, sizeof who);
+            if (!who[0])
+                silent_ranks(mj, silent, sizeof silent);
             if (who[0])
                 comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
                            "within comm.timeout_s = %g s: %s never began it (stuck, hung, or "
                            "its network is lost)", mpi_node_rank(), what, mj->nranks,
                            mj->net.timeout_s, who);
+            else if (silent[0])
+                comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
+                           "within comm.timeout_s = %g s: %s began it, then did not answer "
+                           "within %g s (stopped, or its network is lost)", mpi_node_rank(),
+                           what, mj->nranks, mj->net.timeout_s, silent, PING_S);
             else
                 comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
-                           "within comm.timeout_s = %g s although every rank began it: the "
-                           "network between them stalls", mpi_node_rank(), what, mj->nranks,
-                           mj->net.timeout_s);
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
-            return -1;
+                           "within comm.timeout_s = %g s although every rank began it and "
+                           "answers: the network between them stalls", mpi_node_rank(), what,
+                           mj->nranks, mj->net.timeout_s);
+            return give_up(mj, req);
         }
         /* Open MPI progresses only inside MPI calls: test often at first
          * (a large vector moves in many pieces), then let the core go, which
@@ -195,13 +286,17 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
 {
     mpi_job *mj = net->user;
     double t0 = comm_now_s();
+    float *stage = staging(mj, c, len * sizeof *buf);
+    if (!stage)
+        return -1;
+    memcpy(stage, buf, len * sizeof *buf);
     announce(mj);
     /* MPI counts are ints: large vectors go in pieces. */
     for (size_t at = 0; at < len; at += (size_t)1 << 30) {
         size_t n = len - at < (size_t)1 << 30 ? len - at : (size_t)1 << 30;
         MPI_Request req;
-        if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)n, MPI_FLOAT, MPI_SUM,
-                                              mj->coll, &req) != MPI_SUCCESS) {
+        if (comm_aborted(c) || MPI_Iallreduce(MPI_IN_PLACE, stage + at, (int)n, MPI_FLOAT,
+                                              MPI_SUM, mj->coll, &req) != MPI_SUCCESS) {
             comm_abort(c, "MPI rank %d: could not start the all-reduce across ranks",
                        mpi_node_rank());
             return -1;
@@ -209,6 +304,7 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
         if (net_wait(mj, c, &req, "all-reduce") != 0)
             return -1;
     }
+    memcpy(buf, stage, len * sizeof *buf);
     take_arrivals(mj);
     mj->nsums++;
     mj->floats += (double)len;
@@ -216,13 +312,16 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
     return 0;
 }
 
-/* The job's rank j holds replicas first_replica(j) .. first_replica(j + 1) - 1. */
-static long first_replica(const mpi_job *mj, int j) { return (long)mj->replicas * j / mj->nranks; }
+long mpi_net_first_replica(const mpi_job *mj, int j)
+{
+    return (long)mj->replicas * j / mj->nranks;
+}
 
-/* Every replica's len values of `type` into all (by replica number), in
- * place: the job's rank j sends those of its own replicas. */
+/* Every replica's len values of `type` (`size` bytes each) into all (by
+ * replica number), in place: the job's rank j sends those of its own
+ * replicas. */
 static int net_gather(mpi_job *mj, comm *c, void *all, size_t len, MPI_Datatype type,
-                      const char *what)
+                      size_t size, const char *what)
 {
     if ((double)mj->replicas * (double)len > (double)INT32_MAX) {
         comm_abort(c, "MPI rank %d: an exchange of %d vectors of %zu values is more than MPI's "
@@ -231,22 +330,31 @@ static int net_gather(mpi_job *mj, comm *c, void *all, size_t len, MPI_Datatype 
     }
     int counts[mj->nranks], displs[mj->nranks];
     for (int j = 0; j < mj->nranks; j++) {
-        displs[j] = (int)(first_replica(mj, j) * (long)len);
-        counts[j] = (int)((first_replica(mj, j + 1) - first_replica(mj, j)) * (long)len);
+        long first = mpi_net_first_replica(mj, j), next = mpi_net_first_replica(mj, j + 1);
+        displs[j] = (int)(first * (long)len);
+        counts[j] = (int)((next - first) * (long)len);
     }
+    size_t bytes = (size_t)mj->replicas * len * size, mine = (size_t)displs[mj->me] * size;
+    char *stage = staging(mj, c, bytes);
+    if (!stage)
+        return -1;
+    memcpy(stage + mine, (char *)all + mine, (size_t)counts[mj->me] * size);
     MPI_Request req;
     announce(mj);
     int started = !comm_aborted(c) &&
-                  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, type,
+                  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage, counts, displs, type,
                                   mj->coll, &req) == MPI_SUCCESS;
-    return net_finish(mj, c, started, &req, what);
+    if (net_finish(mj, c, started, &req, what) != 0)
+        return -1;
+    memcpy(all, stage, bytes);
+    return 0;
 }
 
 static int net_gather_floats(const comm_net *net, comm *c, float *all, size_t len)
 {
     mpi_job *mj = net->user;
     double t0 = comm_now_s();
-    if (net_gather(mj, c, all, len, MPI_FLOAT, "exchange") != 0)
+    if (net_gather(mj, c, all, len, MPI_FLOAT, sizeof *all, "exchange") != 0)
         return -1;
     mj->ngathers++;
     mj->floats += (double)mj->replicas * (double)len;
@@ -258,7 +366,7 @@ static int net_gather_doubles(const comm_net *net, comm *c, double *all)
 {
     mpi_job *mj = net->user;
     double t0 = comm_now_s();
-    int rc = net_gather(mj, c, all, 1, MPI_DOUBLE, "exchange of shared numbers");
+    int rc = net_gather(mj, c, all, 1, MPI_DOUBLE, sizeof *all, "exchange of shared numbers");
     mj->in_sums_s += comm_now_s() - t0;
     return rc;
 }
@@ -267,12 +375,17 @@ static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
 {
     mpi_job *mj = net->user;
     double t0 = comm_now_s();
+    double *stage = staging(mj, c, (size_t)len * sizeof *buf);
+    if (!stage)
+        return -1;
+    memcpy(stage, buf, (size_t)len * sizeof *buf);
     MPI_Request req;
     announce(mj);
-    int started = !comm_aborted(c) && MPI_Iallreduce(MPI_IN_PLACE, buf, len, MPI_DOUBLE, MPI_SUM,
-                                                     mj->coll, &req) == MPI_SUCCESS;
+    int started = !comm_aborted(c) && MPI_Iallreduce(MPI_IN_PLACE, stage, len, MPI_DOUBLE,
+                                                     MPI_SUM, mj->coll, &req) == MPI_SUCCESS;
     if (net_finish(mj, c, started, &req, "agreement") != 0)
         return -1;
+    memcpy(buf, stage, (size_t)len * sizeof *buf);
     mj->nagree++;
     mj->in_sums_s += comm_now_s() - t0;
     return 0;
@@ -281,21 +394,35 @@ static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
 static int net_gather_int(const comm_net *net, comm *c, int mine, int *all)
 {
     mpi_job *mj = net->user;
+    int *stage = staging(mj, c, (size_t)(mj->nranks + 1) * sizeof *all);
+    if (!stage)
+        return -1;
+    stage[0] = mine;
     MPI_Request req;
     announce(mj);
-    int started = !comm_aborted(c) && MPI_Iallgather(&mine, 1, MPI_INT, all, 1, MPI_INT,
+    int started = !comm_aborted(c) && MPI_Iallgather(stage, 1, MPI_INT, stage + 1, 1, MPI_INT,
                                                      mj->coll, &req) == MPI_SUCCESS;
-    return net_finish(mj, c, started, &req, "GPU count");
+    if (net_finish(mj, c, started, &req, "GPU count") != 0)
+        return -1;
+    memcpy(all, stage + 1, (size_t)mj->nranks * sizeof *all);
+    return 0;
 }
 
 static int net_bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
 {
     mpi_job *mj = net->user;
+    char *stage = staging(mj, c, (size_t)len);
+    if (!stage)
+        return -1;
+    memcpy(stage, buf, (size_t)len);
     MPI_Request req;
     announce(mj);
     int started = !comm_aborted(c) &&
-                  MPI_Ibcast(buf, len, MPI_BYTE, 0, mj->coll, &req) == MPI_SUCCESS;
-    return net_finish(mj, c, started, &req, "NCCL id's broadcast");
+                  MPI_Ibcast(stage, len, MPI_BYTE, 0, mj->coll, &req) == MPI_SUCCESS;
+    if (net_finish(mj, c, started, &req, "broadcast") != 0)
+        return -1;
+    memcpy(buf, stage, (size_t)len);
+    return 0;
 }
 
 /* Tell every other rank, without waiting long on any: a dead or stuck one
@@ -306,17 +433,25 @@ static void net_fail(const comm_net *net, const char *reason)
     if (mj->failed_sent++)
         return;
     __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
+    /* The sends read a copy the node keeps while one is pending. */
     int len = (int)strnlen(reason, WHY_MAX - 1);
+    char *copy = malloc((size_t)len + 1);
+    if (!copy) {
+        mpi_net_log("out of memory telling the other ranks: %s", reason);
+        return;
+    }
+    memcpy(copy, reason, (size_t)len);
+    copy[len] = '\0';
     MPI_Request reqs[mj->nranks];
     int n = 0;
     for (int j = 0; j < mj->nranks; j++)
         if (j != mj->me &&
-            MPI_Isend(reason, len, MPI_CHAR, j, TAG_FAIL, mj->notice, &reqs[n]) == MPI_SUCCESS)
+            MPI_Isend(copy, len, MPI_CHAR, j, TAG_FAIL, mj->notice, &reqs[n]) == MPI_SUCCESS)
             n++;
     if (mpi_net_wait_until(n, reqs, comm_now_s() + 2.0) != 0)
-        for (int i = 0; i < n; i++)
-            if (reqs[i] != MPI_REQUEST_NULL)
-                MPI_Request_free(&reqs[i]);
+        mpi_pending_keep(reqs, n, copy);
+    else
+        free(copy);
 }
 
 mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen)
@@ -379,11 +514,14 @@ void mpi_job_end(mpi_job *mj)
     }
     if (mj->asked + mj->answered > 0)
         mpi_net_log("job peers: %ld requests sent, %ld answered", mj->asked, mj->answered);
-    if (!__atomic_load_n(&mj->broken, __ATOMIC_RELAXED) && mj->nranks > 1) {
-        MPI_Comm_free(&mj->coll);
-        MPI_Comm_free(&mj->notice);
-        MPI_Comm_free(&mj->peer);
-    }
+    if (!__atomic_load_n(&mj->broken, __ATOMIC_RELAXED) && mj->nranks > 1 &&
+        (MPI_Comm_free(&mj->coll) != MPI_SUCCESS || MPI_Comm_free(&mj->notice) != MPI_SUCCESS ||
+         MPI_Comm_free(&mj->peer) != MPI_SUCCESS))
+        mpi_net_log("could not free a job's communicators");
+    int left = mpi_pending_drain();
+    if (left > 0)
+        mpi_net_log("%d MPI operations of failed jobs still pending (their memory kept)", left);
+    free(mj->stage); /* nothing pending on it: give_up took it otherwise */
     free(mj->world);
     free(mj->arrived);
     free(mj);
@@ -394,7 +532,7 @@ int mpi_job_nranks(const mpi_job *mj) { return mj->nranks; }
 int mpi_net_rank_of(const mpi_job *mj, int replica)
 {
     int j = 0;
-    while (j + 1 < mj->nranks && first_replica(mj, j + 1) <= replica)
+    while (j + 1 < mj->nranks && mpi_net_first_replica(mj, j + 1) <= replica)
         j++;
     return j;
 }

@@ -18,8 +18,8 @@
  * (TAG_GROUP + 3 * (job number % 10000), + 1, + 2). FAIL and ARRIVE go on a
  * job's notice communicator; on its peer communicator a request from the
  * asking process's rank r has tag TAG_ASK + r and its answer TAG_ANSWER + r. */
-enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5, TAG_GROUP = 1000,
-       TAG_ASK = 100, TAG_ANSWER = 300 };
+enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5, TAG_PING = 6,
+       TAG_PONG = 7, TAG_GROUP = 1000, TAG_ASK = 100, TAG_ANSWER = 300 };
 
 /* MPI_Init_thread gave MPI_THREAD_MULTIPLE (peer requests need it). */
 extern int mpi_net_thread_multiple;
@@ -36,6 +36,10 @@ struct mpi_job {
     long *arrived;           /* per job rank: the sums it said it began */
     long nsums, ngathers, nagree; /* what the syncs cost, logged at the end */
     double floats, in_sums_s, t_ready;
+    /* The leader's collectives read and write this buffer, the net's own,
+     * never the caller's: one left pending goes to mpi_pending with it. */
+    void *stage;
+    size_t stage_cap;
     comm_net net;
     /* The thread answering peer requests (mpi_net_serve.c), between the
      * net's serve and unserve. */
@@ -60,8 +64,11 @@ void mpi_net_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mpi_net_nap(long ns);
 
 /* A notice from a rank whose part of the job ended: abort c with it. 1 if
- * one came. Any thread. */
+ * one came. Answers other ranks' pings meanwhile. Any thread. */
 int mpi_net_take_notice(mpi_job *mj, comm *c);
+
+/* The job's rank j holds replicas first_replica(j) .. first_replica(j + 1) - 1. */
+long mpi_net_first_replica(const mpi_job *mj, int j);
 
 /* The job rank that holds replica `replica`. */
 int mpi_net_rank_of(const mpi_job *mj, int replica);

@@ -11,8 +11,8 @@
  * the pass.
  *
  * A request or an answer left pending (the comm aborted, the deadline
- * passed) keeps its buffer: MPI may still read or write it, so it is never
- * freed, and the job's communicators are abandoned (mj->broken). */
+ * passed) goes with its buffer to mpi_pending, which frees the buffer once
+ * MPI completes it, and the job's communicators are abandoned (mj->broken). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,65 +20,70 @@
 
 #include "comm_peer.h"
 #include "mpi_net.h"
+#include "mpi_pending.h"
+
+/* A call gave up on its request and answer: they keep their buffer `mem`. */
+static long give_up_call(mpi_job *mj, MPI_Request *reqs, int n, void *mem)
+{
+    __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
+    mpi_pending_keep(reqs, n, mem);
+    return -1;
+}
 
 long mpi_net_call(const comm_net *net, comm *c, int rank, int peer, const void *req, size_t len,
                   void *reply, size_t cap)
 {
     mpi_job *mj = net->user;
     int to = mpi_net_rank_of(mj, peer);
-    void *out = malloc(len ? len : 1), *in = malloc(cap ? cap : 1);
-    if (!out || !in || len > INT32_MAX || cap > INT32_MAX || rank >= PEER_MAX) {
-        free(out);
-        free(in);
+    /* The request, then room for the answer: one buffer that MPI reads and
+     * writes, kept for it if this call gives up. */
+    char *mem = len + cap <= INT32_MAX && rank < PEER_MAX ? malloc(len + cap + 1) : NULL;
+    if (!mem) {
         comm_abort(c, "MPI rank %d: cannot send a peer request of %zu bytes", mpi_node_rank(),
                    len);
         return -1;
     }
+    char *out = mem, *in = mem + len;
     memcpy(out, req, len);
-    MPI_Request reqs[2];
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Status st[2];
     if (MPI_Irecv(in, (int)cap, MPI_BYTE, to, TAG_ANSWER + rank, mj->peer, &reqs[0]) !=
             MPI_SUCCESS ||
         MPI_Isend(out, (int)len, MPI_BYTE, to, TAG_ASK + rank, mj->peer, &reqs[1]) !=
             MPI_SUCCESS) {
-        __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
         comm_abort(c, "MPI rank %d: could not send a peer request to rank %d", mpi_node_rank(),
                    mj->world[to]);
-        return -1;
+        return give_up_call(mj, reqs, 2, mem);
     }
     double deadline = comm_now_s() + net->timeout_s;
     for (long spins = 0;; spins++) {
         int done = 0;
         if (MPI_Testall(2, reqs, &done, st) != MPI_SUCCESS) {
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             comm_abort(c, "MPI rank %d: a peer request to rank %d failed", mpi_node_rank(),
                        mj->world[to]);
-            return -1;
+            return give_up_call(mj, reqs, 2, mem);
         }
         if (done)
             break;
-        if (mpi_net_take_notice(mj, c) || comm_aborted(c)) {
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
-            return -1;
-        }
+        if (mpi_net_take_notice(mj, c) || comm_aborted(c))
+            return give_up_call(mj, reqs, 2, mem);
         if (comm_now_s() > deadline) {
-            __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
             comm_abort(c, "MPI rank %d: replica %d's rank %d did not answer replica %d's peer "
                        "request within comm.timeout_s = %g s (stuck, hung, or its network is "
                        "lost)", mpi_node_rank(), peer, mj->world[to], c->first + rank,
                        net->timeout_s);
-            return -1;
+            return give_up_call(mj, reqs, 2, mem);
         }
         if (spins > 100)
             mpi_net_nap(20000);
     }
     int got = 0;
-    MPI_Get_count(&st[0], MPI_BYTE, &got);
+    if (MPI_Get_count(&st[0], MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED)
+        got = 0;
     __atomic_add_fetch(&mj->asked, 1, __ATOMIC_RELAXED);
     if (got > 0)
         memcpy(reply, in, (size_t)got);
-    free(out);
-    free(in);
+    free(mem);
     return got;
 }
 
@@ -87,12 +92,27 @@ long mpi_net_call(const comm_net *net, comm *c, int rank, int peer, const void *
 static void *answer_one(mpi_job *mj, MPI_Message *msg, const MPI_Status *st, void *out)
 {
     int len = 0;
-    MPI_Get_count(st, MPI_BYTE, &len);
+    if (MPI_Get_count(st, MPI_BYTE, &len) != MPI_SUCCESS || len == MPI_UNDEFINED)
+        len = 0;
     void *in = malloc(len > 0 ? (size_t)len : 1);
-    if (!in || MPI_Mrecv(in, len, MPI_BYTE, msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    MPI_Request recv;
+    if (!in || MPI_Imrecv(in, len, MPI_BYTE, msg, &recv) != MPI_SUCCESS) {
         free(in);
         comm_abort(mj->served, "MPI rank %d: could not receive a peer request",
                    mpi_node_rank());
+        return out;
+    }
+    /* A large request comes after its header: an asker stopped or cut off
+     * meanwhile must not hold this thread (unserve joins it). */
+    int rc = mpi_net_wait_until(1, &recv, comm_now_s() + mj->net.timeout_s);
+    if (rc != 0) {
+        __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
+        mpi_pending_keep(&recv, 1, in);
+        comm_abort(mj->served, "MPI rank %d: rank %d's replica %ld sent a peer request that "
+                   "did not arrive whole %s", mpi_node_rank(), mj->world[st->MPI_SOURCE],
+                   mpi_net_first_replica(mj, st->MPI_SOURCE) + st->MPI_TAG - TAG_ASK,
+                   rc > 0 ? "within comm.timeout_s (stopped, or its network is lost)"
+                          : "(an MPI error)");
         return out;
     }
     /* Answers meet receives posted before their requests: whatever is
@@ -116,7 +136,7 @@ static void *answer_one(mpi_job *mj, MPI_Message *msg, const MPI_Status *st, voi
      * unless it gave up or its rank is gone. */
     if (mpi_net_wait_until(1, &req, comm_now_s() + mj->net.timeout_s) != 0) {
         __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
-        MPI_Request_free(&req);
+        mpi_pending_keep(&req, 1, out);
         return malloc(mj->max_bytes);
     }
     return out;

@@ -10,8 +10,9 @@
 #      job left pending complete later into buffers that are still the
 #      net's (docs/mpi.md, "Operations a failed job leaves pending"), not
 #      into freed memory;
-#   4. SIGTERM ends the MPI job cleanly (status 0), nothing in any rank's
-#      stderr says heap corruption or a sanitizer report.
+#   4. SIGTERM ends the MPI job cleanly (every rank stops, no signal), and
+#      nothing in any rank's stderr says heap corruption or a sanitizer
+#      report.
 # Skipped without mpirun or an MPI build.
 . "$(dirname "$0")/lib.sh"
 mpi_setup
@@ -43,7 +44,9 @@ stall() {
     [ "$WAIT_RC" = 1 ] || fail "job $id did not fail with rank 1 stopped (parlectl wait: $WAIT_RC)"
     echo "job $id failed after $WAIT_S s: $(error_of "$id")"
     within "$WAIT_S" $((T + MARGIN)) || fail "job $id took $WAIT_S s to fail (comm.timeout_s = $T)"
-    error_of "$id" | grep -q "rank 1 (replicas 2\.\.3)" ||
+    # A sum names the rank and its replicas; a peer request the replica
+    # asked, or the one whose request did not arrive.
+    error_of "$id" | grep -Eq "rank 1 \(replicas 2\.\.3\)|replica [23]'s rank 1 |rank 1's replica [23] " ||
         fail "job $id's error does not name rank 1 and its replicas: $(error_of "$id")"
     for _ in $(seq 300); do
         [ "$(grep -c "parled\[rank 1\]: job failed" "$TMP/parled.err")" -gt "$failed_before" ] &&
@@ -79,7 +82,9 @@ next_job "$TMP/adpsgd-short.json"
 
 kill -TERM "$DAEMON_PID"
 wait_exit 60 || fail "the MPI job did not end within 60 s of SIGTERM"
-[ "$EXIT_STATUS" = 0 ] || fail "mpirun exited with $EXIT_STATUS after SIGTERM"
-grep -q "parled\[rank 1\]: stopping" "$TMP/parled.err" || fail "rank 1 did not stop cleanly"
+# mpirun reports the forwarded SIGTERM as status 1; a signal would be 128 + N.
+[ "$EXIT_STATUS" -le 1 ] || fail "mpirun exited with $EXIT_STATUS after SIGTERM"
+grep -q "parled\[rank 1\]: stopping" "$TMP/parled.err" || fail "rank 1 did not stop"
+grep -q "parled: info: stopped" "$TMP/parled.err" || fail "rank 0 did not stop"
 sanitizer_clean
 echo PASS
