@@ -215,7 +215,11 @@ int mpi_net_take_notice(mpi_job *mj, comm *c)
         len = WHY_MAX - 1;
     MPI_Mrecv(why, WHY_MAX, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
     why[len] = '\0';
-    comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
+    /* A reason from the net already names its rank. */
+    if (strncmp(why, "MPI rank ", 9) == 0)
+        comm_abort(c, "%s", why);
+    else
+        comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
     return 1;
 }
 
