@@ -11,15 +11,16 @@
 #include "ctl.h"
 #include "plot_svg.h"
 
-/* One metrics line into pj: train loss and lr from progress lines, test
- * error from eval lines, all against data_passes. */
+/* One metrics line into pj: train loss and lr from progress lines, the
+ * master's test error and loss from eval lines, all against data_passes. */
 static int plot_line(void *ctx, const cJSON *m)
 {
     plot_job *pj = ctx;
     double x = num(m, "data_passes");
     int rc = 0;
     if (strcmp(str(m, "event"), "eval") == 0)
-        rc = plot_curve_add(&pj->c[PLOT_ERROR], x, num(m, "test_error"));
+        rc = plot_curve_add(&pj->c[PLOT_ERROR], x, num(m, "test_error")) |
+             plot_curve_add(&pj->c[PLOT_TEST_LOSS], x, num(m, "test_loss"));
     else if (strcmp(str(m, "event"), "progress") == 0)
         rc = plot_curve_add(&pj->c[PLOT_LOSS], x, num(m, "train_loss")) |
              plot_curve_add(&pj->c[PLOT_LR], x, num(m, "lr"));

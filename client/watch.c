@@ -70,7 +70,7 @@ static int show_event(progress *p, const cJSON *ev, const char **state)
         bar_draw(p, id, ev);
     } else if (strcmp(kind, "eval") == 0) {
         bar_clear(p);
-        printf("%s epoch %.0f/%.0f: test error %s, test loss %s\n", id, num(ev, "epoch"),
+        printf("%s epoch %.6g/%.0f: test error %s, test loss %s\n", id, num(ev, "epoch"),
                num(ev, "epochs"), fmt_percent(num(ev, "test_error"), a, sizeof(a)),
                fmt_num(num(ev, "test_loss"), "%.4f", b, sizeof(b)));
     } else if (strcmp(kind, "log") == 0) {

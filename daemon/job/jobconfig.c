@@ -114,6 +114,7 @@ static const field fields[] = {
     INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
     INT("checkpoint.keep", checkpoint.keep, 1, 1000),
     STR("eval.bn", eval.bn, bn_modes),
+    NUM("eval.every_passes", eval.every_passes, 0, 1e6, 0),
     INT("log_every", log_every, 1, INT_MAX),
 };
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))

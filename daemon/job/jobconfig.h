@@ -71,7 +71,10 @@ typedef struct job_config {
     bool deterministic;             /* GPU: deterministic algorithms only */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
-    struct { char bn[16]; } eval;   /* recompute, average, replica0 */
+    struct {
+        char bn[16];                /* recompute, average, replica0 */
+        double every_passes;        /* passes between evaluations; 0: a quarter of an epoch */
+    } eval;
     int log_every;                  /* steps between progress events */
 } job_config;
 

@@ -1,6 +1,7 @@
-/* The master, evaluated at every epoch end: the mean of the replicas (or the
- * rule's own master), copied into rank 0's evaluation model with the BN
- * statistics cfg->eval.bn names, then its test error and loss reported
+/* The master, evaluated at every epoch end and every eval.every_passes: the
+ * mean of the replicas (or the rule's own master), copied into rank 0's
+ * evaluation model with the BN statistics cfg->eval.bn names (read from the
+ * replicas, never written), then its test error and loss reported
  * (RUN_EV_EVAL) and handed to hooks->on_master. */
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +10,8 @@
 #include "parle.h"
 #include "runner_impl.h"
 
-int run_evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss)
+int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
+                        double train_loss)
 {
     const job_config *cfg = run->cfg;
     model *em = &run->eval_model;
@@ -61,7 +63,7 @@ int run_evaluate_master(job_run *run, replica *r, int epochs_done, long step, do
     }
     run->result.test_error = ev.test_error;
     run->result.test_loss = ev.test_loss;
-    run->result.epochs_done = epochs_done;
+    run->result.epochs_done = (int)epochs_done;
     ev.elapsed_s = now_s() - run->t_start;
     ev.compute_s = r->step_s;
     ev.sync_s = r->sync_s;

@@ -4,7 +4,7 @@
  * up (pinned to its share of the cores or on its GPU) and runs
  *   begin ; (batch, gradient, step) x S ; sync
  * per outer iteration of its coupling rule, the master evaluated at every
- * epoch end and a checkpoint taken where the job asks. Placement, the
+ * epoch end and every eval.every_passes, a checkpoint taken where the job asks. Placement, the
  * evaluation, checkpoints and the watchdog live in their own files. */
 #include "runner.h"
 
@@ -318,10 +318,13 @@ static void *replica_main(void *p)
             window_t0 = t;
         }
         int checkpointed = 0;
-        if (k % nb == 0) {
-            if (run_evaluate_master(run, &r, epoch + 1, step,
+        /* Where step crossed a multiple of eval_steps: a function of the step
+         * alone, so a resumed run evaluates where an uninterrupted one does. */
+        if ((k % nb == 0 || step / run->eval_steps > (step - S) / run->eval_steps) &&
+            run_evaluate_master(run, &r, (double)k / (double)nb, step,
                                 epoch_loss / (double)(epoch_steps ? epoch_steps : 1)) != 0)
-                goto out;
+            goto out;
+        if (k % nb == 0) {
             epoch_loss = 0.0;
             epoch_steps = 0;
             /* The last boundary needs none: the job is over. */
@@ -409,6 +412,13 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (S == RULE_STEPS_PER_PASS)
         run.outer_per_epoch = 1;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
+    /* By default four evaluations an epoch (its last at the epoch's end). */
+    long epoch_steps = run.outer_per_epoch * coupling_sync_steps(run.rule, cfg, run.batches_per_pass);
+    run.eval_steps = cfg->eval.every_passes > 0
+                         ? llround(cfg->eval.every_passes * (double)run.batches_per_pass)
+                         : epoch_steps / 4;
+    if (run.eval_steps < 1)
+        run.eval_steps = 1;
     /* comm_attach sizes the all-reduce buffer once the models are built. */
     if (comm_init(&run.comm, run.nlocal, 0, err, errlen) != 0)
         return -1;

@@ -19,7 +19,10 @@ enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG, RUN_EV_RESUME };
 
 typedef struct run_event {
     enum run_event_kind kind;
-    int epoch, epochs;          /* epoch in progress (from 0); after an eval, epochs done */
+    /* The epoch in progress (from 0); after an eval, the epochs done: a
+     * fraction for one within an epoch (eval.every_passes). */
+    double epoch;
+    int epochs;
     long step;                  /* gradient steps taken by replica 0 (minimum for async rules) */
     double data_passes;         /* gradient evaluations per replica / batches per pass */
     double train_loss;          /* mean mini-batch loss since the last event */
@@ -56,10 +59,11 @@ typedef struct run_hooks {
     const char *checkpoint_dir;
     /* If set, called on replica 0's thread after every evaluation with the
      * master (its tensor list; its weights and the BN statistics it was
-     * evaluated with, on the host) and the epochs done, e.g. to save it for
-     * export; `last` is 1 after the job's final evaluation. */
+     * evaluated with, on the host) and the epochs done (a fraction within an
+     * epoch), e.g. to save it for export; `last` is 1 after the job's final
+     * evaluation. */
     void (*on_master)(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last);
+                      double epochs_done, int last);
 } run_hooks;
 
 typedef struct run_result {

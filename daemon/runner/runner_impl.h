@@ -34,6 +34,8 @@ typedef struct job_run {
     long batches_per_pass;    /* the same, but 1 outer iteration an epoch for
                                  RULE_STEPS_PER_PASS rules, whose S is nb */
     long total_outer;
+    long eval_steps;          /* the master is evaluated where step crosses a multiple
+                                 of it (eval.every_passes), and at every epoch end */
     double t_start;
     model eval_model;         /* the master, evaluated on rank 0's thread, in its memory */
     float *master_params, *master_stats; /* its host copy for on_master */
@@ -82,8 +84,11 @@ int run_replicas_float(const job_run *run);
 /* evaluate.c */
 
 /* Every replica takes part (collectives); rank 0 evaluates the master.
- * Returns 0, or -1 when the comm was aborted or this replica failed. */
-int run_evaluate_master(job_run *run, replica *r, int epochs_done, long step, double train_loss);
+ * Nothing of a replica's state changes, so an evaluation more or less leaves
+ * the training as it was. Returns 0, or -1 when the comm was aborted or this
+ * replica failed. */
+int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
+                        double train_loss);
 
 /* run_checkpoint.c */
 

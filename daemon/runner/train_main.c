@@ -34,10 +34,10 @@ static void on_event(void *user, const run_event *ev)
         fprintf(stderr,
                 "epoch %d/%d step %ld passes %.2f loss %.4f lr %.4g gamma %.4g rho %.4g "
                 "%.0f img/s eta %.0fs\n",
-                ev->epoch + 1, ev->epochs, ev->step, ev->data_passes, ev->train_loss, ev->lr,
+                (int)ev->epoch + 1, ev->epochs, ev->step, ev->data_passes, ev->train_loss, ev->lr,
                 ev->gamma, ev->rho, ev->images_per_sec, ev->eta_s);
     else if (ev->kind == RUN_EV_EVAL)
-        fprintf(stderr, "epoch %d/%d done: test error %.2f%% test loss %.4f (%s, %.1fs, "
+        fprintf(stderr, "epoch %.6g/%d done: test error %.2f%% test loss %.4f (%s, %.1fs, "
                 "steps %.2fs, sync %.2fs, loader wait %.2fs)\n",
                 ev->epoch, ev->epochs, 100.0 * ev->test_error, ev->test_loss, ev->message,
                 ev->elapsed_s, ev->compute_s, ev->sync_s, ev->wait_s);

@@ -80,12 +80,12 @@ static void wait_for_loop(job *j)
 
 /* On the replica thread that evaluated the master: save it for `export`. */
 static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      int epochs_done, int last)
+                      double epochs_done, int last)
 {
     job *j = user;
     char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
     job_file_path(j, "master.safetensors", path, sizeof(path));
-    snprintf(epoch, sizeof(epoch), "%d", epochs_done);
+    snprintf(epoch, sizeof(epoch), "%.6g", epochs_done);
     snprintf(epochs, sizeof(epochs), "%d", j->cfg.epochs);
     snprintf(replicas, sizeof(replicas), "%d", j->cfg.algorithm.replicas);
     snprintf(terr, sizeof(terr), "%.17g", j->master_test_error);
@@ -99,7 +99,7 @@ static void on_master(void *user, const model *master, const float *params, cons
     };
     if (safetensors_write(path, master, params, stats, meta,
                           (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
-        post_log(j, "could not save the master of epoch %d for export: %s", epochs_done, err);
+        post_log(j, "could not save the master of epoch %.6g for export: %s", epochs_done, err);
     wait_for_loop(j);
 }
 

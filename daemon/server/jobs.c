@@ -236,7 +236,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         add_num_or_null(e, "test_loss", ev->test_loss);
         add_num_or_null(e, "train_error", ev->train_error);
         add_num_or_null(e, "dist_to_master", ev->dist_to_master);
-        job_log(j, "epoch %d/%d: test error %.2f%%, test loss %.4f, train loss %.4f", ev->epoch,
+        job_log(j, "epoch %.6g/%d: test error %.2f%%, test loss %.4f, train loss %.4f", ev->epoch,
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);
     }
     job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
@@ -280,12 +280,12 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);
     } else if (p->result.stopped && j->cancel_requested) {
-        job_log(j, "cancelled at epoch %d, step %ld", j->last.epoch, j->last.step);
+        job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
     } else if (p->result.stopped) {
         /* Stopped by a daemon shutdown: status.json keeps "running" so the
          * next start resumes it from the checkpoint just taken. */
-        job_log(j, "stopped by the daemon's %s at epoch %d, step %ld: it resumes at the "
+        job_log(j, "stopped by the daemon's %s at epoch %.6g, step %ld: it resumes at the "
                 "next start", js->restarting ? "re-exec" : "shutdown", j->last.epoch,
                 j->last.step);
         write_status(j);

@@ -1,8 +1,10 @@
 #!/bin/bash
 # Bit-for-bit resume at the daemon level: a 2-replica Parle job stopped by
 # SIGTERM (a checkpoint mid-epoch) and resumed by the next parled ends with an
-# exported master identical to the same job run without a stop. Each replica
-# gets one core (parled is held to 2 cores where the machine has more).
+# exported master identical to the same job run without a stop, and with the
+# same evaluations (four an epoch: steps, epochs, test errors and losses).
+# Each replica gets one core (parled is held to 2 cores where the machine has
+# more).
 . "$(dirname "$0")/lib.sh"
 if [ "$(nproc)" -gt 2 ] && command -v taskset >/dev/null; then
     PARLED_WRAP="taskset -c 0,1"
@@ -43,6 +45,15 @@ step=$(resume_step "$id")
 grep -q "checkpoint at outer iteration [0-9]* (step $step) written" "$STATE/jobs/$id/log.txt" ||
     fail "the resume at step $step is not from the checkpoint the shutdown wrote"
 check_metrics "$STATE/jobs/$id/metrics.jsonl" 20 "$TMP/metrics.before" "$step"
+python3 -c '
+import json, sys
+def evals(path):
+    return [(r["step"], r["epoch"], r["test_error"], r["test_loss"])
+            for r in map(json.loads, open(path).read().splitlines()) if r["event"] == "eval"]
+ref, resumed = evals(sys.argv[1]), evals(sys.argv[2])
+assert len(ref) == 80 and resumed == ref, f"{len(ref)} evaluations; resumed {resumed[:6]}..."
+' "$TMP/state-ref/jobs/$ref/metrics.jsonl" "$STATE/jobs/$id/metrics.jsonl" ||
+    fail "the resumed job evaluated elsewhere or otherwise than the uninterrupted one"
 ctl export "$id" "$TMP/resumed.safetensors" >/dev/null || fail "export the resumed job"
 cmp "$TMP/ref.safetensors" "$TMP/resumed.safetensors" ||
     fail "the resumed job's master differs from the uninterrupted one's"

@@ -147,10 +147,10 @@ resume_step() {
 }
 
 # check_metrics FILE EPOCHS [BEFORE STEP]: the metrics history of a finished
-# job is whole: progress steps strictly increase, as do eval steps, one eval
-# per epoch 1..EPOCHS, no line goes back in step. With BEFORE (a copy taken
-# before a restart) and STEP (where the run resumed), the lines up to STEP
-# are exactly BEFORE's.
+# job is whole: progress steps strictly increase, as do eval steps and their
+# epochs, whole epochs 1..EPOCHS among them, no line goes back in step. With
+# BEFORE (a copy taken before a restart) and STEP (where the run resumed),
+# the lines up to STEP are exactly BEFORE's.
 check_metrics() {
     python3 -c '
 import json, sys
@@ -164,7 +164,9 @@ for r in rows:
     assert step > last[kind], f"{kind} step {step} after {last[kind]}"
     last[kind] = prev = step
 evals = [r["epoch"] for r in rows if r["event"] == "eval"]
-assert evals == list(range(1, int(sys.argv[2]) + 1)), f"eval epochs {evals}"
+assert all(a < b for a, b in zip(evals, evals[1:])), f"eval epochs {evals}"
+whole = [e for e in evals if e == int(e)]
+assert whole == list(range(1, int(sys.argv[2]) + 1)), f"eval epochs {evals}"
 if len(sys.argv) > 3:
     cut = int(sys.argv[4])
     before = [l for l in open(sys.argv[3]).read().splitlines()

@@ -38,7 +38,8 @@ for f in job.json status.json metrics.jsonl log.txt; do
 done
 grep -q '"state":[[:space:]]*"done"' "$dir/status.json" || fail "status.json does not say done"
 grep -q '"event":"progress"' "$dir/metrics.jsonl" || fail "no progress line in metrics.jsonl"
-[ "$(grep -c '"event":"eval"' "$dir/metrics.jsonl")" = 2 ] || fail "expected 2 eval lines"
+# Four evaluations an epoch (eval.every_passes' default).
+[ "$(grep -c '"event":"eval"' "$dir/metrics.jsonl")" = 8 ] || fail "expected 8 eval lines"
 ctl logs "$id" | grep -q "done: 2 epochs" || fail "logs lack the end"
 
 # wait and watch on a job that has already ended answer at once.

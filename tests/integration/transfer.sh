@@ -112,7 +112,9 @@ import re, sys
 svg = open(sys.argv[1]).read()
 colours = set(re.findall(r"<polyline[^>]*stroke=\"(#[0-9a-f]{6})\"", svg))
 assert len(colours) == 2, colours
-assert len(re.findall(r"<polyline", svg)) == 6, "3 panels x 2 jobs"
+# Train loss and lr solid; the test loss and error of the master dashed.
+assert len(re.findall(r"<polyline", svg)) == 8, "4 curves x 2 jobs"
+assert len(re.findall(r"<polyline[^>]*stroke-dasharray", svg)) == 4, "2 dashed x 2 jobs"
 for t in ("train loss", "test error", "learning rate", "passes over the data", sys.argv[2], sys.argv[3]):
     assert t in svg, t
 ' "$TMP/curves.svg" "$a" "$b" || fail "the SVG does not have one curve per job"

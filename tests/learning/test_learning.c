@@ -16,7 +16,7 @@ static void on_event(void *user, const run_event *ev)
 {
     (void)user;
     if (ev->kind == RUN_EV_EVAL)
-        printf("  epoch %d/%d: test error %.2f%%, loss %.4f, %.0f s\n", ev->epoch, ev->epochs,
+        printf("  epoch %.6g/%d: test error %.2f%%, loss %.4f, %.0f s\n", ev->epoch, ev->epochs,
                100 * ev->test_error, ev->test_loss, ev->elapsed_s);
 }
 

@@ -124,7 +124,8 @@ static void test_defaults(void)
     CHECK(cfg.optim.weight_decay == 5e-4, "wrn weight decay %g", cfg.optim.weight_decay);
     CHECK(cfg.epochs == 10 && cfg.seed == 42 && !strcmp(cfg.devices, "cpu"), "top level");
     CHECK(cfg.checkpoint.every_epochs == 1 && cfg.checkpoint.keep == 2, "checkpoint");
-    CHECK(!strcmp(cfg.eval.bn, "recompute") && cfg.log_every == 20, "eval, log_every");
+    CHECK(!strcmp(cfg.eval.bn, "recompute") && cfg.eval.every_passes == 0 && cfg.log_every == 20,
+          "eval, log_every");
 
     CHECK(parse("{\"model\": {\"arch\": \"allcnn\"}, \"data\": {\"dataset\": \"fashion-mnist\"}, "
                 "\"algorithm\": {\"name\": \"entropy-sgd\"}}",
@@ -322,6 +323,7 @@ static const bad_case bad_cases[] = {
      "checkpoint.every_epochs: must be an integer >= 0"},
     {JOB("\"checkpoint\": {\"keep\": 0}"), "checkpoint.keep: must be an integer in 1..1000"},
     {JOB("\"eval\": {\"bn\": \"mean\"}"), "eval.bn: unknown \"mean\"; known: recompute, average, replica0"},
+    {JOB("\"eval\": {\"every_passes\": -0.5}"), "eval.every_passes: must be in [0, 1e+06]"},
     {JOB("\"log_every\": 0"), "log_every: must be an integer >= 1"},
     {JOB("\"name\": \"\""), "name: must be non-empty printable text"},
     /* Out of range, not a divisor: reported once, never divided by. */

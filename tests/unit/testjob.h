@@ -38,15 +38,21 @@ void test_synthetic_job(job_config *cfg, const char *arch, int replicas, int epo
 
 /* What a job's hooks saw: the master's weights after its last evaluation
  * (malloc'd; final stays NULL for a job that stopped early), the events
- * counted, and the rule's quantities at the last evaluation. Setting
- * stop_after_eval > 0 asks for a stop with a checkpoint after that
- * epoch's evaluation; print_evals prints each evaluation. */
+ * counted, the first TEST_MAX_EVALS evaluations' epochs, steps and test
+ * errors, and the rule's quantities at the last evaluation. Setting
+ * stop_after_eval > 0 asks for a stop with a checkpoint after the
+ * evaluation at that many epochs (a fraction: within an epoch);
+ * print_evals prints each evaluation. */
+enum { TEST_MAX_EVALS = 64 };
 typedef struct test_watch {
     float *final;
     size_t n;
-    int stop_after_eval, print_evals;
+    double stop_after_eval;
+    int print_evals;
     volatile int stop;
     int evals, resumes, failures_logged;
+    double eval_epoch[TEST_MAX_EVALS], eval_error[TEST_MAX_EVALS];
+    long eval_step[TEST_MAX_EVALS];
     char rule_json[1024];
 } test_watch;
 

@@ -78,12 +78,17 @@ static void watch_event(void *user, const run_event *ev)
 {
     test_watch *w = user;
     if (ev->kind == RUN_EV_EVAL) {
-        __atomic_fetch_add(&w->evals, 1, __ATOMIC_RELAXED);
+        int i = __atomic_fetch_add(&w->evals, 1, __ATOMIC_RELAXED);
+        if (i < TEST_MAX_EVALS) {
+            w->eval_epoch[i] = ev->epoch;
+            w->eval_step[i] = ev->step;
+            w->eval_error[i] = ev->test_error;
+        }
         snprintf(w->rule_json, sizeof w->rule_json, "%s", ev->rule);
         if (w->stop_after_eval > 0 && ev->epoch == w->stop_after_eval)
             __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
         if (w->print_evals)
-            printf("    epoch %d/%d: test error %.2f%%, loss %.4f, %.1f s\n", ev->epoch,
+            printf("    epoch %.6g/%d: test error %.2f%%, loss %.4f, %.1f s\n", ev->epoch,
                    ev->epochs, 100 * ev->test_error, ev->test_loss, ev->elapsed_s);
     }
     if (ev->kind == RUN_EV_RESUME)
@@ -93,7 +98,7 @@ static void watch_event(void *user, const run_event *ev)
 }
 
 static void watch_master(void *user, const model *master, const float *params, const float *stats,
-                         int epochs_done, int last)
+                         double epochs_done, int last)
 {
     (void)stats, (void)epochs_done;
     test_watch *w = user;

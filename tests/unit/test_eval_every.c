@@ -1,0 +1,133 @@
+/* eval.every_passes: the master is evaluated where the steps cross each
+ * multiple of the cadence (at the first outer-iteration boundary from it) and
+ * at every epoch end, reported as the epochs done; evaluations between epoch
+ * ends leave the training as it was, bit for bit, whatever eval.bn says, and
+ * a run stopped at one and resumed evaluates where an uninterrupted one does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner.h"
+#include "testjob.h"
+
+/* 2 MLP replicas with BN and dropout on 512 images in batches of 32: a pass
+ * is 16 steps; Parle's epoch is L passes (one with L = 0). */
+static void job(job_config *cfg, int L, double every_passes, uint64_t seed)
+{
+    test_synthetic_job(cfg, "mlp", 2, 2, seed);
+    cfg->model.dropout = 0.1f;
+    strcpy(cfg->algorithm.init, "independent");
+    cfg->algorithm.L = L;
+    cfg->eval.every_passes = every_passes;
+}
+
+static void run(const job_config *cfg, const char *ckpt, test_watch *w, const char *what)
+{
+    char err[512];
+    run_result res;
+    CHECK(test_run_job(cfg, NULL, ckpt, w, &res, err, sizeof err) == 0, "%s: %s", what, err);
+    CHECK(w->evals <= TEST_MAX_EVALS, "%s: %d evaluations", what, w->evals);
+}
+
+/* The evaluations w saw are at `steps` (n of them), each reported at
+ * step / epoch_steps epochs done. */
+static void expect_steps(const test_watch *w, const long *steps, int n, long epoch_steps,
+                         const char *what)
+{
+    CHECK(w->evals == n, "%s: %d evaluations, want %d", what, w->evals, n);
+    for (int i = 0; i < n && i < w->evals; i++)
+        CHECK(w->eval_step[i] == steps[i] &&
+                  fabs(w->eval_epoch[i] - (double)steps[i] / (double)epoch_steps) < 1e-12,
+              "%s: evaluation %d at step %ld (epoch %g), want step %ld", what, i, w->eval_step[i],
+              w->eval_epoch[i], steps[i]);
+}
+
+/* The same training: the same final master, and the same test error where
+ * both evaluated (each of a's steps that b has). */
+static void expect_same(const test_watch *a, const test_watch *b, const char *what)
+{
+    CHECK(a->final && b->final && a->n == b->n &&
+              memcmp(a->final, b->final, a->n * sizeof(float)) == 0,
+          "%s: the final masters differ", what);
+    int shared = 0;
+    for (int i = 0; i < a->evals && i < TEST_MAX_EVALS; i++)
+        for (int j = 0; j < b->evals && j < TEST_MAX_EVALS; j++)
+            if (a->eval_step[i] == b->eval_step[j]) {
+                shared++;
+                CHECK(a->eval_error[i] == b->eval_error[j], "%s: step %ld: test error %g and %g",
+                      what, a->eval_step[i], a->eval_error[i], b->eval_error[j]);
+            }
+    CHECK(shared >= 2, "%s: only %d evaluations at the same steps", what, shared);
+}
+
+int main(void)
+{
+    test_init("eval_every");
+    uint64_t seed = test_seed() % 100000;
+    job_config cfg;
+
+    /* One pass an epoch (L = 0), every half pass: two evaluations an epoch. */
+    test_watch half = {0};
+    job(&cfg, 0, 0.5, seed);
+    run(&cfg, NULL, &half, "L 0, every 0.5 passes");
+    expect_steps(&half, (const long[]){8, 16, 24, 32}, 4, 16, "L 0, every 0.5 passes");
+
+    /* L = 3: an epoch is 48 steps, an outer iteration 3; every 8 steps falls
+     * on the boundary at or after each multiple. */
+    test_watch off = {0};
+    job(&cfg, 3, 0.5, seed);
+    run(&cfg, NULL, &off, "L 3, every 0.5 passes");
+    expect_steps(&off, (const long[]){9, 18, 24, 33, 42, 48, 57, 66, 72, 81, 90, 96}, 12, 48,
+                 "L 3, every 0.5 passes");
+
+    /* The default: four an epoch. */
+    test_watch quarter = {0};
+    job(&cfg, 3, 0, seed);
+    run(&cfg, NULL, &quarter, "L 3, default");
+    expect_steps(&quarter, (const long[]){12, 24, 36, 48, 60, 72, 84, 96}, 8, 48, "L 3, default");
+    expect_same(&off, &quarter, "every 0.5 passes against the default");
+
+    /* Only at epoch ends against every half pass, for each eval.bn: the
+     * evaluations touch no replica's state. */
+    const char *bn[] = {"recompute", "average", "replica0"};
+    for (int i = 0; i < 3; i++) {
+        test_watch ends = {0}, often = {0};
+        char what[64];
+        snprintf(what, sizeof what, "eval.bn %s", bn[i]);
+        job(&cfg, 3, 1e6, seed);
+        strcpy(cfg.eval.bn, bn[i]);
+        run(&cfg, NULL, &ends, what);
+        expect_steps(&ends, (const long[]){48, 96}, 2, 48, what);
+        job(&cfg, 3, 0.5, seed);
+        strcpy(cfg.eval.bn, bn[i]);
+        run(&cfg, NULL, &often, what);
+        expect_same(&ends, &often, what);
+        free(ends.final);
+        free(often.final);
+    }
+
+    /* Stopped (with a checkpoint) right after the evaluation half-way through
+     * the first epoch, then resumed: the evaluations before and after are
+     * the uninterrupted run's. */
+    char root[] = "/tmp/parle-eval-every-XXXXXX", dir[300], cmd[340];
+    CHECK(mkdtemp(root) != NULL, "mkdtemp");
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    test_watch stopped = {.stop_after_eval = 0.5}, resumed = {0};
+    job(&cfg, 3, 0.5, seed);
+    run(&cfg, dir, &stopped, "stopped");
+    expect_steps(&stopped, (const long[]){9, 18, 24}, 3, 48, "stopped at 0.5 epochs");
+    run(&cfg, dir, &resumed, "resumed");
+    CHECK(resumed.resumes == 1, "the second run did not resume");
+    expect_steps(&resumed, (const long[]){33, 42, 48, 57, 66, 72, 81, 90, 96}, 9, 48, "resumed");
+    expect_same(&off, &resumed, "resumed against uninterrupted");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0, "cleanup");
+
+    free(half.final);
+    free(off.final);
+    free(quarter.final);
+    free(stopped.final);
+    free(resumed.final);
+    return test_main_end();
+}
