@@ -104,6 +104,23 @@ int metrics_read(conn *c, const char *id, double *offset, metrics_fn fn, void *c
 int write_all(int fd, const unsigned char *p, size_t n);
 int sync_dir(const char *path);
 
+/* The JSON object in the file at `path` ('-': stdin), `what` it is for
+ * messages ("a job file"): NULL after a message naming the file (and the
+ * line of a syntax error). */
+cJSON *read_json_object(const char *path, const char *what);
+
+/* client/sweep.c: the `sweep` command; whether an id names a sweep (the
+ * daemon issues s0001, s0002, ... for sweeps, j0001, ... for jobs); the
+ * sweep's points as plot curves, seeds as a band (plot_svg.h), appended to
+ * *jobs (n of them, realloc'd): 0, or -1 after a message. */
+struct plot_job;
+int cmd_sweep(const command *cmd, int argc, char **argv);
+int is_sweep_id(const char *id);
+int sweep_plot_points(conn *c, const char *id, struct plot_job **jobs, int *n);
+/* plot.c: job id's status (its label) and metrics into pj: 0, or -1 after
+ * a message. */
+int plot_fetch(conn *c, const char *id, struct plot_job *pj);
+
 /* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);
 int cmd_plot(const command *cmd, int argc, char **argv);

@@ -32,6 +32,8 @@ static const char usage[] =
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
+    "  sweep FILE [-q] [--json]  queue a sweep: a grid of jobs over a base job file\n"
+    "  sweep status|cancel ID, sweep ls [--json]  a sweep's points, cancel it, every sweep\n"
     "  tensorboard ID [ID...] -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
@@ -126,27 +128,39 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
+cJSON *read_json_object(const char *path, const char *what)
+{
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    if (!text) {
+        fail("cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithOpts(text, &end, 1);
+    if (!o || !cJSON_IsObject(o)) {
+        int line = 1;
+        for (const char *p = text; end && p < end; p++)
+            line += *p == '\n';
+        if (o)
+            fail("%s: %s holds one JSON object", path, what);
+        else
+            fail("%s: not valid JSON (line %d)", path, line);
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    free(text);
+    return o;
+}
+
 static int cmd_submit(const command *cmd, int argc, char **argv)
 {
     PARSE("qjswW", 1, 1);
     if (a.watch && a.wait)
         return usage_error(cmd, "--watch and --wait exclude each other", "");
-    size_t len = 0;
-    char *text = read_file(a.pos[0], &len);
-    if (!text)
-        return fail("cannot read %s: %s", a.pos[0], strerror(errno));
-    const char *end = NULL;
-    cJSON *job = cJSON_ParseWithOpts(text, &end, 1);
-    if (!job || !cJSON_IsObject(job)) {
-        int line = 1;
-        for (const char *p = text; end && p < end; p++)
-            line += *p == '\n';
-        free(text);
-        cJSON_Delete(job);
-        return job ? fail("%s: a job file holds one JSON object", a.pos[0])
-                   : fail("%s: not valid JSON (line %d)", a.pos[0], line);
-    }
-    free(text);
+    cJSON *job = read_json_object(a.pos[0], "a job file");
+    if (!job)
+        return EXIT_FAIL;
     for (int i = 0; i < a.nsets; i++)
         if (set_path(job, a.sets[i]) != 0) {
             cJSON_Delete(job);
@@ -419,6 +433,21 @@ static const command commands[] = {
     {"plot", cmd_plot,
      "plot ID [ID...] [-o FILE] [--json]\nDraw train loss, test error and learning rate against passes "
      "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout)."},
+    {"sweep", cmd_sweep,
+     "sweep FILE [-q] [--json] | sweep status ID [--json] | sweep ls [--json] |\n"
+     "sweep cancel ID [--json]\n"
+     "Queue a sweep (docs/sweeps.md): FILE names a base job file (\"base\", read here,\n"
+     "relative to FILE's folder), a grid over its dotted keys ({\"optim.lr\": [0.1, 0.05]}),\n"
+     "and optionally \"seeds\": K (each point K times, seeds base + 0..K-1), \"samples\": N\n"
+     "(N points of the grid drawn at random by \"sample_seed\") and \"early_stop\":\n"
+     "{\"after_epochs\": E, \"margin\": M} (a job whose test error after E epochs is\n"
+     "worse than the median of the sweep's finished jobs then by more than M is\n"
+     "cancelled). One job per point and seed, queued like any job, all or none;\n"
+     "prints the sweep's id (-q: only the id). 'sweep status' shows one row per\n"
+     "point: its values, state, mean +- standard deviation of the final test error\n"
+     "over its seeds, wall time; '*' marks the best point. 'sweep ls' lists the\n"
+     "sweeps; 'sweep cancel' cancels a sweep's queued and running jobs. 'plot'\n"
+     "takes a sweep id: one curve per point, its seeds' range as a band."},
     {"tensorboard", cmd_tensorboard,
      "tensorboard ID [ID...] -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
      "event files, with your permissions:\none run folder per job (DIR/ID) holding "

@@ -31,8 +31,7 @@ static int plot_line(void *ctx, const cJSON *m)
     return 0;
 }
 
-/* Fill pj from job id's status (its label) and metrics. */
-static int fetch_metrics(conn *c, const char *id, plot_job *pj)
+int plot_fetch(conn *c, const char *id, plot_job *pj)
 {
     cJSON *st = request(c, op_request("status", id));
     if (!st)
@@ -49,19 +48,30 @@ int cmd_plot(const command *cmd, int argc, char **argv)
 {
     PARSE("jo", 1, ARGS_MAX_POS);
     const char *out = a.out ? a.out : "curves.svg";
-    plot_job *jobs = calloc((size_t)a.npos, sizeof *jobs);
-    if (!jobs)
-        return fail("out of memory");
+    plot_job *jobs = NULL;
+    int njobs = 0;
     conn c;
     int opened = conn_open(&c) == 0, rc = opened ? EXIT_OK : EXIT_FAIL;
-    for (int i = 0; i < a.npos && rc == EXIT_OK; i++)
-        if (fetch_metrics(&c, a.pos[i], &jobs[i]) != 0)
-            rc = EXIT_FAIL;
+    /* A sweep id: one curve per point (sweep.c). */
+    for (int i = 0; i < a.npos && rc == EXIT_OK; i++) {
+        if (is_sweep_id(a.pos[i])) {
+            rc = sweep_plot_points(&c, a.pos[i], &jobs, &njobs) == 0 ? EXIT_OK : EXIT_FAIL;
+            continue;
+        }
+        plot_job *more = realloc(jobs, (size_t)(njobs + 1) * sizeof *jobs);
+        if (!more) {
+            rc = fail("out of memory");
+            break;
+        }
+        jobs = more;
+        memset(&jobs[njobs], 0, sizeof *jobs);
+        rc = plot_fetch(&c, a.pos[i], &jobs[njobs++]) == 0 ? EXIT_OK : EXIT_FAIL;
+    }
     if (opened)
         conn_close(&c);
     char tmp[4200] = "";
     if (rc == EXIT_OK && strcmp(out, "-") == 0) {
-        if (plot_svg_write(stdout, jobs, a.npos) != 0 || fflush(stdout) != 0)
+        if (plot_svg_write(stdout, jobs, njobs) != 0 || fflush(stdout) != 0)
             rc = fail("writing the plot to stdout: %s", strerror(errno));
     } else if (rc == EXIT_OK) {
         snprintf(tmp, sizeof tmp, "%s.part-%d", out, (int)getpid());
@@ -70,7 +80,7 @@ int cmd_plot(const command *cmd, int argc, char **argv)
             rc = fail("cannot create %s: %s", tmp, strerror(errno));
         } else {
             /* Written, then closed (even after a failed write), then renamed. */
-            int written = plot_svg_write(f, jobs, a.npos) == 0;
+            int written = plot_svg_write(f, jobs, njobs) == 0;
             int closed = fclose(f) == 0;
             if (!written || !closed || rename(tmp, out) != 0) {
                 rc = fail("cannot write %s: %s", out, strerror(errno));
@@ -80,20 +90,20 @@ int cmd_plot(const command *cmd, int argc, char **argv)
     }
     if (rc == EXIT_OK && strcmp(out, "-") != 0) {
         int points = 0;
-        for (int i = 0; i < a.npos; i++)
+        for (int i = 0; i < njobs; i++)
             points += jobs[i].c[PLOT_LOSS].n + jobs[i].c[PLOT_ERROR].n;
         if (a.json) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "file", out);
-            cJSON_AddNumberToObject(o, "jobs", a.npos);
+            cJSON_AddNumberToObject(o, "jobs", njobs);
             cJSON_AddNumberToObject(o, "points", points);
             print_json(o);
             cJSON_Delete(o);
         } else {
-            printf("plotted %d job(s), %d points, to %s\n", a.npos, points, out);
+            printf("plotted %d curve(s), %d points, to %s\n", njobs, points, out);
         }
     }
-    for (int i = 0; i < a.npos; i++)
+    for (int i = 0; i < njobs; i++)
         plot_job_free(&jobs[i]);
     free(jobs);
     return rc;

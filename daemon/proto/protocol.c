@@ -8,7 +8,9 @@ static const char *const op_names[] = {
     [OP_SUBMIT] = "submit", [OP_STATUS] = "status",   [OP_LIST] = "list",
     [OP_WATCH] = "watch",   [OP_LOGS] = "logs",       [OP_CANCEL] = "cancel",
     [OP_EXPORT] = "export", [OP_DEVICES] = "devices", [OP_VERSION] = "version",
-    [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics",
+    [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics", [OP_SWEEP_SUBMIT] = "sweep_submit",
+    [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
+    [OP_SWEEP_CANCEL] = "sweep_cancel",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -16,12 +18,13 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
-enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32 };
+enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
     [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
     [OP_EXPORT] = F_ID | F_OFFSET | F_VERSION, [OP_DEVICES] = 0, [OP_VERSION] = 0,
-    [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET,
+    [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET, [OP_SWEEP_SUBMIT] = F_SWEEP,
+    [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,
@@ -64,7 +67,8 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                 return fail(code, ERR_BAD_REQUEST, msg, msglen,
                             "id: not a job id (1-31 letters, digits, '-' or '_')", "");
             strcpy(req->id, it->valuestring);
-        } else if (strcmp(k, "job") == 0 && (allowed & F_JOB)) {
+        } else if ((strcmp(k, "job") == 0 && (allowed & F_JOB)) ||
+                   (strcmp(k, "sweep") == 0 && (allowed & F_SWEEP))) {
             if (!cJSON_IsObject(it))
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be an object", k);
         } else if (strcmp(k, "follow") == 0 && (allowed & F_FOLLOW)) {
@@ -90,10 +94,12 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
         }
     }
     if ((allowed & F_ID) && !req->id[0])
-        return fail(code, ERR_BAD_REQUEST, msg, msglen, "id: missing (op \"%s\" needs a job id)",
+        return fail(code, ERR_BAD_REQUEST, msg, msglen, "id: missing (op \"%s\" needs an id)",
                     op_names[req->op]);
     if ((allowed & F_JOB) && !cJSON_GetObjectItemCaseSensitive(root, "job"))
         return fail(code, ERR_BAD_REQUEST, msg, msglen, "job: missing%s", "");
+    if ((allowed & F_SWEEP) && !cJSON_GetObjectItemCaseSensitive(root, "sweep"))
+        return fail(code, ERR_BAD_REQUEST, msg, msglen, "sweep: missing%s", "");
     return 0;
 }
 
@@ -140,7 +146,8 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         *code = ERR_UNKNOWN_OP;
         snprintf(msg, msglen,
                  "unknown op \"%.64s\" (ops: submit, status, list, watch, logs, cancel, export, "
-                 "devices, version, shutdown, metrics)",
+                 "devices, version, shutdown, metrics, sweep_submit, sweep_status, sweep_list, "
+                 "sweep_cancel)",
                  op->valuestring);
         goto out;
     }
@@ -149,6 +156,8 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         goto out;
     if (req->op == OP_SUBMIT)
         req->job = cJSON_DetachItemFromObjectCaseSensitive(root, "job");
+    if (req->op == OP_SWEEP_SUBMIT)
+        req->sweep = cJSON_DetachItemFromObjectCaseSensitive(root, "sweep");
     rc = 0;
 out:
     cJSON_Delete(root);
@@ -159,6 +168,8 @@ void proto_request_free(proto_request *req)
 {
     cJSON_Delete(req->job);
     req->job = NULL;
+    cJSON_Delete(req->sweep);
+    req->sweep = NULL;
 }
 
 char *proto_line(cJSON *obj)

@@ -14,9 +14,10 @@
 
 enum proto_op {
     OP_SUBMIT, OP_STATUS, OP_LIST, OP_WATCH, OP_LOGS, OP_CANCEL, OP_EXPORT, OP_DEVICES,
-    OP_VERSION, OP_SHUTDOWN, OP_METRICS,
+    OP_VERSION, OP_SHUTDOWN, OP_METRICS, OP_SWEEP_SUBMIT, OP_SWEEP_STATUS, OP_SWEEP_LIST,
+    OP_SWEEP_CANCEL,
 };
-#define OP_COUNT (OP_METRICS + 1)
+#define OP_COUNT (OP_SWEEP_CANCEL + 1)
 /* export with an offset and metrics: the most file bytes one reply carries
  * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
 #define PROTO_CHUNK_MAX (512u << 10)
@@ -28,6 +29,7 @@ enum proto_op {
 #define ERR_UNKNOWN_OP "unknown_op"
 #define ERR_LINE_TOO_LONG "line_too_long"
 #define ERR_INVALID_JOB "invalid_job"
+#define ERR_INVALID_SWEEP "invalid_sweep"
 #define ERR_NOT_FOUND "not_found"
 #define ERR_BAD_STATE "bad_state"
 #define ERR_FORBIDDEN "forbidden"
@@ -37,12 +39,14 @@ enum proto_op {
 
 typedef struct proto_request {
     enum proto_op op;
-    char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, export */
+    char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, export;
+                              sweep_status, sweep_cancel: a sweep's */
     int follow;            /* logs: stream new lines until the job ends */
     int has_offset;        /* export: a chunk of the file is asked for */
     long long offset;      /* export, metrics: the byte to start at (>= 0) */
     char version[PROTO_VERSION_TAG_MAX]; /* export: the file version the chunks must come from ("" = any) */
     cJSON *job;            /* submit: the job object; owned by the request */
+    cJSON *sweep;          /* sweep_submit: the sweep object; owned by the request */
 } proto_request;
 
 /* Parse one line (without its '\n'). Returns 0, or -1 with *code set to one of

@@ -243,6 +243,8 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     emit_line(js, j, e);
     if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
+    if (ev->kind == RUN_EV_EVAL && j->sweep)
+        sweep_on_eval(j, ev->epoch, ev->test_error);
 }
 
 /* Every device of the job, not just the failed replica's: which one of a
@@ -340,6 +342,7 @@ static void free_jobs(jobs *js)
 {
     pthread_cond_destroy(&js->flushed);
     pthread_mutex_destroy(&js->mu);
+    sweeps_free(js);
     job *j = js->first;
     while (j) {
         job *next = j->next;
@@ -389,7 +392,10 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
-    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0)
+    snprintf(js->sweeps_dir, sizeof(js->sweeps_dir), "%s/sweeps", state_dir);
+    js->next_sweep_id = 1;
+    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
+        mkdir_p(js->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
         goto fail;
     if (uv_async_init(loop, &js->async, on_async) != 0) {
         snprintf(err, errlen, "uv_async_init failed");
@@ -406,48 +412,68 @@ fail:
 
 void jobs_start(jobs *js) { jobs_schedule(js); }
 
-job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
-                 char *err, size_t errlen)
+int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
+                   size_t errlen)
 {
     if (js->stopping && !js->restarting) {
         *code = ERR_SHUTTING_DOWN;
         snprintf(err, errlen, "parled is shutting down");
-        return NULL;
+        return -1;
     }
-    if (js->limits.jobs_per_user > 0 && active_jobs_of(js, owner->uid) >= js->limits.jobs_per_user) {
+    int active = active_jobs_of(js, owner->uid);
+    if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
         *code = ERR_LIMIT;
-        snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
-                 "--max-jobs-per-user", owner->user, owner->uid, js->limits.jobs_per_user);
-        return NULL;
+        if (njobs == 1)
+            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
+                     "--max-jobs-per-user", owner->user, owner->uid, js->limits.jobs_per_user);
+        else
+            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running: a sweep of %d jobs "
+                     "would pass parled's --max-jobs-per-user %d", owner->user, owner->uid, active,
+                     njobs, js->limits.jobs_per_user);
+        return -1;
     }
-    *code = ERR_INTERNAL;
-    char path[1200];
+    return 0;
+}
+
+job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
+{
     job *j = calloc(1, sizeof(*j));
-    /* job.json: the user's job as sent, which a restart validates again. */
-    char *pretty = cJSON_Print(job_json);
-    if (!j || !pretty) {
+    *code = ERR_INVALID_JOB;
+    if (!j) {
+        *code = ERR_INTERNAL;
         snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0) {
-        *code = ERR_INVALID_JOB;
-        goto fail;
+        return NULL;
     }
     char why[256];
+    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0)
+        goto fail;
     if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
                             &j->devices, why, sizeof(why)) != 0 ||
         check_ranks(&j->cfg, why, sizeof(why)) != 0) {
-        *code = ERR_INVALID_JOB;
         snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
         goto fail;
     }
-    if (job_admit(j, err, errlen) != 0) {
-        *code = ERR_INVALID_JOB;
+    if (job_admit(j, err, errlen) != 0)
+        goto fail;
+    j->js = js;
+    j->test_error = j->test_loss = NAN;
+    return j;
+fail:
+    free(j);
+    return NULL;
+}
+
+int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
+               size_t errlen)
+{
+    char path[1200];
+    /* job.json: the user's job as sent, which a restart validates again. */
+    char *pretty = cJSON_Print(job_json);
+    if (!pretty) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    j->js = js;
     j->owner = *owner;
-    j->test_error = j->test_loss = NAN;
     snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
     snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
     job_file_path(j, "job.json", path, sizeof(path));
@@ -471,17 +497,29 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
             j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
             j->cfg.data.dataset, j->cfg.epochs);
     set_state(j, JOB_QUEUED);
-    jobs_schedule(js);
-    return j;
+    return 0;
 fail:
-    if (j && j->dir[0]) { /* leave no half-made job dir behind */
+    if (j->dir[0]) { /* leave no half-made job dir behind */
         job_file_path(j, "job.json", path, sizeof(path));
         unlink(path);
         rmdir(j->dir);
     }
     free(pretty);
     free(j);
-    return NULL;
+    return -1;
+}
+
+job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
+                 char *err, size_t errlen)
+{
+    if (jobs_may_queue(js, owner, 1, code, err, errlen) != 0)
+        return NULL;
+    job *j = job_prepare(js, job_json, code, err, errlen);
+    *code = j ? ERR_INTERNAL : *code;
+    if (!j || job_commit(js, j, job_json, owner, err, errlen) != 0)
+        return NULL;
+    jobs_schedule(js);
+    return j;
 }
 
 job *jobs_find(jobs *js, const char *id)

@@ -11,6 +11,7 @@
 
 typedef struct jobs jobs;
 typedef struct job job;
+typedef struct sweep sweep;
 
 enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
 
@@ -82,6 +83,25 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen);
 
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
+
+/* Sweeps (docs/sweeps.md; sweeps.c, sweeps_json.c): many jobs from one
+ * base job and a grid, a durable object of the daemon. jobs_sweep_submit
+ * reads and expands `sweep_json` (sweep_file.h) and queues all its jobs as
+ * `owner`'s, or none: the sweep, or NULL with *code (ERR_INVALID_SWEEP,
+ * ERR_LIMIT, ERR_INTERNAL, ...) and a message. */
+sweep *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
+                         const char **code, char *err, size_t errlen);
+sweep *jobs_find_sweep(jobs *js, const char *id);
+const char *sweep_id(const sweep *s);
+const job_owner *sweep_owner(const sweep *s);
+/* Cancel every queued and running job of the sweep and mark it cancelled
+ * (durably: a restart queues none of its missing jobs). The number of jobs
+ * cancelled, or -1 with a message when the sweep was cancelled before. */
+int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen);
+/* One row per point: mean and standard deviation of the final test error
+ * over its seeds, wall time, state, the best point; and the sweeps' list. */
+cJSON *sweep_status_json(const jobs *js, const sweep *s);
+cJSON *sweeps_list_json(const jobs *js);
 
 /* Shutdown: start nothing more and ask every running job to checkpoint at its
  * next step boundary and stop (it resumes at the next start). Returns the

@@ -13,6 +13,7 @@
 #include "jobs.h"
 #include "protocol.h"
 #include "runner.h"
+#include "sweep_file.h"
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
@@ -66,6 +67,16 @@ struct job {
      * (guarded by js->mu: the job thread writes it, status reads it). */
     unsigned char replica_rank[64];
     int placed;
+    /* A sweep's job (sweeps.c): its sweep (sweep_id from status.json until
+     * the sweeps are reloaded), grid point and seed index; its test error
+     * at the sweep's early-stop epoch once known, and whether the early
+     * stop cancelled it. No sweep_id: a job of its own. */
+    sweep *sweep;
+    char sweep_id[PROTO_ID_MAX];
+    long point;
+    int seed_index;
+    double sweep_error;
+    int sweep_error_known, early_stopped;
 };
 
 /* One hand-over from a job's threads to the loop. */
@@ -102,6 +113,10 @@ struct jobs {
     uv_timer_t memory_retry;
     int memory_retry_on;
     int open_handles;       /* async and timer, until both are closed */
+    /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
+    sweep *sweeps;
+    int next_sweep_id;
+    char sweeps_dir[1040];
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
@@ -146,12 +161,59 @@ void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
 void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite */
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
 double job_elapsed(const job *j);                        /* training seconds so far */
+cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
 /* job_thread.c: the job's own thread (data load, run_job), which hands
  * events to the loop through js's locked queue. */
 void *job_thread(void *arg);
 
+/* jobs.c: a submission in two steps, so a sweep queues all its jobs or
+ * none. job_prepare validates a job against the daemon (its devices, its
+ * memory): the record, not yet queued, or NULL with *code and a message.
+ * job_commit gives it an id, its files (job.json, status.json with any
+ * sweep tag set before) and its place in the queue: 0, or -1 with a
+ * message and j freed. jobs_schedule starts it. */
+job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen);
+int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
+               size_t errlen);
+/* Whether owner may queue njobs more (not shutting down, within
+ * --max-jobs-per-user): 0, or -1 with *code and a message. */
+int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
+                   size_t errlen);
+
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);
+/* The owner an {"uid", "gid", "user"} object names; root's if damaged. */
+void owner_from_json(job_owner *owner, const cJSON *o);
+/* The number of an id the daemon issued with `prefix` (j0042: 42; a
+ * sweep's s0007: 7), or -1. numbered_dirs lists the entries of `dir` so
+ * named, in number order (malloc'd; numbered_dirs_free), raising *next_id
+ * past each: 0, or -1 with a message. */
+int numbered_id(const char *name, char prefix);
+int numbered_dirs(const char *dir, char prefix, char ***names, size_t *n, int *next_id,
+                  char *err, size_t errlen);
+void numbered_dirs_free(char **names, size_t n);
+
+/* A sweep (sweeps.c): its request as read (spec borrows from doc's
+ * "sweep"), its owner, and whether it was cancelled. Its jobs are those
+ * whose `sweep` is this one. */
+struct sweep {
+    sweep *next;
+    char id[PROTO_ID_MAX];
+    char dir[1100];
+    job_owner owner;
+    double created_at;
+    cJSON *doc;             /* sweep.json: {"id", "owner", "created_at", "sweep"} */
+    sweep_spec spec;
+    int cancelled;
+};
+
+/* sweeps.c: every sweep under <state dir>/sweeps, after the jobs, its jobs
+ * found by their tag and any the sweep lacks (parled stopped while it
+ * queued them) queued now. */
+int sweeps_reload(jobs *js, char *err, size_t errlen);
+/* A sweep job's evaluation: the early stop's rule (docs/sweeps.md). */
+void sweep_on_eval(job *j, double epoch, double test_error);
+void sweeps_free(jobs *js);
 
 #endif

@@ -71,6 +71,15 @@ static cJSON *replica_devices_json(const job *j)
     return a;
 }
 
+cJSON *owner_json(const job_owner *owner)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "uid", owner->uid);
+    cJSON_AddNumberToObject(o, "gid", owner->gid);
+    cJSON_AddStringToObject(o, "user", owner->user);
+    return o;
+}
+
 cJSON *job_status_json(const job *j)
 {
     cJSON *o = cJSON_CreateObject();
@@ -80,10 +89,7 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
     cJSON_AddStringToObject(o, "state", job_state_name(j->state));
-    cJSON *owner = cJSON_AddObjectToObject(o, "owner");
-    cJSON_AddNumberToObject(owner, "uid", j->owner.uid);
-    cJSON_AddNumberToObject(owner, "gid", j->owner.gid);
-    cJSON_AddStringToObject(owner, "user", j->owner.user);
+    cJSON_AddItemToObject(o, "owner", owner_json(&j->owner));
     if (j->error[0])
         cJSON_AddStringToObject(o, "error", j->error);
     else
@@ -127,6 +133,13 @@ cJSON *job_status_json(const job *j)
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
     add_num_or_null(o, "started_at", started ? j->started_at : NAN);
     add_num_or_null(o, "ended_at", ended ? j->ended_at : NAN);
+    /* A sweep's job: its sweep, grid point and seed index (docs/sweeps.md). */
+    if (j->sweep_id[0])
+        cJSON_AddStringToObject(o, "sweep", j->sweep_id);
+    else
+        cJSON_AddNullToObject(o, "sweep");
+    add_num_or_null(o, "point", j->sweep_id[0] ? (double)j->point : NAN);
+    add_num_or_null(o, "seed_index", j->sweep_id[0] ? j->seed_index : NAN);
     return o;
 }
 

@@ -11,6 +11,7 @@
 #include "fsutil.h"
 #include "jobs_impl.h"
 #include "log.h"
+#include "sweep_file.h"
 
 /* A number of status.json; `missing` if absent, null or not a number. */
 static double status_num(const cJSON *st, const char *key, double missing)
@@ -26,25 +27,25 @@ static long status_count(const cJSON *st, const char *key)
     return v >= 0 && v < 1e15 ? (long)v : -1;
 }
 
-/* The owner status.json names; a job from before owners were recorded, or
- * one whose record is damaged, is root's: only root and the admin group
- * may then act on it. */
-static void restore_owner(job *j, const cJSON *o)
+/* The owner a status.json or sweep.json names; a job from before owners
+ * were recorded, or one whose record is damaged, is root's: only root and
+ * the admin group may then act on it. */
+void owner_from_json(job_owner *owner, const cJSON *o)
 {
     const double uid = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "uid"));
     const double gid = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "gid"));
     const char *user = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "user"));
     int ok = uid >= 0 && uid <= UINT32_MAX && uid == (unsigned)uid && gid >= 0 &&
              gid <= UINT32_MAX && gid == (unsigned)gid && user && *user &&
-             strlen(user) < sizeof j->owner.user;
+             strlen(user) < sizeof owner->user;
     for (const char *c = user; ok && *c; c++)
         ok = *c > 0x20 && *c < 0x7f;
     if (ok) {
-        j->owner.uid = (unsigned)uid;
-        j->owner.gid = (unsigned)gid;
-        snprintf(j->owner.user, sizeof j->owner.user, "%s", user);
+        owner->uid = (unsigned)uid;
+        owner->gid = (unsigned)gid;
+        snprintf(owner->user, sizeof owner->user, "%s", user);
     } else {
-        j->owner = (job_owner){.uid = 0, .gid = 0, .user = "root"};
+        *owner = (job_owner){.uid = 0, .gid = 0, .user = "root"};
     }
 }
 
@@ -65,7 +66,17 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
         return -1;
     }
     j->state = (enum job_state)s;
-    restore_owner(j, cJSON_GetObjectItemCaseSensitive(st, "owner"));
+    owner_from_json(&j->owner, cJSON_GetObjectItemCaseSensitive(st, "owner"));
+    /* A sweep's job: sweeps_reload links it to its sweep by this tag. */
+    const char *tag = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "sweep"));
+    double point = status_num(st, "point", -1), seed_index = status_num(st, "seed_index", -1);
+    if (tag && numbered_id(tag, 's') >= 0 && point >= 0 && point < SWEEP_MAX_GRID &&
+        point == floor(point) && seed_index >= 0 && seed_index < SWEEP_MAX_SEEDS &&
+        seed_index == floor(seed_index)) {
+        snprintf(j->sweep_id, sizeof j->sweep_id, "%s", tag);
+        j->point = (long)point;
+        j->seed_index = (int)seed_index;
+    }
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
     snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
     j->submitted_at = status_num(st, "submitted_at", 0);
@@ -162,10 +173,10 @@ static void requeue(jobs *js, job *j)
     j->log = NULL;
 }
 
-static int job_number(const char *name)
+int numbered_id(const char *name, char prefix)
 {
     char *end;
-    if (name[0] != 'j' || name[1] < '0' || name[1] > '9')
+    if (name[0] != prefix || name[1] < '0' || name[1] > '9')
         return -1;
     long n = strtol(name + 1, &end, 10);
     return *end == '\0' && n < 100000000 ? (int)n : -1;
@@ -173,17 +184,24 @@ static int job_number(const char *name)
 
 static int by_number(const void *a, const void *b)
 {
-    int x = job_number(*(char *const *)a), y = job_number(*(char *const *)b);
+    const char *p = *(char *const *)a, *q = *(char *const *)b;
+    int x = numbered_id(p, p[0]), y = numbered_id(q, q[0]);
     return (x > y) - (x < y);
 }
 
-/* Reload every job under jobs/, in submission (id) order. A directory that
- * cannot be read is reported and skipped; its id is still never reused. */
-int jobs_reload(jobs *js, char *err, size_t errlen)
+void numbered_dirs_free(char **names, size_t n)
 {
-    DIR *d = opendir(js->jobs_dir);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int numbered_dirs(const char *dir, char prefix, char ***names_out, size_t *n_out, int *next_id,
+                  char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
     if (!d) {
-        snprintf(err, errlen, "%s: %s", js->jobs_dir, strerror(errno));
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -191,11 +209,11 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d))) {
-        int num = job_number(e->d_name);
+        int num = numbered_id(e->d_name, prefix);
         if (num < 0)
             continue;
-        if (num >= js->next_id)
-            js->next_id = num + 1;
+        if (num >= *next_id)
+            *next_id = num + 1;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             char **more = realloc(names, cap * sizeof(*names));
@@ -212,12 +230,28 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
         n++;
     }
     closedir(d);
-    if (rc != 0)
-        snprintf(err, errlen, "out of memory listing %s", js->jobs_dir);
-    else if (n > 0)
+    if (rc != 0) {
+        snprintf(err, errlen, "out of memory listing %s", dir);
+        numbered_dirs_free(names, n);
+        return -1;
+    }
+    if (n > 0)
         qsort(names, n, sizeof(*names), by_number);
+    *names_out = names;
+    *n_out = n;
+    return 0;
+}
+
+/* Reload every job under jobs/, in submission (id) order. A directory that
+ * cannot be read is reported and skipped; its id is still never reused. */
+int jobs_reload(jobs *js, char *err, size_t errlen)
+{
+    char **names;
+    size_t n;
+    if (numbered_dirs(js->jobs_dir, 'j', &names, &n, &js->next_id, err, errlen) != 0)
+        return -1;
     int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n; i++) {
         char why[JOB_ERR_MAX];
         job *j = load_job(js, names[i], why, sizeof(why));
         if (!j) {
@@ -235,13 +269,11 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
         counts[j->state]++;
         interrupted += j->interrupted;
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (rc == 0 && n > 0)
+    numbered_dirs_free(names, n);
+    if (n > 0)
         server_log(LOG_INFO, "reloaded %zu job(s): %d queued (%d of them interrupted, to resume), "
                    "%d done, %d failed, %d cancelled, %d unreadable and skipped",
                    n - (size_t)skipped, counts[JOB_QUEUED], interrupted, counts[JOB_DONE],
                    counts[JOB_FAILED], counts[JOB_CANCELLED], skipped);
-    return rc;
+    return 0;
 }

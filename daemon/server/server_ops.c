@@ -40,29 +40,53 @@ static job *find_job(conn *c, const char *id)
     return j;
 }
 
-/* A job that `what` (cancel, logs, export...) may touch: its owner's, or
- * any for root, the daemon's uid and --admin-group. Everyone sees every
- * job's status, as squeue shows every job. */
+/* Whether c may do `what` (cancel, logs, export...) to `kind` (a job, a
+ * sweep) `id` of `o`: its owner, or anyone for root, the daemon's uid and
+ * --admin-group. Else the refusal is sent. Everyone sees every job's and
+ * sweep's status, as squeue shows every job. */
+static int may_act(conn *c, const job_owner *o, const char *kind, const char *id,
+                   const char *what)
+{
+    if (c->admin || o->uid == c->peer_uid)
+        return 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s %s belongs to %s (uid %u): only its owner, root and parled's "
+             "--admin-group may %s it", kind, id, o->user, o->uid, what);
+    server_log(LOG_INFO, "refused %s (uid %u) %s of %s %s", c->peer_user, c->peer_uid, what, kind,
+               id);
+    send_error(c, ERR_FORBIDDEN, msg);
+    return 0;
+}
+
 static job *own_job(conn *c, const char *id, const char *what)
 {
     job *j = find_job(c, id);
-    if (!j || c->admin || job_owner_of(j)->uid == c->peer_uid)
-        return j;
-    const job_owner *o = job_owner_of(j);
-    char msg[256];
-    snprintf(msg, sizeof msg, "job %s belongs to %s (uid %u): only its owner, root and parled's "
-             "--admin-group may %s it", id, o->user, o->uid, what);
-    server_log(LOG_INFO, "refused %s (uid %u) %s of job %s", c->peer_user, c->peer_uid, what, id);
-    send_error(c, ERR_FORBIDDEN, msg);
-    return NULL;
+    return j && may_act(c, job_owner_of(j), "job", id, what) ? j : NULL;
+}
+
+static sweep *find_sweep(conn *c, const char *id)
+{
+    sweep *s = jobs_find_sweep(c->srv->jobs, id);
+    if (!s) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no sweep %s", id);
+        send_error(c, ERR_NOT_FOUND, msg);
+    }
+    return s;
+}
+
+static job_owner peer_owner(const conn *c)
+{
+    job_owner owner = {.uid = c->peer_uid, .gid = c->peer_gid};
+    snprintf(owner.user, sizeof owner.user, "%s", c->peer_user);
+    return owner;
 }
 
 static void op_submit(conn *c, proto_request *req)
 {
     char err[8192];
     const char *code;
-    job_owner owner = {.uid = c->peer_uid, .gid = c->peer_gid};
-    snprintf(owner.user, sizeof owner.user, "%s", c->peer_user);
+    job_owner owner = peer_owner(c);
     job *j = jobs_submit(c->srv->jobs, req->job, &owner, &code, err, sizeof(err));
     if (!j) {
         server_log(LOG_INFO, "rejected a job from %s (uid %u): %s", c->peer_user, c->peer_uid, err);
@@ -204,6 +228,52 @@ static void op_metrics(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* A sweep (docs/sweeps.md): all its jobs queued, or none. */
+static void op_sweep_submit(conn *c, proto_request *req)
+{
+    char err[8192];
+    const char *code;
+    job_owner owner = peer_owner(c);
+    sweep *s = jobs_sweep_submit(c->srv->jobs, req->sweep, &owner, &code, err, sizeof err);
+    if (!s) {
+        server_log(LOG_INFO, "rejected a sweep from %s (uid %u): %s", c->peer_user, c->peer_uid,
+                   err);
+        send_error(c, code, err);
+        return;
+    }
+    cJSON *o = sweep_status_json(c->srv->jobs, s);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_sweep_status(conn *c, proto_request *req)
+{
+    sweep *s = find_sweep(c, req->id);
+    if (!s)
+        return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "sweep", sweep_status_json(c->srv->jobs, s));
+    conn_send(c, proto_reply_ok(o));
+}
+
+static void op_sweep_cancel(conn *c, proto_request *req)
+{
+    sweep *s = find_sweep(c, req->id);
+    if (!s || !may_act(c, sweep_owner(s), "sweep", req->id, "cancel"))
+        return;
+    char err[256];
+    int n = sweep_cancel(c->srv->jobs, s, err, sizeof err);
+    if (n < 0) {
+        send_error(c, ERR_BAD_STATE, err);
+        return;
+    }
+    server_log(LOG_INFO, "sweep %s: cancel by %s (uid %u)", req->id, c->peer_user, c->peer_uid);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", sweep_id(s));
+    cJSON_AddNumberToObject(o, "cancelled_jobs", n);
+    conn_send(c, proto_reply_ok(o));
+}
+
 void server_handle_request(conn *c, char *line, size_t len)
 {
     server *s = c->srv;
@@ -243,6 +313,21 @@ void server_handle_request(conn *c, char *line, size_t len)
         break;
     case OP_METRICS:
         op_metrics(c, &req);
+        break;
+    case OP_SWEEP_SUBMIT:
+        op_sweep_submit(c, &req);
+        break;
+    case OP_SWEEP_STATUS:
+        op_sweep_status(c, &req);
+        break;
+    case OP_SWEEP_LIST: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "sweeps", sweeps_list_json(s->jobs));
+        conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_SWEEP_CANCEL:
+        op_sweep_cancel(c, &req);
         break;
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();

@@ -1,0 +1,271 @@
+/* parlectl sweep (docs/sweeps.md): the sweep file and the base job file it
+ * names are read here, with the client's rights, and sent as one object
+ * (`sweep_submit`); the daemon expands and keeps the sweep. Also a sweep's
+ * status table, the list, cancel, and a sweep's points as plot curves. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "plot_svg.h"
+
+int is_sweep_id(const char *id)
+{
+    if (id[0] != 's' || id[1] < '0' || id[1] > '9')
+        return 0;
+    for (const char *p = id + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+/* The sweep's "base", when it names a file: that job file read in its
+ * place, a relative path taken from the sweep file's folder. 0, or -1 after
+ * a message. */
+static int read_base(cJSON *sweep, const char *file)
+{
+    const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sweep, "base"));
+    if (!base)
+        return 0; /* an object in place, or an error the daemon names */
+    char path[8192];
+    const char *slash = strrchr(file, '/');
+    if (base[0] == '/' || !slash || strcmp(file, "-") == 0)
+        snprintf(path, sizeof path, "%s", base);
+    else
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - file), file, base);
+    cJSON *job = read_json_object(path, "a job file");
+    if (!job)
+        return -1;
+    cJSON_ReplaceItemInObjectCaseSensitive(sweep, "base", job);
+    return 0;
+}
+
+static int sweep_submit(const char *file, const args *a)
+{
+    cJSON *sweep = read_json_object(file, "a sweep file");
+    if (!sweep || read_base(sweep, file) != 0) {
+        cJSON_Delete(sweep);
+        return EXIT_FAIL;
+    }
+    cJSON *req = op_request("sweep_submit", NULL);
+    cJSON_AddItemToObject(req, "sweep", sweep);
+    cJSON *reply = call(req);
+    if (!reply)
+        return EXIT_FAIL;
+    cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+    if (a->json)
+        print_json(reply);
+    else if (a->quiet)
+        puts(str(reply, "id"));
+    else
+        printf("sweep %s (%s): %.0f points x %.0f seeds, %.0f jobs queued\n", str(reply, "id"),
+               str(reply, "name"), num(reply, "npoints"), num(reply, "seeds"), num(reply, "jobs"));
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+/* "4 done, 1 running, ..." of a sweep's counts. */
+static void print_counts(const cJSON *counts)
+{
+    static const char *const states[] = {"queued", "running", "done", "failed", "cancelled",
+                                         "early_stopped"};
+    const char *sep = "";
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
+        if (num(counts, states[i]) > 0) {
+            printf("%s%.0f %s", sep, num(counts, states[i]), states[i]);
+            sep = ", ";
+        }
+}
+
+/* A value of a point as a table cell: its JSON, at most 24 bytes. */
+static void cell(const cJSON *v, char *out, size_t len)
+{
+    char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(out, len, "%.24s", text ? text : "-");
+    free(text);
+}
+
+static void print_points(const cJSON *sw)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(sw, "keys");
+    const cJSON *points = cJSON_GetObjectItemCaseSensitive(sw, "points"), *p, *k;
+    int width[16] = {0}, nk = 0;
+    char buf[32];
+    cJSON_ArrayForEach(k, keys) {
+        if (nk == 16)
+            break;
+        width[nk] = (int)strlen(k->valuestring);
+        cJSON_ArrayForEach(p, points) {
+            cell(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "values"),
+                                                  k->valuestring), buf, sizeof buf);
+            width[nk] = (int)strlen(buf) > width[nk] ? (int)strlen(buf) : width[nk];
+        }
+        nk++;
+    }
+    printf("  %-6s", "POINT");
+    nk = 0;
+    cJSON_ArrayForEach(k, keys)
+        if (nk < 16)
+            printf("  %-*s", width[nk++], k->valuestring);
+    printf("  %-13s  %-5s  %-17s  %-8s  %s\n", "STATE", "DONE", "TEST ERROR", "WALL", "JOBS");
+    cJSON_ArrayForEach(p, points) {
+        char mean[32], sd[32], err[80], wall[32], done[16];
+        printf("%c %-6.0f", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "best")) ? '*' : ' ',
+               num(p, "point"));
+        nk = 0;
+        cJSON_ArrayForEach(k, keys) {
+            if (nk == 16)
+                break;
+            cell(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "values"),
+                                                  k->valuestring), buf, sizeof buf);
+            printf("  %-*s", width[nk++], buf);
+        }
+        fmt_percent(num(p, "test_error_mean"), mean, sizeof mean);
+        fmt_percent(num(p, "test_error_std"), sd, sizeof sd);
+        if (strcmp(sd, "-") == 0)
+            snprintf(err, sizeof err, "%s", mean);
+        else
+            snprintf(err, sizeof err, "%s ± %s", mean, sd);
+        const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
+        snprintf(done, sizeof done, "%.0f/%d", num(p, "done"), cJSON_GetArraySize(jobs));
+        printf("  %-13s  %-5s  %-17s  %-8s  ", str(p, "state"), done, err,
+               fmt_duration(num(p, "wall_s"), wall, sizeof wall));
+        const char *sep = "";
+        cJSON_ArrayForEach(j, jobs) {
+            printf("%s%s", sep, cJSON_GetStringValue(j));
+            sep = ",";
+        }
+        putchar('\n');
+    }
+}
+
+static int sweep_status(const char *id, const args *a)
+{
+    cJSON *reply = call(op_request("sweep_status", id));
+    if (!reply)
+        return EXIT_FAIL;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(reply, "sweep");
+    char t[32], best[32];
+    if (a->json) {
+        print_json(sw);
+    } else {
+        const cJSON *owner = cJSON_GetObjectItemCaseSensitive(sw, "owner");
+        printf("sweep %s (%s) of %s: %s; %.0f points x %.0f seeds, %.0f jobs: ", str(sw, "id"),
+               str(sw, "name"), str(owner, "user"), str(sw, "state"), num(sw, "npoints"),
+               num(sw, "seeds"), num(sw, "jobs"));
+        print_counts(cJSON_GetObjectItemCaseSensitive(sw, "counts"));
+        printf("; %s\n", fmt_duration(num(sw, "elapsed_s"), t, sizeof t));
+        const cJSON *early = cJSON_GetObjectItemCaseSensitive(sw, "early_stop");
+        if (cJSON_IsObject(early))
+            printf("early stop after %.0f epoch(s), margin %s\n", num(early, "after_epochs"),
+                   fmt_percent(num(early, "margin"), t, sizeof t));
+        print_points(sw);
+        if (isfinite(num(sw, "best")))
+            printf("best: point %.0f, test error %s\n", num(sw, "best"),
+                   fmt_percent(num(sw, "best_test_error"), best, sizeof best));
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int sweep_list(const args *a)
+{
+    cJSON *reply = call(op_request("sweep_list", NULL));
+    if (!reply)
+        return EXIT_FAIL;
+    const cJSON *sweeps = cJSON_GetObjectItemCaseSensitive(reply, "sweeps"), *s;
+    if (a->json) {
+        print_json(sweeps);
+    } else {
+        printf("%-7s %-24s %-12s %-10s %6s %5s %5s  %s\n", "ID", "NAME", "OWNER", "STATE", "POINTS",
+               "JOBS", "DONE", "BEST");
+        cJSON_ArrayForEach(s, sweeps) {
+            char best[64] = "-", e[32];
+            if (isfinite(num(s, "best")))
+                snprintf(best, sizeof best, "point %.0f, %s", num(s, "best"),
+                         fmt_percent(num(s, "best_test_error"), e, sizeof e));
+            printf("%-7s %-24.24s %-12.12s %-10s %6.0f %5.0f %5.0f  %s\n", str(s, "id"),
+                   str(s, "name"), str(cJSON_GetObjectItemCaseSensitive(s, "owner"), "user"),
+                   str(s, "state"), num(s, "npoints"), num(s, "jobs"),
+                   num(cJSON_GetObjectItemCaseSensitive(s, "counts"), "done"), best);
+        }
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+static int sweep_cancel(const char *id, const args *a)
+{
+    cJSON *reply = call(op_request("sweep_cancel", id));
+    if (!reply)
+        return EXIT_FAIL;
+    cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+    if (a->json)
+        print_json(reply);
+    else
+        printf("sweep %s cancelled: %.0f job(s) stop\n", id, num(reply, "cancelled_jobs"));
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
+int cmd_sweep(const command *cmd, int argc, char **argv)
+{
+    PARSE("jq", 1, 2);
+    const char *what = a.pos[0];
+    int takes_id = strcmp(what, "status") == 0 || strcmp(what, "cancel") == 0;
+    int is_ls = strcmp(what, "ls") == 0 || strcmp(what, "list") == 0;
+    if (takes_id && a.npos != 2)
+        return usage_error(cmd, what, " needs a sweep id");
+    if (takes_id && !is_sweep_id(a.pos[1]))
+        return usage_error(cmd, "not a sweep id (s0001, ...): ", a.pos[1]);
+    if ((is_ls || !takes_id) && a.npos != 1)
+        return usage_error(cmd, "unexpected argument ", a.pos[1]);
+    if (is_ls)
+        return sweep_list(&a);
+    if (strcmp(what, "status") == 0)
+        return sweep_status(a.pos[1], &a);
+    if (strcmp(what, "cancel") == 0)
+        return sweep_cancel(a.pos[1], &a);
+    return sweep_submit(what, &a);
+}
+
+int sweep_plot_points(conn *c, const char *id, plot_job **jobs, int *n)
+{
+    cJSON *reply = request(c, op_request("sweep_status", id));
+    if (!reply)
+        return -1;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(reply, "sweep");
+    const cJSON *p;
+    int rc = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sw, "points")) {
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
+        int nruns = cJSON_GetArraySize(ids), r = 0;
+        plot_job *runs = calloc((size_t)(nruns ? nruns : 1), sizeof *runs);
+        plot_job *more = runs ? realloc(*jobs, (size_t)(*n + 1) * sizeof **jobs) : NULL;
+        if (!more) {
+            free(runs);
+            rc = fail("out of memory");
+            break;
+        }
+        *jobs = more;
+        plot_job *out = &(*jobs)[(*n)++];
+        memset(out, 0, sizeof *out);
+        cJSON_ArrayForEach(j, ids)
+            if (rc == 0 && plot_fetch(c, cJSON_GetStringValue(j), &runs[r++]) != 0)
+                rc = -1;
+        char *values = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "values"));
+        snprintf(out->label, sizeof out->label, "%s point %.0f %.100s (%d seed%s)", id,
+                 num(p, "point"), values ? values : "", nruns, nruns == 1 ? "" : "s");
+        free(values);
+        if (rc == 0 && nruns > 0 && plot_band(out, runs, nruns) != 0)
+            rc = fail("out of memory");
+        for (int i = 0; i < nruns; i++)
+            plot_job_free(&runs[i]);
+        free(runs);
+        if (rc != 0)
+            break;
+    }
+    cJSON_Delete(reply);
+    return rc;
+}

@@ -1,0 +1,393 @@
+/* Sweeps (jobs.h; docs/sweeps.md), a durable object of the daemon, on the
+ * loop thread: submitted all or nothing, written to <state dir>/sweeps/<id>
+ * (sweep.json once, state.json at each change, both atomic), reloaded after
+ * the jobs with any job it lacks queued, cancelled as a whole, and the early
+ * stop of hopeless points. What they answer is in sweeps_json.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "jobs_impl.h"
+#include "log.h"
+
+#define SWEEP_FILE_MAX (8u << 20) /* sweep.json: a request line (1 MiB) pretty-printed */
+
+const char *sweep_id(const sweep *s) { return s->id; }
+const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
+
+sweep *jobs_find_sweep(jobs *js, const char *id)
+{
+    for (sweep *s = js->sweeps; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+static void sweep_free(sweep *s)
+{
+    sweep_spec_free(&s->spec);
+    cJSON_Delete(s->doc);
+    free(s);
+}
+
+void sweeps_free(jobs *js)
+{
+    while (js->sweeps) {
+        sweep *next = js->sweeps->next;
+        sweep_free(js->sweeps);
+        js->sweeps = next;
+    }
+}
+
+static void link_sweep(jobs *js, sweep *s)
+{
+    sweep **at = &js->sweeps;
+    while (*at)
+        at = &(*at)->next;
+    *at = s;
+}
+
+/* state.json: whether the sweep was cancelled, each job's test error at the
+ * early-stop epoch, the jobs the early stop cancelled. A failed write is
+ * logged; the next change writes it again. */
+static void write_state(jobs *js, sweep *s)
+{
+    cJSON *st = cJSON_CreateObject(), *errors = cJSON_AddObjectToObject(st, "errors");
+    cJSON *stopped = cJSON_AddArrayToObject(st, "early_stopped");
+    cJSON_AddBoolToObject(st, "cancelled", s->cancelled);
+    for (job *j = js->first; j; j = j->next) {
+        if (j->sweep != s)
+            continue;
+        if (j->sweep_error_known)
+            cJSON_AddNumberToObject(errors, j->id, j->sweep_error);
+        if (j->early_stopped)
+            cJSON_AddItemToArray(stopped, cJSON_CreateString(j->id));
+    }
+    char path[1200], err[512];
+    char *text = cJSON_Print(st);
+    cJSON_Delete(st);
+    snprintf(path, sizeof path, "%s/state.json", s->dir);
+    if (!text || atomic_write_file(path, text, strlen(text), err, sizeof err) != 0)
+        server_log(LOG_WARN, "sweep %s: could not write state.json: %s", s->id,
+                   text ? err : "out of memory");
+    free(text);
+}
+
+/* Tag a prepared job as the sweep's and queue it. */
+static int commit_tagged(jobs *js, sweep *s, job *j, const cJSON *job_json, long point, int k,
+                         char *err, size_t errlen)
+{
+    j->sweep = s;
+    snprintf(j->sweep_id, sizeof j->sweep_id, "%s", s->id);
+    j->point = point;
+    j->seed_index = k;
+    return job_commit(js, j, job_json, &s->owner, err, errlen);
+}
+
+/* The job of (point, k) prepared against the daemon, its JSON in *json:
+ * NULL with *code and a message naming the point. */
+static job *prepare_point(jobs *js, const sweep *s, long point, int k, cJSON **json,
+                          const char **code, char *err, size_t errlen)
+{
+    char why[8192], label[512];
+    *code = ERR_INVALID_SWEEP;
+    if (!(*json = sweep_job(&s->spec, point, k, err, errlen)))
+        return NULL;
+    job *j = job_prepare(js, *json, code, why, sizeof why);
+    if (!j) {
+        *code = strcmp(*code, ERR_INVALID_JOB) == 0 ? ERR_INVALID_SWEEP : *code;
+        snprintf(err, errlen, "point %ld (%s), seed %d of %d: %.4000s", point,
+                 sweep_point_label(&s->spec, point, label, sizeof label), k + 1, s->spec.seeds,
+                 why);
+        cJSON_Delete(*json);
+        *json = NULL;
+    }
+    return j;
+}
+
+/* A new sweep's record: the request as read into s->doc, then sweep.json
+ * in its own directory. 0, or -1 with a message. */
+static int create_sweep(jobs *js, sweep *s, char *err, size_t errlen)
+{
+    snprintf(s->id, sizeof s->id, "s%04d", js->next_sweep_id++);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sweeps_dir, s->id);
+    s->created_at = jobs_now_s();
+    cJSON_AddStringToObject(s->doc, "id", s->id);
+    cJSON_AddItemToObject(s->doc, "owner", owner_json(&s->owner));
+    cJSON_AddNumberToObject(s->doc, "created_at", s->created_at);
+    char path[1200];
+    char *text = cJSON_Print(s->doc);
+    snprintf(path, sizeof path, "%s/sweep.json", s->dir);
+    int rc = text ? 0 : -1;
+    if (!text)
+        snprintf(err, errlen, "out of memory");
+    else if (mkdir_p(s->dir, err, errlen) != 0 ||
+             atomic_write_file(path, text, strlen(text), err, errlen) != 0) {
+        rmdir(s->dir);
+        rc = -1;
+    }
+    free(text);
+    return rc;
+}
+
+/* Mark the sweep cancelled, durably, and cancel its queued and running
+ * jobs: how many. */
+static int cancel_jobs(jobs *js, sweep *s)
+{
+    int n = 0;
+    s->cancelled = 1;
+    write_state(js, s);
+    for (job *j = js->first; j; j = j->next) {
+        char why[256];
+        if (j->sweep == s && !job_state_final(j->state) && !j->cancel_requested &&
+            job_cancel(js, j, why, sizeof why) == 0)
+            n++;
+    }
+    server_log(LOG_INFO, "sweep %s cancelled: %d job(s) stop", s->id, n);
+    return n;
+}
+
+sweep *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
+                         const char **code, char *err, size_t errlen)
+{
+    sweep *s = calloc(1, sizeof *s);
+    cJSON *copy = cJSON_Duplicate(sweep_json, 1);
+    *code = ERR_INTERNAL;
+    if (!s || !copy || !(s->doc = cJSON_CreateObject())) {
+        snprintf(err, errlen, "out of memory");
+        cJSON_Delete(copy);
+        free(s);
+        return NULL;
+    }
+    cJSON_AddItemToObject(s->doc, "sweep", copy);
+    s->owner = *owner;
+    if (sweep_spec_read(copy, &s->spec, err, errlen) != 0) {
+        *code = ERR_INVALID_SWEEP;
+        sweep_free(s);
+        return NULL;
+    }
+    int njobs = s->spec.npoints * s->spec.seeds, made = 0, committed = 0;
+    job **prepared = calloc((size_t)njobs, sizeof *prepared);
+    cJSON **texts = calloc((size_t)njobs, sizeof *texts);
+    if (!prepared || !texts)
+        snprintf(err, errlen, "out of memory");
+    else if (jobs_may_queue(js, owner, njobs, code, err, errlen) == 0)
+        /* Every job validated against the daemon before any is queued. */
+        for (made = 0; made < njobs; made++) {
+            int p = made / s->spec.seeds, k = made % s->spec.seeds;
+            if (!(prepared[made] = prepare_point(js, s, s->spec.points[p], k, &texts[made], code,
+                                             err, errlen)))
+                break;
+        }
+    int linked = 0;
+    if (made == njobs)
+        *code = ERR_INTERNAL;
+    if (made == njobs && create_sweep(js, s, err, errlen) == 0) {
+        link_sweep(js, s);
+        linked = 1;
+        for (; committed < njobs; committed++) {
+            int p = committed / s->spec.seeds, k = committed % s->spec.seeds;
+            char why[1024];
+            if (commit_tagged(js, s, prepared[committed], texts[committed], s->spec.points[p], k, why,
+                              sizeof why) != 0) {
+                /* Nothing half done: the jobs queued so far are cancelled with the sweep. */
+                prepared[committed] = NULL;
+                cancel_jobs(js, s);
+                *code = ERR_INTERNAL;
+                snprintf(err, errlen, "sweep %s: %s; the sweep and its %d jobs queued before "
+                         "are cancelled", s->id, why, committed);
+                break;
+            }
+            prepared[committed] = NULL;
+        }
+        write_state(js, s);
+    }
+    for (int i = 0; i < njobs && prepared && texts; i++) {
+        free(prepared[i]);
+        cJSON_Delete(texts[i]);
+    }
+    free(prepared);
+    free(texts);
+    if (committed == njobs && njobs > 0) {
+        server_log(LOG_INFO, "sweep %s by %s (uid %u): %d points x %d seeds", s->id, owner->user,
+                   owner->uid, s->spec.npoints, s->spec.seeds);
+        jobs_schedule(js);
+        return s;
+    }
+    if (linked) /* cancelled, as its jobs */
+        jobs_schedule(js);
+    else
+        sweep_free(s);
+    return NULL;
+}
+
+int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen)
+{
+    if (s->cancelled) {
+        snprintf(err, errlen, "sweep %s has already been cancelled", s->id);
+        return -1;
+    }
+    return cancel_jobs(js, s);
+}
+
+/* The early stop (docs/sweeps.md): at its first evaluation with at least
+ * after_epochs epochs done, a job whose test error is worse than the median
+ * of the sweep's finished (done) jobs' errors at that evaluation by more
+ * than the margin is cancelled, the reason in its error and log. */
+void sweep_on_eval(job *j, double epoch, double test_error)
+{
+    sweep *s = j->sweep;
+    jobs *js = j->js;
+    if (!s->spec.early_after || j->sweep_error_known || epoch < s->spec.early_after ||
+        !isfinite(test_error))
+        return;
+    j->sweep_error = test_error;
+    j->sweep_error_known = 1;
+    double done[SWEEP_MAX_JOBS];
+    int n = 0;
+    for (job *o = js->first; o && n < SWEEP_MAX_JOBS; o = o->next)
+        if (o->sweep == s && o->state == JOB_DONE && o->sweep_error_known)
+            done[n++] = o->sweep_error;
+    /* The median by insertion sort: at most SWEEP_MAX_JOBS values, once per job. */
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && done[b - 1] > done[b]; b--) {
+            double t = done[b];
+            done[b] = done[b - 1];
+            done[b - 1] = t;
+        }
+    double median = n == 0 ? NAN : n % 2 ? done[n / 2] : (done[n / 2 - 1] + done[n / 2]) / 2;
+    if (n > 0 && test_error > median + s->spec.early_margin && !j->cancel_requested) {
+        char why[256];
+        j->early_stopped = 1;
+        snprintf(j->error, sizeof j->error, "early stop: test error %.2f%% after %.6g epochs is "
+                 "worse than %.2f%%, the median of the sweep's %d finished job%s then, by more "
+                 "than the margin %.2f%%", 100 * test_error, epoch, 100 * median, n,
+                 n == 1 ? "" : "s", 100 * s->spec.early_margin);
+        job_log(j, "%s", j->error);
+        server_log(LOG_INFO, "sweep %s: job %s %s", s->id, j->id, j->error);
+        job_cancel(js, j, why, sizeof why);
+    }
+    write_state(js, s);
+}
+
+/* ---- reloading ---- */
+
+/* The state.json of a reloaded sweep, onto it and its jobs; missing or
+ * unreadable: not cancelled, nothing known (logged). */
+static void restore_state(jobs *js, sweep *s)
+{
+    char path[1200], err[1400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/state.json", s->dir);
+    char *text = read_file_text(path, SWEEP_FILE_MAX, &len, err, sizeof err);
+    cJSON *st = text ? cJSON_ParseWithLength(text, len) : NULL;
+    if (!cJSON_IsObject(st))
+        server_log(LOG_WARN, "sweep %s: state.json: %s", s->id, text ? "not a JSON object" : err);
+    free(text);
+    s->cancelled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "cancelled"));
+    const cJSON *errors = cJSON_GetObjectItemCaseSensitive(st, "errors");
+    const cJSON *stopped = cJSON_GetObjectItemCaseSensitive(st, "early_stopped"), *it;
+    for (job *j = js->first; j; j = j->next) {
+        if (j->sweep != s)
+            continue;
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(errors, j->id);
+        if (cJSON_IsNumber(e) && isfinite(e->valuedouble)) {
+            j->sweep_error = e->valuedouble;
+            j->sweep_error_known = 1;
+        }
+        cJSON_ArrayForEach(it, stopped)
+            j->early_stopped |= cJSON_IsString(it) && strcmp(it->valuestring, j->id) == 0;
+    }
+    cJSON_Delete(st);
+}
+
+/* The jobs a reloaded sweep lacks (parled stopped while it queued them,
+ * or a job dir could not be read): queued now, unless it was cancelled. */
+static void queue_missing(jobs *js, sweep *s)
+{
+    for (int p = 0; p < s->spec.npoints && !s->cancelled; p++)
+        for (int k = 0; k < s->spec.seeds; k++) {
+            long point = s->spec.points[p];
+            const job *have = js->first;
+            while (have && !(have->sweep == s && have->point == point && have->seed_index == k))
+                have = have->next;
+            if (have)
+                continue;
+            char err[8192];
+            const char *code;
+            cJSON *json;
+            job *j = prepare_point(js, s, point, k, &json, &code, err, sizeof err);
+            if (j && commit_tagged(js, s, j, json, point, k, err, sizeof err) == 0)
+                server_log(LOG_INFO, "sweep %s: queued its missing job %s (point %ld, seed %d)",
+                           s->id, j->id, point, k + 1);
+            else
+                server_log(LOG_WARN, "sweep %s: cannot queue its missing job of point %ld, "
+                           "seed %d: %s", s->id, point, k + 1, err);
+            cJSON_Delete(json);
+        }
+}
+
+static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
+{
+    sweep *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    char path[1200];
+    size_t len;
+    snprintf(s->id, sizeof s->id, "%s", name);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sweeps_dir, name);
+    snprintf(path, sizeof path, "%s/sweep.json", s->dir);
+    char *text = read_file_text(path, SWEEP_FILE_MAX, &len, err, errlen);
+    int read = text != NULL;
+    s->doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(s->doc, "sweep");
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s->doc, "id"));
+    char why[8192];
+    if (!read) {
+        /* err says why */
+    } else if (!cJSON_IsObject(s->doc) || !id || strcmp(id, name) != 0 || !spec) {
+        snprintf(err, errlen, "sweep.json: not a sweep record for %s", name);
+    } else if (sweep_spec_read(spec, &s->spec, why, sizeof why) != 0) {
+        snprintf(err, errlen, "sweep.json: %.2000s", why);
+    } else {
+        owner_from_json(&s->owner, cJSON_GetObjectItemCaseSensitive(s->doc, "owner"));
+        s->created_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s->doc, "created_at"));
+        s->created_at = isfinite(s->created_at) ? s->created_at : 0;
+        return s;
+    }
+    sweep_free(s);
+    return NULL;
+}
+
+int sweeps_reload(jobs *js, char *err, size_t errlen)
+{
+    char **names;
+    size_t n;
+    if (numbered_dirs(js->sweeps_dir, 's', &names, &n, &js->next_sweep_id, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char why[8192];
+        sweep *s = load_sweep(js, names[i], why, sizeof why);
+        if (!s) {
+            /* Its jobs stay, as jobs of their own. */
+            server_log(LOG_WARN, "skipping sweep %s: %s", names[i], why);
+            continue;
+        }
+        link_sweep(js, s);
+        for (job *j = js->first; j; j = j->next)
+            if (strcmp(j->sweep_id, s->id) == 0)
+                j->sweep = s;
+        restore_state(js, s);
+        queue_missing(js, s);
+    }
+    if (n > 0)
+        server_log(LOG_INFO, "reloaded %zu sweep(s)", n);
+    numbered_dirs_free(names, n);
+    return 0;
+}

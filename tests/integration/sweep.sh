@@ -1,0 +1,130 @@
+#!/bin/bash
+# parlectl sweep (docs/sweeps.md): a grid with seeds expanded into tagged jobs
+# that run like any job; the status figures against the jobs' own (mean and
+# standard deviation computed here); samples; plot of a sweep; cancel; the
+# per-user bound; bad sweep files refused naming the key, nothing queued.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sweep_lib.sh"
+start_daemon --max-jobs-per-user 20
+
+sweep_base "$TMP/base.json" 2
+cat >"$TMP/grid.json" <<'SWEEP'
+{"name": "lr-mom", "base": "base.json",
+ "grid": {"optim.lr": [0.003, 0.01], "optim.momentum": [0, 0.9]}, "seeds": 3}
+SWEEP
+out=$(ctl sweep "$TMP/grid.json") || fail "sweep: $out"
+echo "$out" | grep -q "^sweep s0001 (lr-mom): 4 points x 3 seeds, 12 jobs queued$" || fail "reply: $out"
+wait_sweep s0001 done 120
+ctl sweep status s0001 --json >"$TMP/sweep.json" || fail "sweep status --json"
+ctl list --json >"$TMP/jobs.json" || fail "list --json"
+
+# Expansion and figures, independently: every job of the sweep by its tag,
+# its job.json as queued, the mean and sample standard deviation of each
+# point's final test errors, its wall time, the best point.
+python3 - "$TMP/sweep.json" "$TMP/jobs.json" "$STATE" <<'PY' || fail "the sweep's expansion or figures"
+import json, statistics, sys
+sweep = json.load(open(sys.argv[1]))
+jobs = [j for j in json.load(open(sys.argv[2])) if j["sweep"] == "s0001"]
+assert len(jobs) == 12 and sweep["jobs"] == 12 and sweep["npoints"] == 4, (len(jobs), sweep)
+assert sweep["keys"] == ["optim.lr", "optim.momentum"] and sweep["state"] == "done"
+grid = [(0.003, 0), (0.003, 0.9), (0.01, 0), (0.01, 0.9)]
+best = None
+for row in sweep["points"]:
+    p = row["point"]
+    mine = sorted((j for j in jobs if j["point"] == p), key=lambda j: j["seed_index"])
+    assert [j["seed_index"] for j in mine] == [0, 1, 2], (p, mine)
+    assert row["jobs"] == [j["id"] for j in mine], (row["jobs"], mine)
+    assert row["values"] == {"optim.lr": grid[p][0], "optim.momentum": grid[p][1]}, row
+    for k, j in enumerate(mine):
+        cfg = json.load(open(f"{sys.argv[3]}/jobs/{j['id']}/job.json"))
+        assert (cfg["optim"]["lr"], cfg["optim"]["momentum"]) == grid[p], cfg
+        assert cfg["seed"] == 3 + k and cfg["name"] == f"lr-mom p{p} s{k}", cfg
+        assert j["state"] == "done", j
+    errs = [j["test_error"] for j in mine]
+    assert abs(row["test_error_mean"] - statistics.mean(errs)) < 1e-12, (row, errs)
+    assert abs(row["test_error_std"] - statistics.stdev(errs)) < 1e-12, (row, errs)
+    assert abs(row["wall_s"] - sum(j["elapsed_s"] for j in mine)) < 1e-6, row
+    assert row["state"] == "done" and row["done"] == 3, row
+    if best is None or statistics.mean(errs) < best[1]:
+        best = (p, statistics.mean(errs))
+assert sweep["best"] == best[0] and [r["point"] for r in sweep["points"] if r["best"]] == [best[0]]
+assert len({j["test_error"] for j in jobs}) > 1, "every job has the same error: figures untested"
+PY
+best=$(field "$TMP/sweep.json" best)
+ctl sweep status s0001 | grep -Eq "^\* $best +" || fail "the best point is not marked: $(ctl sweep status s0001)"
+ctl sweep status s0001 | grep -q " ± " || fail "no mean ± std: $(ctl sweep status s0001)"
+ctl sweep ls | grep -Eq "^s0001 +lr-mom +root +done +4 +12 +12 +point $best" ||
+    fail "sweep ls: $(ctl sweep ls)"
+ctl status j0001 --json | grep -q '"sweep":[[:space:]]*"s0001"' || fail "a job's status lacks its sweep"
+
+# plot of a sweep: one curve per point, its seeds as a band in each panel.
+ctl plot s0001 -o "$TMP/s.svg" --json >"$TMP/plot.json" || fail "plot s0001"
+[ "$(field "$TMP/plot.json" jobs)" = 4 ] || fail "plot: not 4 curves: $(cat "$TMP/plot.json")"
+[ "$(grep -c "<polygon" "$TMP/s.svg")" = 12 ] || fail "plot: not 3 bands for each of 4 points"
+grep -q "s0001 point 3 {&quot;optim.lr&quot;:0.01,&quot;optim.momentum&quot;:0.9} (3 seeds)" \
+    "$TMP/s.svg" || fail "plot: no legend for point 3"
+
+# samples: 2 of the 4 points, drawn alike for the same sample_seed.
+cat >"$TMP/samples.json" <<'SWEEP'
+{"base": "base.json", "grid": {"optim.lr": [0.003, 0.01], "optim.momentum": [0, 0.9]},
+ "samples": 2, "sample_seed": 11}
+SWEEP
+a=$(ctl sweep -q "$TMP/samples.json") && b=$(ctl sweep -q "$TMP/samples.json") || fail "samples"
+wait_sweep "$b" done 60
+pa=$(ctl sweep status "$a" --json | python3 -c 'import json,sys; print([r["point"] for r in json.load(sys.stdin)["points"]])')
+pb=$(ctl sweep status "$b" --json | python3 -c 'import json,sys; print([r["point"] for r in json.load(sys.stdin)["points"]])')
+[ "$pa" = "$pb" ] && python3 -c "p=$pa; assert len(p) == 2 and p[0] < p[1] <= 3" ||
+    fail "samples drew $pa and $pb"
+
+# cancel: the running job stops, the queued ones are cancelled at once.
+sweep_base "$TMP/long.json" 500
+cat >"$TMP/long_sweep.json" <<'SWEEP'
+{"base": "long.json", "grid": {"optim.lr": [0.01, 0.02]}, "seeds": 2}
+SWEEP
+c=$(ctl sweep -q "$TMP/long_sweep.json") || fail "the long sweep"
+first=$(ctl sweep status "$c" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["points"][0]["jobs"][0])')
+wait_state "$first" running 30
+wait_steps "$first" 60
+# The bound counts a sweep as its jobs: 4 active, 17 more would pass 20.
+cat >"$TMP/big.json" <<'SWEEP'
+{"base": "base.json", "grid": {"optim.lr": [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.011, 0.012, 0.013, 0.014, 0.015, 0.016, 0.017]}}
+SWEEP
+out=$(ctl sweep "$TMP/big.json" 2>&1) && fail "a sweep past --max-jobs-per-user was queued"
+echo "$out" | grep -q "has 4 jobs queued or running: a sweep of 17 jobs would pass parled's --max-jobs-per-user 20" ||
+    fail "the bound's refusal: $out"
+out=$(ctl sweep cancel "$c") || fail "sweep cancel: $out"
+echo "$out" | grep -q "sweep $c cancelled: 4 job(s) stop" || fail "cancel reply: $out"
+wait_sweep "$c" cancelled 30
+ctl wait "$first" 2>/dev/null; [ $? = 3 ] || fail "the running job of the cancelled sweep did not end cancelled"
+[ "$(ctl sweep status "$c" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["cancelled"])')" = 4 ] ||
+    fail "not every job of the sweep is cancelled"
+out=$(ctl sweep cancel "$c" 2>&1) && fail "cancelling a sweep twice succeeded"
+echo "$out" | grep -q "has already been cancelled" || fail "second cancel: $out"
+
+# Bad sweep files: one clear error naming the key; nothing is queued.
+njobs=$(ctl list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+bad() { # bad JSON EXPECTED
+    printf '%s\n' "$1" >"$TMP/bad.json"
+    out=$(ctl sweep "$TMP/bad.json" 2>&1) && fail "a bad sweep was queued: $1"
+    echo "$out" | grep -qF -- "$2" || fail "bad sweep $1: the message lacks '$2': $out"
+}
+bad '{"base": "base.json", "grid": {"optim.lr": 0.1}}' 'grid."optim.lr": must be a non-empty list'
+bad '{"base": "base.json", "grid": {"optim.lr": []}}' 'grid."optim.lr": must be a non-empty list'
+bad '{"base": "base.json", "grid": {"optim.lrr": [0.1]}}' 'grid."optim.lrr": unknown key'
+bad '{"base": "base.json", "grid": {"optim.lr": [0.1, -1]}}' 'point 1 (optim.lr=-1): optim.lr: must be > 0'
+bad '{"base": "base.json", "grid": {}, "seedz": 3}' 'seedz: unknown field'
+bad '{"base": "nope.json", "grid": {}}' "cannot read $TMP/nope.json"
+bad '{"base": "base.json", "grid": {"devices": ["cpu", "7"]}}' 'point 1 (devices="7"), seed 1 of 1: devices:'
+bad '{"base": "base.json", "grid": {"optim.lr": [1,2,3,4,5,6,7,8,9,10,11]}, "seeds": 91}' \
+    'grid: 11 points x 91 seeds is 1001 jobs, more than the 1000 a sweep may queue'
+bad '{"base": "base.json", "grid": {}, "early_stop": {"after_epochs": 2, "margin": 0.1}}' \
+    'early_stop.after_epochs: 2 is not before the last epoch of point 0 (epochs 2)'
+[ "$(ctl list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$njobs" ] ||
+    fail "a refused sweep left jobs behind"
+[ "$(ctl sweep ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 4 ] ||
+    fail "a refused sweep left a sweep behind"
+ctl sweep status s0099 2>&1 | grep -q "no sweep s0099" || fail "status of no sweep"
+ctl sweep status j0001 2>/dev/null; [ $? = 2 ] || fail "a job id taken as a sweep id"
+check_alive "sweeps"
+stop_daemon
+echo PASS
