@@ -6,6 +6,14 @@ iteration.
 
   mpi_scaling.py [--build build] [--ranks 1,2,4] [--outer 12] [--reps 1]
                  [--btl self,vader] [--job configs/lenet-fmnist-parle.json]
+                 [--netns none,10gbit,1gbit]
+
+With --netns (as root), each rank runs on a host of its own made as a
+network namespace (scripts/netns-hosts.sh: veth pairs through a bridge, the
+TCP btl bound to them) and every host's link is shaped with tc tbf to each
+rate in turn ("none": unshaped); then per rate and K > 1 it reports the
+leader's time in the cross-rank sums per outer iteration against the bytes
+summed per outer iteration, and the rate that implies.
 
 The job is JOB.json with `--set`s: `replicas` 4 (every K needs one replica
 per rank, and the work must be the same for every K), `train_limit` =
@@ -39,8 +47,32 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def mpirun_cmd(args, k, sock, state):
+HOSTS_SH = os.path.join(ROOT, "scripts", "netns-hosts.sh")
+PREFIX = f"pb{os.getpid()}"
+
+
+def netns_cmd(args, k, tmp):
+    """mpirun in host 0's namespace, one rank per host, the launch agent
+    entering the others'."""
+    hosts, agent = os.path.join(tmp, "hosts"), os.path.join(tmp, "agent.sh")
+    with open(hosts, "w") as f:
+        f.writelines(f"10.77.0.{i + 1} slots=1\n" for i in range(k))
+    with open(agent, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{HOSTS_SH}" agent "$@"\n')
+    os.chmod(agent, 0o755)
+    return ["ip", "netns", "exec", f"{PREFIX}-h0", "mpirun", "--allow-run-as-root",
+            "--hostfile", hosts, "-n", str(k), "--map-by", "node", "--bind-to", "none",
+            "--mca", "plm_rsh_agent", agent, "--mca", "btl", "self,tcp",
+            "--mca", "btl_tcp_if_include", "10.77.0.0/24",
+            "--mca", "oob_tcp_if_include", "10.77.0.0/24"]
+
+
+def mpirun_cmd(args, k, sock, state, tmp):
     cores = os.cpu_count() or 1
+    tail = [os.path.join(args.build, "daemon", "parled"), "--mpi", "--socket", sock,
+            "--state-dir", state]
+    if args.netns:
+        return netns_cmd(args, k, tmp) + tail
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(k),
            "--mca", "btl", args.btl]
     if "tcp" in args.btl:
@@ -50,16 +82,16 @@ def mpirun_cmd(args, k, sock, state):
     else:
         cmd += ["--map-by", "core", "--bind-to",
                 "core" if k <= cores else "core:overload-allowed"]
-    return cmd + [os.path.join(args.build, "daemon", "parled"), "--mpi", "--socket", sock,
-                  "--state-dir", state]
+    return cmd + tail
 
 
 def run_once(args, k):
     tmp = tempfile.mkdtemp(prefix="mpi-scaling.")
     sock, state = os.path.join(tmp, "s.sock"), os.path.join(tmp, "state")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PMIX_MCA_gds="hash", PARLE_NETNS_PREFIX=PREFIX)
     err = open(os.path.join(tmp, "err"), "w+")
-    daemon = subprocess.Popen(mpirun_cmd(args, k, sock, state), stdout=subprocess.PIPE,
+    daemon = subprocess.Popen(mpirun_cmd(args, k, sock, state, tmp), stdout=subprocess.PIPE,
                               stderr=err, text=True, env=env)
     try:
         line = daemon.stdout.readline()
@@ -99,6 +131,7 @@ def run_once(args, k):
             raise SystemExit(f"mpi_scaling.py: no 'job sync' line from rank 0:\n{stderr}")
         sums, floats = int(m.group(1)), int(m.group(2))
         out.update(in_mpi=float(m.group(4)) / float(m.group(5)), sums=sums,
+                   sync_per_outer=float(m.group(4)) / out["outer"],
                    floats=floats // sums, agreements=int(m.group(3)),
                    bytes_per_outer=floats * 4 / out["outer"])
     return out
@@ -113,10 +146,13 @@ def main():
     ap.add_argument("--batch", type=int, default=128, help="the job's optim.batch")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--btl", default="self,vader")
+    ap.add_argument("--netns", help="tbf rates, e.g. none,10gbit,1gbit (as root)")
     args = ap.parse_args()
     if not shutil.which("mpirun"):
         sys.exit("mpi_scaling.py: mpirun not found")
     ranks = [int(x) for x in args.ranks.split(",")]
+    if args.netns:
+        return bandwidth(args, [k for k in ranks if k > 1])
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
           f"{os.getloadavg()[0]:.2f} at the start, {os.cpu_count()} cores, btl {args.btl}")
     results = {k: [] for k in ranks}
@@ -136,6 +172,32 @@ def main():
                f"{med(k, 'bytes_per_outer') / 1e6:.3f} MB" if k > 1 else "— | — | — | —")
         print(f"| {k} | {4 // k} | {med(k, 's_per_outer'):.3f} | "
               f"{med(k, 's_per_outer') / base:.2f} | {100 * med(k, 'sync'):.1f}% | {mpi} |")
+
+
+def bandwidth(args, ranks):
+    rates = args.netns.split(",")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+          f"{os.getloadavg()[0]:.2f} at the start, {os.cpu_count()} cores, one rank per "
+          f"network namespace, tc tbf on every host's link")
+    results = {(rate, k): [] for rate in rates for k in ranks}
+    subprocess.run([HOSTS_SH, "up", PREFIX, str(max(ranks))], check=True)
+    try:
+        for _ in range(args.reps):
+            for rate in rates:
+                subprocess.run([HOSTS_SH, "shape", PREFIX, rate], check=True)
+                for k in ranks:
+                    results[(rate, k)].append(run_once(args, k))
+    finally:
+        subprocess.run([HOSTS_SH, "down", PREFIX], check=False)
+    med = lambda key, name: statistics.median(r[name] for r in results[key])  # noqa: E731
+    print(f"# load average {os.getloadavg()[0]:.2f} at the end; medians of {args.reps}")
+    print("| link | ranks | s / outer iteration | sync s / outer iteration (rank 0 in MPI "
+          "sums) | bytes / outer iteration | bytes x 8 / sync s |")
+    print("|---|---|---|---|---|---|")
+    for (rate, k) in results:
+        sync, moved = med((rate, k), "sync_per_outer"), med((rate, k), "bytes_per_outer")
+        print(f"| {rate} | {k} | {med((rate, k), 's_per_outer'):.3f} | {1e3 * sync:.1f} ms | "
+              f"{moved / 1e6:.3f} MB | {8 * moved / sync / 1e9:.2f} Gbit/s |")
 
 
 if __name__ == "__main__":
