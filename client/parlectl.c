@@ -32,8 +32,8 @@ static const char usage[] =
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
-    "  sweep FILE [-q] [--json]  queue a sweep: a grid of jobs over a base job file\n"
-    "  sweep status|cancel ID, sweep ls [--json]  a sweep's points, cancel it, every sweep\n"
+    "  sweep FILE|status ID|ls|cancel ID [-q] [--json]  a grid of jobs over a base job\n"
+    "                          file (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
     "  tensorboard ID [ID...] -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
@@ -432,10 +432,11 @@ static const command commands[] = {
      "it, fsync,\nrename), after checking the daemon's CRC-32; FILE is never left half written."},
     {"plot", cmd_plot,
      "plot ID [ID...] [-o FILE] [--json]\nDraw train loss, test error and learning rate against passes "
-     "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout)."},
+     "over the data\n(one colour per job) as an SVG, to FILE (default curves.svg; '-': stdout).\n"
+     "A sweep's id (s0001) draws one curve per point: its seeds' mean, their range\n"
+     "as a band."},
     {"sweep", cmd_sweep,
-     "sweep FILE [-q] [--json] | sweep status ID [--json] | sweep ls [--json] |\n"
-     "sweep cancel ID [--json]\n"
+     "sweep FILE [-q] [--json] | sweep status|cancel ID [--json] | sweep ls [--json]\n"
      "Queue a sweep (docs/sweeps.md): FILE names a base job file (\"base\", read here,\n"
      "relative to FILE's folder), a grid over its dotted keys ({\"optim.lr\": [0.1, 0.05]}),\n"
      "and optionally \"seeds\": K (each point K times, seeds base + 0..K-1), \"samples\": N\n"

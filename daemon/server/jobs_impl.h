@@ -167,7 +167,7 @@ cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user
  * events to the loop through js's locked queue. */
 void *job_thread(void *arg);
 
-/* jobs.c: a submission in two steps, so a sweep queues all its jobs or
+/* job_submit.c: a submission in two steps, so a sweep queues all its jobs or
  * none. job_prepare validates a job against the daemon (its devices, its
  * memory): the record, not yet queued, or NULL with *code and a message.
  * job_commit gives it an id, its files (job.json, status.json with any

@@ -69,7 +69,8 @@ cat >"$TMP/samples.json" <<'SWEEP'
 {"base": "base.json", "grid": {"optim.lr": [0.003, 0.01], "optim.momentum": [0, 0.9]},
  "samples": 2, "sample_seed": 11}
 SWEEP
-a=$(ctl sweep -q "$TMP/samples.json") && b=$(ctl sweep -q "$TMP/samples.json") || fail "samples"
+a=$(ctl sweep --json "$TMP/samples.json" | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["npoints"] == 2 and s["jobs"] == 2; print(s["id"])') &&
+    b=$(ctl sweep -q "$TMP/samples.json") || fail "samples"
 wait_sweep "$b" done 60
 pa=$(ctl sweep status "$a" --json | python3 -c 'import json,sys; print([r["point"] for r in json.load(sys.stdin)["points"]])')
 pb=$(ctl sweep status "$b" --json | python3 -c 'import json,sys; print([r["point"] for r in json.load(sys.stdin)["points"]])')

@@ -57,7 +57,9 @@ chmod 644 "$TMP/secret_sweep.json"
 out=$(ctl_as "$bob" sweep "$TMP/secret_sweep.json" 2>&1) && fail "bob's sweep read a file he cannot"
 echo "$out" | grep -q "cannot read $TMP/secret.json: Permission denied" || fail "secret base: $out"
 
-out=$(ctl_as "$alice" sweep cancel "$id") || fail "alice cannot cancel her sweep: $out"
+out=$(ctl_as "$alice" sweep cancel "$id" --json) || fail "alice cannot cancel her sweep: $out"
+echo "$out" | python3 -c 'import json,sys; assert json.load(sys.stdin)["cancelled_jobs"] == 2' ||
+    fail "sweep cancel --json: $out"
 wait_sweep "$id" cancelled 30
 ctl sweep cancel s0002 >/dev/null || fail "root cannot cancel bob's sweep"
 check_alive "sweep ownership"

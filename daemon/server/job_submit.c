@@ -1,0 +1,133 @@
+/* A submission (jobs_impl.h): whether the owner may queue more, a job
+ * checked against the daemon (job_prepare), then given its id, files and
+ * place in the queue (job_commit); jobs_submit is the two for one job, a
+ * sweep (sweeps.c) the two for each of its jobs, all checked first. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "jobconfig.h"
+#include "jobs_impl.h"
+
+/* Queued and running jobs of uid. */
+static int active_jobs_of(const jobs *js, unsigned uid)
+{
+    int n = 0;
+    for (const job *j = js->first; j; j = j->next)
+        n += j->owner.uid == uid && !job_state_final(j->state);
+    return n;
+}
+
+int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
+                   size_t errlen)
+{
+    if (js->stopping && !js->restarting) {
+        *code = ERR_SHUTTING_DOWN;
+        snprintf(err, errlen, "parled is shutting down");
+        return -1;
+    }
+    int active = active_jobs_of(js, owner->uid);
+    if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
+        *code = ERR_LIMIT;
+        if (njobs == 1)
+            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
+                     "--max-jobs-per-user", owner->user, owner->uid, js->limits.jobs_per_user);
+        else
+            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running: a sweep of %d jobs "
+                     "would pass parled's --max-jobs-per-user %d", owner->user, owner->uid, active,
+                     njobs, js->limits.jobs_per_user);
+        return -1;
+    }
+    return 0;
+}
+
+job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
+{
+    job *j = calloc(1, sizeof(*j));
+    *code = ERR_INVALID_JOB;
+    if (!j) {
+        *code = ERR_INTERNAL;
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    char why[256];
+    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0)
+        goto fail;
+    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
+                            &j->devices, why, sizeof(why)) != 0 ||
+        check_ranks(&j->cfg, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
+        goto fail;
+    }
+    if (job_admit(j, err, errlen) != 0)
+        goto fail;
+    j->js = js;
+    j->test_error = j->test_loss = NAN;
+    return j;
+fail:
+    free(j);
+    return NULL;
+}
+
+int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
+               size_t errlen)
+{
+    char path[1200];
+    /* job.json: the user's job as sent, which a restart validates again. */
+    char *pretty = cJSON_Print(job_json);
+    if (!pretty) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    j->owner = *owner;
+    snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
+    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
+    job_file_path(j, "job.json", path, sizeof(path));
+    if (mkdir_p(j->dir, err, errlen) != 0 ||
+        atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
+        goto fail;
+    job_file_path(j, "log.txt", path, sizeof(path));
+    j->log = fopen(path, "a");
+    if (!j->log) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    free(pretty);
+    j->submitted_at = jobs_now_s();
+    if (js->last)
+        js->last->next = j;
+    else
+        js->first = j;
+    js->last = j;
+    job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
+            j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
+            j->cfg.data.dataset, j->cfg.epochs);
+    set_state(j, JOB_QUEUED);
+    return 0;
+fail:
+    if (j->dir[0]) { /* leave no half-made job dir behind */
+        job_file_path(j, "job.json", path, sizeof(path));
+        unlink(path);
+        rmdir(j->dir);
+    }
+    free(pretty);
+    free(j);
+    return -1;
+}
+
+job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
+                 char *err, size_t errlen)
+{
+    if (jobs_may_queue(js, owner, 1, code, err, errlen) != 0)
+        return NULL;
+    job *j = job_prepare(js, job_json, code, err, errlen);
+    *code = j ? ERR_INTERNAL : *code;
+    if (!j || job_commit(js, j, job_json, owner, err, errlen) != 0)
+        return NULL;
+    jobs_schedule(js);
+    return j;
+}
