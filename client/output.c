@@ -84,6 +84,8 @@ void print_job(const cJSON *j)
             printf("  %s %.1f MiB", dev->string, cJSON_GetNumberValue(dev) / (1024.0 * 1024));
         fputc('\n', stdout);
     }
+    if (num(j, "reseeds") > 0)
+        printf("  replicas re-seeded: %.0f\n", num(j, "reseeds"));
     if (*str(j, "waiting"))
         printf("  waiting: %s\n", str(j, "waiting"));
     if (*str(j, "error"))

@@ -125,6 +125,11 @@ void backend_fail(backend_ctx *ctx, const char *fmt, ...) __attribute__((format(
  * through this on the CPU (PARLE_FAULT_REPLICA's `device` phase). */
 void backend_fail_device(backend_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Forget the error of a context whose device stays usable (an allocation
+ * refused, a library call's error status), so that its ops run again: 0; -1,
+ * nothing changed, after a device fault. For a replica that is re-seeded
+ * (algorithm.on_replica_failure). */
+int backend_recover(backend_ctx *ctx);
 
 /* Scratch of at least `floats` floats in the context's memory (NULL with the
  * sticky error set if out of memory). */

@@ -22,6 +22,15 @@ void backend_fail(backend_ctx *ctx, const char *fmt, ...)
     va_end(ap);
 }
 
+int backend_recover(backend_ctx *ctx)
+{
+    if (ctx->device_fault)
+        return -1;
+    ctx->failed = 0;
+    ctx->err[0] = '\0';
+    return 0;
+}
+
 void backend_fail_device(backend_ctx *ctx, const char *fmt, ...)
 {
     va_list ap;

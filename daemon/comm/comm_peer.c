@@ -352,10 +352,23 @@ int comm_peer_centre_elastic(comm_peer *p, int rank, backend_ctx *ctx, float *x,
     if (backend_sync(ctx) != 0 || comm_barrier(p->comm, rank, "EASGD centre") != 0)
         return -1;
     /* xbar stays until the next collective, which starts with a stream sync
-     * on every rank: c is whole before anyone reads it again. */
-    if (rank == 0)
+     * on every rank: c is whole before anyone reads it again, but for a
+     * failing replica's copy (comm_peer_centre_copy), which takes the lock. */
+    if (rank == 0) {
+        pthread_mutex_lock(&p->centre_lock);
         vec_axpby(ctx, p->len, beta, xbar, 1.0f - beta, p->centre);
+        backend_sync(ctx);
+        pthread_mutex_unlock(&p->centre_lock);
+    }
     return 0;
+}
+
+void comm_peer_centre_copy(comm_peer *p, int rank, backend_ctx *ctx, float *x)
+{
+    pthread_mutex_lock(&p->centre_lock);
+    comm_peer_copy(p->comm, ctx, x, rank, p->centre, 0, p->len);
+    backend_sync(ctx);
+    pthread_mutex_unlock(&p->centre_lock);
 }
 
 void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x)

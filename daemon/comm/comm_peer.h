@@ -123,6 +123,9 @@ float *comm_peer_centre(comm_peer *p);
  * c, rank 0 does c <- c + beta (xbar - c). 0, or -1 once aborted. */
 int comm_peer_centre_elastic(comm_peer *p, int rank, backend_ctx *ctx, float *x, float alpha,
                              float beta);
+/* x <- c, this process's centre read whole (under the lock its updates
+ * take): a failed replica's re-seed. */
+void comm_peer_centre_copy(comm_peer *p, int rank, backend_ctx *ctx, float *x);
 /* Asynchronous exchange, one replica at a time: x, c <- (x + c) / 2, i.e.
  * x <- x - a (x - c), c <- c + a (x - c) with a = 1/2. */
 void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x);

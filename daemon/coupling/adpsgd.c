@@ -81,6 +81,18 @@ static float *adpsgd_weights(replica *r)
     return comm_peer_x(((adpsgd_state *)r->rule_state)->peer, r->rank);
 }
 
+/* The shared x from the mean of the healthy replicas' (nobody averages at
+ * a meeting point), and the gradient's point with it. */
+static int adpsgd_reseed(replica *r, int bad)
+{
+    adpsgd_state *s = r->rule_state;
+    if (rule_reseed_mean(r, bad, comm_peer_x(s->peer, r->rank), s->u) != 0)
+        return -1;
+    if (bad)
+        take_copy(r);
+    return 0;
+}
+
 /* u, and the shared x and a scratch of PEER_PAIR (adpsgd_init). */
 static int adpsgd_vectors(const job_config *cfg, int id)
 {
@@ -132,5 +144,6 @@ const coupling_rule coupling_adpsgd = {
     .state = adpsgd_state_buffers,
     .vectors = adpsgd_vectors,
     .describe = adpsgd_describe,
+    .reseed = adpsgd_reseed,
     .free = adpsgd_free,
 };

@@ -54,6 +54,15 @@ static int allreduce_sync(replica *r)
 
 static float *allreduce_weights(replica *r) { return r->model.params; }
 
+/* The replicas are identical: a healthy one's weights and momentum, bit for
+ * bit, so they stay so. */
+static int allreduce_reseed(replica *r, int bad)
+{
+    allreduce_state *s = r->rule_state;
+    return coupling_consensus(r, bad, r->model.params, 1) == 0 &&
+           coupling_consensus(r, bad, s->u, 1) == 0 ? 0 : -1;
+}
+
 /* Replica 0's weights, which every replica holds bit for bit: the mean of
  * identical vectors could round them. */
 static const float *allreduce_master(replica *r) { return r->model.params; }
@@ -102,5 +111,6 @@ const coupling_rule coupling_allreduce = {
     .state = allreduce_state_buffers,
     .vectors = allreduce_vectors,
     .master = allreduce_master,
+    .reseed = allreduce_reseed,
     .free = allreduce_free,
 };

@@ -105,6 +105,20 @@ typedef struct coupling_rule {
      * context memory, unchanged until the rank's next step, or NULL once the
      * comm was aborted. */
     const float *(*master)(replica *r);
+    /* Re-seeding (algorithm.on_replica_failure "reseed", docs/architecture.md
+     * "Failure model"). Every replica of the job calls it at the same
+     * meeting point (a collective: before or after a sync) when some replica
+     * failed; `bad` says this one did. A bad replica takes what the rule
+     * holds as consensus as its weights (Parle's reference, EASGD's centre,
+     * the mean of the healthy replicas for the decentralised rules) and
+     * resets its optimizer and local state; the others keep theirs. 0, or -1
+     * once the comm was aborted. */
+    int (*reseed)(replica *r, int bad);
+    /* The rule's step takes part in collectives (EASGD's synchronous
+     * elastic step): it is called on a failing replica too (r->failing),
+     * which must keep them and hand its peers nothing of its own. Other
+     * rules' steps are skipped on a failing replica. */
+    int step_meets;
     void (*free)(replica *r);
 } coupling_rule;
 
@@ -119,6 +133,14 @@ const coupling_rule *coupling_family(const coupling_rule *rule);
 /* How many steps an outer iteration takes: steps_per_sync, or for a
  * RULE_STEPS_PER_PASS rule `batches_per_pass`. */
 int coupling_sync_steps(const coupling_rule *rule, const job_config *cfg, long batches_per_pass);
+/* A rule's re-seed of `w` (its weights, nparams floats in the replica's
+ * memory), called by every replica at one meeting point: each publishes w
+ * (comm_exchange; a bad replica's reads as NaN, so no other takes it for
+ * healthy) and a bad replica sets w to the mean of the healthy replicas'
+ * (exact = 0), or to the lowest-numbered healthy replica's bit for bit
+ * (exact = 1: allreduce's replicas are identical). 0, or -1 once the comm
+ * is aborted (no healthy replica, a failed copy: it aborts it). */
+int coupling_consensus(replica *r, int bad, float *w, int exact);
 /* Can `rule` (NULL: none) run across MPI ranks (its `net`), on GPUs or on
  * CPUs? */
 int coupling_runs_across_ranks(const coupling_rule *rule, int on_gpus);

@@ -96,6 +96,11 @@ static int dpsgd_sync(replica *r)
 
 static float *dpsgd_weights(replica *r) { return r->model.params; }
 
+static int dpsgd_reseed(replica *r, int bad)
+{
+    return rule_reseed_mean(r, bad, r->model.params, ((dpsgd_state *)r->rule_state)->u);
+}
+
 /* u and mix (dpsgd_init); a copy of a peer on another device is not counted. */
 static int dpsgd_vectors(const job_config *cfg, int id)
 {
@@ -149,5 +154,6 @@ const coupling_rule coupling_dpsgd = {
     .weights = dpsgd_weights,
     .state = dpsgd_state_buffers,
     .vectors = dpsgd_vectors,
+    .reseed = dpsgd_reseed,
     .free = dpsgd_free,
 };

@@ -57,11 +57,18 @@ static int easgd_init(replica *r, char *err, size_t errlen)
 
 static void easgd_begin(replica *r) { (void)r; }
 
+/* A failing replica (step_meets) keeps the synchronous elastic steps, from
+ * the centre: its own x would move c. It takes no local step and no
+ * asynchronous exchange. */
 static void easgd_step(replica *r)
 {
     easgd_state *s = r->rule_state;
     float *x = r->model.params;
     int exchange = r->step % r->cfg->algorithm.tau == 0;
+    if (r->failing && exchange && !s->async)
+        comm_peer_centre_copy(s->peer, r->rank, &r->ctx, x);
+    if (r->failing && (s->async || !exchange))
+        return;
     double t0 = comm_now_s();
     if (exchange && !s->async) {
         float beta = (float)r->cfg->algorithm.beta;
@@ -71,6 +78,8 @@ static void easgd_step(replica *r)
         PEER_COUNT(s->peer, r->rank, exchanges, 1);
     }
     r->sync_s += comm_now_s() - t0;
+    if (r->failing)
+        return;
     rule_local_step(r, x, s->u, 1);
     if (exchange && s->async) {
         t0 = comm_now_s();
@@ -83,6 +92,24 @@ static void easgd_step(replica *r)
 static int easgd_sync(replica *r) { return async_quiesce(r); }
 
 static float *easgd_weights(replica *r) { return r->model.params; }
+
+/* From the centre, where this process's copy is it: in one process, or with
+ * the synchronous variant, whose elastic steps move every process's copy
+ * alike. The asynchronous variant across processes averages with replica
+ * 0's process's centre alone: there, the mean of the healthy replicas. */
+static int easgd_reseed(replica *r, int bad)
+{
+    easgd_state *s = r->rule_state;
+    if (r->comm->net && s->async)
+        return rule_reseed_mean(r, bad, r->model.params, s->u);
+    if (comm_aborted(r->comm))
+        return -1;
+    if (bad) {
+        comm_peer_centre_copy(s->peer, r->rank, &r->ctx, r->model.params);
+        backend_zero(&r->ctx, s->u, r->model.nparams * sizeof(float));
+    }
+    return 0;
+}
 
 static const float *easgd_master(replica *r)
 {
@@ -161,5 +188,7 @@ const coupling_rule coupling_easgd = {
     .vectors = easgd_vectors,
     .scalars = NULL,
     .describe = easgd_describe,
+    .reseed = easgd_reseed,
+    .step_meets = 1,
     .free = easgd_free,
 };

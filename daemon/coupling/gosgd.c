@@ -86,6 +86,13 @@ static int gosgd_sync(replica *r)
 
 static float *gosgd_weights(replica *r) { return r->model.params; }
 
+/* a_i stays (the weights' sum is the master's), and so does its mailbox,
+ * which the sync then absorbs: the healthy peers' pushes. */
+static int gosgd_reseed(replica *r, int bad)
+{
+    return rule_reseed_mean(r, bad, r->model.params, ((gosgd_state *)r->rule_state)->u);
+}
+
 /* sum_i a_i x_i = the mean over replicas of n a_i x_i. */
 static const float *gosgd_master(replica *r)
 {
@@ -161,5 +168,6 @@ const coupling_rule coupling_gosgd = {
     .vectors = gosgd_vectors,
     .scalars = gosgd_scalars,
     .describe = gosgd_describe,
+    .reseed = gosgd_reseed,
     .free = gosgd_free,
 };

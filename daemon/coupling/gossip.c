@@ -156,6 +156,13 @@ static int gossip_sync(replica *r)
 
 static float *gossip_weights(replica *r) { return r->model.params; }
 
+/* Its clock and loss window stay: a failing replica's step is skipped, so
+ * they hold nothing of the failure. */
+static int gossip_reseed(replica *r, int bad)
+{
+    return rule_reseed_mean(r, bad, r->model.params, ((gossip_state *)r->rule_state)->u);
+}
+
 /* u, fetched, and the two snapshots of PEER_SNAPSHOT (gossip_init). */
 static int gossip_vectors(const job_config *cfg, int id)
 {
@@ -231,5 +238,6 @@ const coupling_rule coupling_gossip = {
     .vectors = gossip_vectors,
     .scalars = gossip_scalars,
     .describe = gossip_describe,
+    .reseed = gossip_reseed,
     .free = gossip_free,
 };

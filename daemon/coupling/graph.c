@@ -1,5 +1,7 @@
 #include "graph.h"
 
+#include "coupling.h"
+
 int graph_exp_distances(int n)
 {
     int m = 0;
@@ -73,6 +75,15 @@ void rule_fold_decay(replica *r, const float *at)
     float wd = (float)r->cfg->optim.weight_decay;
     if (wd > 0.0f)
         vec_axpby(&r->ctx, r->model.nparams, wd, at, 1.0f, r->model.grads);
+}
+
+int rule_reseed_mean(replica *r, int bad, float *x, float *u)
+{
+    if (coupling_consensus(r, bad, x, 0) != 0)
+        return -1;
+    if (bad)
+        backend_zero(&r->ctx, u, r->model.nparams * sizeof(float));
+    return 0;
 }
 
 void rule_local_step(replica *r, float *x, float *u, int decay)

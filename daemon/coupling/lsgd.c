@@ -184,6 +184,14 @@ static int lsgd_sync(replica *r)
 
 static float *lsgd_weights(replica *r) { return r->model.params; }
 
+/* Its loss window keeps the losses from before the failure (a failing
+ * replica's step is skipped), and the leaders' weights it pulls toward stay
+ * the last election's. */
+static int lsgd_reseed(replica *r, int bad)
+{
+    return rule_reseed_mean(r, bad, r->model.params, ((lsgd_state *)r->rule_state)->u);
+}
+
 /* The global leader, elected now from the same scores as at a communication. */
 static const float *lsgd_master(replica *r)
 {
@@ -301,5 +309,6 @@ const coupling_rule coupling_lsgd = {
     .scalars = lsgd_scalars,
     .describe = lsgd_describe,
     .master = lsgd_master,
+    .reseed = lsgd_reseed,
     .free = lsgd_free,
 };

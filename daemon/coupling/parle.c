@@ -10,6 +10,7 @@
 
 #include "comm.h"
 #include "coupling.h"
+#include "graph.h"
 #include "parle.h"
 
 extern const coupling_rule coupling_parle;
@@ -132,6 +133,22 @@ static int parle_sync(replica *r)
 
 static float *parle_weights(replica *r) { return ((parle_state *)r->rule_state)->x; }
 
+/* From the reference: the mean of the healthy replicas' x, which is what
+ * the sync pulls toward; momenta zeroed, and z and y restart at x. */
+static int parle_reseed(replica *r, int bad)
+{
+    parle_state *s = r->rule_state;
+    size_t bytes = r->model.nparams * sizeof(float);
+    if (rule_reseed_mean(r, bad, s->x, s->u) != 0)
+        return -1;
+    if (!bad || r->cfg->algorithm.L == 0)
+        return 0;
+    backend_zero(&r->ctx, s->v, bytes);
+    backend_copy(&r->ctx, s->z, s->x, bytes);
+    backend_copy(&r->ctx, r->model.params, s->x, bytes);
+    return 0;
+}
+
 /* u; and x, z, v with inner steps (parle_init). */
 static int parle_vectors(const job_config *cfg, int id)
 {
@@ -178,7 +195,7 @@ static void independent_init(job_config *cfg, rule_check *c)
      .validate = VALIDATE, .net = NET_ANY, .init = parle_init,                               \
      .steps_per_sync = parle_steps_per_sync, .begin = parle_begin, .step = parle_step,       \
      .sync = parle_sync, .weights = parle_weights, .state = parle_state_buffers,             \
-     .vectors = parle_vectors, .free = parle_free}
+     .vectors = parle_vectors, .reseed = parle_reseed, .free = parle_free}
 
 const coupling_rule coupling_parle = PARLE_RULE("parle", 1, independent_init, {NULL, 0});
 const coupling_rule coupling_elastic_sgd = PARLE_RULE("elastic-sgd", 0, independent_init, {NULL, 0});

@@ -21,6 +21,11 @@ typedef struct replica {
     long step;             /* gradient steps taken, counting the one `step` applies */
     float last_loss;       /* that step's mini-batch loss */
     float lr, inner_lr, gamma, rho;
+    /* Failed in this outer iteration and waiting to be re-seeded at the
+     * next meeting point (coupling_rule.reseed): it takes no more part in
+     * its rule's updates. The runner's; rules with step_meets read it. */
+    int failing;
+    long reseeds;          /* the job's re-seeds so far, as the replicas agreed */
     double sync_s;         /* time spent in the rule's sync, seconds */
     double step_s;         /* time in gradient steps and the rule's per-step update */
     double wait_s;         /* time waiting for the loader's next batch */

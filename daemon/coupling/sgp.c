@@ -168,6 +168,21 @@ static int sgp_sync(replica *r)
 
 static float *sgp_weights(replica *r) { return r->model.params; }
 
+/* x_i from the mean of the healthy replicas' x, and z_i = w_i x_i for it:
+ * w_i stays (push-sum's mass is the weights'), as do the parts in flight to
+ * it (osgp's inbox, the healthy peers'). */
+static int sgp_reseed(replica *r, int bad)
+{
+    sgp_state *s = r->rule_state;
+    if (rule_reseed_mean(r, bad, r->model.params, s->u) != 0)
+        return -1;
+    if (bad) {
+        backend_copy(&r->ctx, s->z, r->model.params, r->model.nparams * sizeof(float));
+        vec_scale(&r->ctx, r->model.nparams, (float)s->sh.w[r->id], s->z);
+    }
+    return 0;
+}
+
 /* sum_i z_i / sum_i w_i = mean(z) / mean(w), both by collectives: another
  * replica's w may change as soon as it leaves. */
 static const float *sgp_master(replica *r)
@@ -279,7 +294,7 @@ static const char *const osgp_fields[] = {"algorithm.peers", "algorithm.synch_fr
      .steps_per_sync = sgp_steps_per_sync, .begin = sgp_begin, .step = sgp_step,            \
      .sync = sgp_sync, .weights = sgp_weights, .state = sgp_state_buffers,                  \
      .vectors = VECTORS, .scalars = sgp_scalars, .describe = sgp_describe,                  \
-     .master = sgp_master, .free = sgp_free}
+     .master = sgp_master, .reseed = sgp_reseed, .free = sgp_free}
 
 const coupling_rule coupling_sgp = SGP_RULE("sgp", sgp_fields, sgp_init, sgp_vectors);
 /* Pushes overlapped with the next synch_freq rounds: an inbox more. */

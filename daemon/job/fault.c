@@ -4,7 +4,8 @@
 #include <string.h>
 
 static const char *const phase_names[] = {"none", "start", "step", "sync", "eval",
-                                          "checkpoint", "hang", "device", "oom", "load"};
+                                          "checkpoint", "hang", "device", "oom", "load",
+                                          "nan"};
 
 const char *fault_phase_name(enum fault_phase phase) { return phase_names[phase]; }
 
@@ -21,7 +22,7 @@ int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen)
         snprintf(err, errlen, "PARLE_FAULT_REPLICA=\"%s\": want RANK:PHASE:K[:STEP]", spec);
         return -1;
     }
-    for (int p = FAULT_START; p <= FAULT_LOAD; p++) {
+    for (int p = FAULT_START; p <= FAULT_NAN; p++) {
         if (strcmp(phase, phase_names[p]) == 0) {
             *fp = (fault_point){.phase = (enum fault_phase)p, .rank = rank, .k = k, .step = step};
             return 0;
@@ -41,7 +42,8 @@ int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long 
         return 0;
     if (phase == FAULT_START)
         return 1;
-    if (phase == FAULT_STEP || phase == FAULT_HANG || phase == FAULT_DEVICE || phase == FAULT_OOM)
+    if (phase == FAULT_STEP || phase == FAULT_HANG || phase == FAULT_DEVICE || phase == FAULT_OOM ||
+        phase == FAULT_NAN)
         return fp->k == k && fp->step == step;
     return fp->k == k;
 }

@@ -24,6 +24,11 @@
  *               is set (a cancel, a shutdown), then stops as a slow load
  *               would; RANK is ignored. Only loads with a stop flag count
  *               (not parle-train's, nor those of MPI ranks other than 0)
+ *   nan         at inner step STEP of K its weights (the iterate its gradient
+ *               is taken at) turn NaN before the step, as a diverged
+ *               replica's would: the step's loss is NaN, and with
+ *               algorithm.on_replica_failure "reseed" the replica is
+ *               re-seeded (docs/architecture.md "Failure model")
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H
@@ -31,7 +36,8 @@
 #include <stddef.h>
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
-                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_OOM, FAULT_LOAD };
+                   FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_OOM, FAULT_LOAD,
+                   FAULT_NAN };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */

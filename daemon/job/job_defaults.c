@@ -35,6 +35,8 @@ void job_config_defaults(job_config *cfg)
     cfg->algorithm.value = 0.5;
     cfg->algorithm.timeout_ms = 2500;
     cfg->algorithm.p = 0.01;
+    strcpy(cfg->algorithm.on_replica_failure, "fail");
+    cfg->algorithm.max_reseeds = 3;
     cfg->optim.lr = 0.1;
     cfg->optim.momentum = 0.9;
     cfg->optim.nesterov = true;

@@ -30,6 +30,7 @@ static const char *const variants[] = {"sync", "async", NULL};
 static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
+static const char *const failure_modes[] = {"fail", "reseed", NULL};
 
 /* K_RULE: a string, one of the coupling rules' names (coupling.h). */
 enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_SEED, K_SCHEDULE };
@@ -99,6 +100,8 @@ static const field fields[] = {
     NUM("algorithm.divergence_threshold", algorithm.divergence_threshold, 0, INFINITY, 0),
     INT("algorithm.timeout_ms", algorithm.timeout_ms, 0, 10000000),
     NUM("algorithm.p", algorithm.p, 0, 1, 0),
+    STR("algorithm.on_replica_failure", algorithm.on_replica_failure, failure_modes),
+    INT("algorithm.max_reseeds", algorithm.max_reseeds, 0, 1000000),
     NUM("optim.lr", optim.lr, 0, INFINITY, LO_OPEN),
     F("optim.lr_schedule", K_SCHEDULE, optim.schedule, 0, 0, 0, NULL),
     NUM("optim.momentum", optim.momentum, 0, 1, HI_OPEN),
@@ -486,6 +489,10 @@ static void finish(parser *p)
         state_of(p, "algorithm.rho") != RULE_FIELD_BAD &&
         state_of(p, "algorithm.rho_max") != RULE_FIELD_BAD)
         report(p, "algorithm.rho_max: must be >= algorithm.rho (%g)", cfg->algorithm.rho);
+    if (strcmp(cfg->algorithm.on_replica_failure, "reseed") == 0 &&
+        cfg->algorithm.replicas < 2 && state_of(p, "algorithm.replicas") != RULE_FIELD_BAD)
+        report(p, "algorithm.on_replica_failure: \"reseed\" needs >= 2 replicas (a replica is "
+               "restored from the others), got %d", cfg->algorithm.replicas);
 
     if (state_of(p, "name") == RULE_FIELD_ABSENT) {
         if (*arch && *dataset && *alg)

@@ -53,6 +53,11 @@ typedef struct job_config {
         char interpolation[16];     /* gossip: constant, clock, loss */
         int timeout_ms;             /* gossip */
         double p;                   /* gosgd: push probability */
+        /* A replica whose step fails or whose loss or weights turn non-finite:
+         * "fail" ends the job, "reseed" restores it from the rule's consensus
+         * (docs/architecture.md "Failure model"), at most max_reseeds times. */
+        char on_replica_failure[8];
+        int max_reseeds;
     } algorithm;
     struct {
         double lr;

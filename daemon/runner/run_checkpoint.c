@@ -31,7 +31,7 @@ void run_checkpoint_find(job_run *run)
                         .data_passes = (double)run->resume.step / (double)run->batches_per_pass,
                         .test_error = run->resume.test_error,
                         .test_loss = run->resume.test_loss,
-                        .elapsed_s = run->resume.elapsed_s};
+                        .elapsed_s = run->resume.elapsed_s, .reseeds = run->resume.reseeds};
         snprintf(ev.message, sizeof ev.message,
                  "resuming from checkpoint at outer iteration %ld (step %ld)", run->resume.k,
                  run->resume.step);
@@ -153,7 +153,7 @@ int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, lo
                             .epochs_done = run->result.epochs_done,
                             .test_error = run->result.test_error,
                             .test_loss = run->result.test_loss,
-                            .elapsed_s = now_s() - run->t_start};
+                            .elapsed_s = now_s() - run->t_start, .reseeds = r->reseeds};
     if (checkpoint_commit(run->hooks->checkpoint_dir, &info, run->cfg->checkpoint.keep, err,
                           sizeof err) != 0)
         run_emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",

@@ -175,7 +175,7 @@ static void *replica_main(void *p)
     const job_config *cfg = run->cfg;
     const dataset *train = run->train;
     replica r = {.rank = arg->rank, .n = run->n, .id = run->first + arg->rank, .cfg = cfg,
-                 .comm = &run->comm};
+                 .comm = &run->comm, .reseeds = run->resume.reseeds};
     char err[512] = "";
     sampler smp = {0};
     batch_loader loader = {0};
@@ -253,6 +253,8 @@ static void *replica_main(void *p)
             r.wait_s += t1 - t0;
             model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
             model_set_dropout_step(&r.model, dkey, (uint64_t)step);
+            if (fault_strikes(&run->fault, r.rank, FAULT_NAN, k, l))
+                vec_scale(&r.ctx, r.model.nparams, NAN, r.model.params);
             float loss = model_train_slot(&r.model, &r.ctx, cur_slot, cur.n, NULL);
             /* model_train_slot saw cur's copy finish (backend_stage_done). */
             (void)batch_loader_release(&loader, &cur);
@@ -266,36 +268,47 @@ static void *replica_main(void *p)
             if (fault_strikes(&run->fault, r.rank, FAULT_OOM, k, l))
                 backend_free(&r.ctx, backend_alloc(&r.ctx, (size_t)1 << 50));
             if (fault_strikes(&run->fault, r.rank, FAULT_STEP, k, l))
-                run_fail(run, "replica %d: injected failure at step %ld (outer iteration %ld, "
-                         "inner step %d)", r.rank, step, k, l);
+                run_replica_failed(run, &r, "replica %d: injected failure at step %ld (outer "
+                                   "iteration %ld, inner step %d)", r.rank, step, k, l);
             else if (backend_failed(&r.ctx))
-                run_fail(run, "replica %d: step %ld: %s", r.rank, step, r.ctx.err);
-            else if (!isfinite(loss))
-                run_fail(run, "replica %d: loss is %s at step %ld (epoch %d, outer iteration "
-                         "%ld): the learning rate may be too high", r.rank,
-                         isnan(loss) ? "NaN" : "infinite", step, epoch, k);
+                run_replica_failed(run, &r, "replica %d: step %ld: %s", r.rank, step, r.ctx.err);
+            else if (!isfinite(loss) && !r.failing)
+                run_replica_failed(run, &r, "replica %d: loss is %s at step %ld (epoch %d, "
+                                   "outer iteration %ld): the learning rate may be too high",
+                                   r.rank, isnan(loss) ? "NaN" : "infinite", step, epoch, k);
             /* A failure anywhere ends every replica here or at its next collective. */
             if (comm_aborted(&run->comm))
                 goto out;
             r.step = step;
             r.last_loss = loss;
-            run->rule->step(&r);
+            /* A failing replica's updates wait for its re-seed (reseed.c). */
+            if (!r.failing || run->rule->step_meets)
+                run->rule->step(&r);
             r.step_s += now_s() - t1;
             if (run->scheduled)
                 step_schedule_done(&run->sched, r.rank, l);
+            if (r.failing)
+                continue;
             window_loss += loss;
             window_steps++;
             epoch_loss += loss;
             epoch_steps++;
         }
+        if (run_reseed_point(run, &r, step) != 0)
+            goto out;
         if (fault_strikes(&run->fault, r.rank, FAULT_SYNC, k, 0))
-            run_fail(run, "replica %d: injected failure in the sync of outer iteration %ld "
-                     "(step %ld)", r.rank, k, step);
-        if (run->rule->sync(&r) == 0 && backend_failed(&r.ctx))
+            run_replica_failed(run, &r, "replica %d: injected failure in the sync of outer "
+                               "iteration %ld (step %ld)", r.rank, k, step);
+        int synced = run->rule->sync(&r);
+        /* A rank that left a collective half-way cannot be re-seeded. */
+        if (synced != 0 && !comm_aborted(&run->comm))
             run_fail(run, "replica %d: the sync of outer iteration %ld (step %ld): %s", r.rank, k,
                      step, r.ctx.err);
+        else if (synced == 0 && backend_failed(&r.ctx))
+            run_replica_failed(run, &r, "replica %d: the sync of outer iteration %ld (step %ld): "
+                               "%s", r.rank, k, step, r.ctx.err);
         note_memory(run, &r);
-        if (comm_aborted(&run->comm))
+        if (comm_aborted(&run->comm) || run_reseed_point(run, &r, step) != 0)
             goto out;
         if (is_master(run, &r) && (window_steps >= cfg->log_every || k % nb == 0)) {
             double t = now_s(), elapsed = t - run->t_start;
@@ -307,6 +320,7 @@ static void *replica_main(void *p)
                 .images_per_sec = (double)window_steps * cfg->optim.batch * run->n / (t - window_t0),
                 .lr = r.lr, .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
                 .compute_s = r.step_s, .sync_s = r.sync_s, .wait_s = r.wait_s,
+                .reseeds = r.reseeds,
             };
             parle_report(cfg, run->rule, run->n, r.gamma, r.rho, &ev.gamma, &ev.rho);
             if (run->rule->describe)
@@ -406,6 +420,13 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     }
     if (fault_parse(getenv("PARLE_FAULT_REPLICA"), &run.fault, err, errlen) != 0)
         return -1;
+    run.reseeding = strcmp(cfg->algorithm.on_replica_failure, "reseed") == 0;
+    if (run.reseeding && where->net && where->ngpus > 0) {
+        snprintf(err, errlen, "algorithm.on_replica_failure: \"reseed\" across MPI ranks runs on "
+                 "CPUs only (a failed replica reads the others' weights, gathered on the host: "
+                 "docs/mpi.md)");
+        return -1;
+    }
     long shard = cfg->data.split ? train->n / run.n : train->n;
     run.outer_per_epoch = run.batches_per_pass = (shard + cfg->optim.batch - 1) / cfg->optim.batch;
     const int S = run.rule->steps_per_sync(cfg);
@@ -438,8 +459,9 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     replica_arg *args = calloc((size_t)run.n, sizeof(replica_arg));
     run.at_step = calloc((size_t)run.n, sizeof(long));
     run.mem_bytes = calloc((size_t)run.n, sizeof(size_t));
+    run.cause = calloc((size_t)run.n, sizeof(*run.cause));
     int started = 0;
-    if (tids && args && run.at_step && run.mem_bytes) {
+    if (tids && args && run.at_step && run.mem_bytes && run.cause) {
         for (; started < run.nlocal; started++) {
             args[started] = (replica_arg){.run = &run, .rank = started};
             if (fault_strikes(&run.fault, started, FAULT_START, 0, 0))
@@ -467,6 +489,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     free(args);
     free(run.at_step);
     free(run.mem_bytes);
+    free(run.cause);
     /* Ended here early (a failure, a cancel): the other processes' replicas
      * would wait for ours until their deadline; tell them now. */
     if (where->net && comm_aborted(&run.comm))

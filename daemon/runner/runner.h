@@ -36,6 +36,9 @@ typedef struct run_event {
      * start-up (bench/parle_job.py --breakdown reads them). */
     double compute_s, sync_s, wait_s;
     double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
+    /* RUN_EV_PROGRESS, RUN_EV_RESUME: the job's re-seeded replicas so far
+     * (algorithm.on_replica_failure), checkpointed with it. */
+    long reseeds;
     char message[256];          /* RUN_EV_LOG */
     char rule[1024];            /* the coupling rule's own quantities, a JSON object or "" */
     char memory[512];           /* RUN_EV_PROGRESS: peak bytes per device, a JSON object

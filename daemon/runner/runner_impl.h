@@ -4,6 +4,7 @@
  *   evaluate.c        the master, evaluated on replica 0's thread
  *   run_checkpoint.c  a run's checkpoints: taking one, finding one, restoring
  *   supervise.c       the job thread's watch over the replica threads
+ *   reseed.c          a failed replica: the job fails, or it is re-seeded
  * Parle's gamma/rho schedule is the coupling's (coupling/parle.h). */
 #ifndef PARLE_RUNNER_IMPL_H
 #define PARLE_RUNNER_IMPL_H
@@ -45,6 +46,9 @@ typedef struct job_run {
     size_t *mem_bytes;        /* each replica's peak memory as note_memory counts it */
     step_schedule sched;      /* turns on the cores for floating replicas (step_schedule.h) */
     int scheduled;            /* ... when they take them */
+    int reseeding;            /* algorithm.on_replica_failure is "reseed" */
+    char (*cause)[512];       /* per rank: why it is failing ("": it is not), written
+                                 by its own thread before a meeting point */
     pthread_mutex_t lock;     /* guards failed, stopped_now, err, live */
     pthread_cond_t ended;     /* a replica thread finished */
     int live;                 /* replica threads not yet finished */
@@ -103,6 +107,23 @@ int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, lo
 /* The replica's state, sampler position and rule scalars from run->resume:
  * 0, or -1 with a message naming the file and what is wrong. */
 int run_checkpoint_restore(job_run *run, replica *r, sampler *smp, char *err, size_t errlen);
+
+/* reseed.c */
+
+/* Replica r failed (fmt: the message naming it, the step and why): with
+ * on_replica_failure "fail", or after a device fault, the job fails with
+ * it (run_fail); with "reseed" the replica is marked failing (the first
+ * cause kept, its context's error forgotten) and goes on to the next
+ * meeting point. */
+void run_replica_failed(job_run *run, replica *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A meeting point, every replica at once, just before and just after each
+ * sync (a no-op unless "reseed"): a replica whose model.params (the
+ * iterate its gradients are taken at) are not finite
+ * fails too; if any failed, all take part in the rule's re-seed and the
+ * failed ones are logged and counted (r->reseeds), or the job fails past
+ * max_reseeds. 0, or -1 once the comm is aborted. */
+int run_reseed_point(job_run *run, replica *r, long step);
 
 /* supervise.c */
 

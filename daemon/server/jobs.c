@@ -170,6 +170,7 @@ static void begin_resumed_run(job *j, const run_event *resume)
         j->last.epoch = resume->epoch;
         j->last.step = resume->step;
         j->last.data_passes = resume->data_passes;
+        j->last.reseeds = resume->reseeds;
         j->test_error = resume->epoch > 0 ? resume->test_error : NAN;
         j->test_loss = resume->epoch > 0 ? resume->test_loss : NAN;
         j->elapsed_base = resume->elapsed_s;
@@ -198,6 +199,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         /* An evaluation measures no speed: keep the last progress's. */
         merged.images_per_sec = j->last.images_per_sec;
         merged.eta_s = j->last.eta_s;
+        merged.reseeds = j->last.reseeds;
         j->test_error = ev->test_error;
         j->test_loss = ev->test_loss;
     }
@@ -222,6 +224,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     add_num_or_null(e, "compute_s", ev->compute_s);
     add_num_or_null(e, "sync_s", ev->sync_s);
     add_num_or_null(e, "wait_s", ev->wait_s);
+    cJSON_AddNumberToObject(e, "reseeds", (double)ev->reseeds);
     add_rule_json(e, ev);
     if (ev->kind == RUN_EV_EVAL) {
         add_num_or_null(e, "test_error", ev->test_error);

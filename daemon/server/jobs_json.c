@@ -127,6 +127,7 @@ cJSON *job_status_json(const job *j)
     add_num_or_null(o, "test_loss", j->test_loss);
     add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
     add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
+    cJSON_AddNumberToObject(o, "reseeds", (double)j->last.reseeds);
     add_rule_json(o, &j->last);
     cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
     add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);

@@ -91,6 +91,7 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     j->last.data_passes = status_num(st, "data_passes", 0);
     j->last.train_loss = status_num(st, "train_loss", NAN);
     j->last.lr = status_num(st, "lr", NAN);
+    j->last.reseeds = (long)status_num(st, "reseeds", 0);
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(st, "memory_bytes");
     char *mem_text = cJSON_IsObject(mem) ? cJSON_PrintUnformatted(mem) : NULL;
     if (mem_text && strlen(mem_text) < sizeof j->memory)

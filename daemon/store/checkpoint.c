@@ -247,6 +247,7 @@ int checkpoint_commit(const char *root, checkpoint_info *info, int keep, char *e
     cJSON_AddNumberToObject(m, "test_error", info->test_error);
     cJSON_AddNumberToObject(m, "test_loss", info->test_loss);
     cJSON_AddNumberToObject(m, "elapsed_s", info->elapsed_s);
+    cJSON_AddNumberToObject(m, "reseeds", (double)info->reseeds);
     /* The CRCs are taken from what is on disk now: a later torn or flipped
      * byte anywhere in a replica file makes the checkpoint unusable. */
     for (int r = 0; r < info->replicas; r++) {
@@ -327,6 +328,9 @@ static int check_checkpoint(const char *dir, long k, int replicas, checkpoint_in
         info->test_error = num(m, "test_error", &ok);
         info->test_loss = num(m, "test_loss", &ok);
         info->elapsed_s = num(m, "elapsed_s", &ok);
+        /* Written since re-seeding came; older manifests have none. */
+        const cJSON *reseeds = cJSON_GetObjectItemCaseSensitive(m, "reseeds");
+        info->reseeds = cJSON_IsNumber(reseeds) ? (long)reseeds->valuedouble : 0;
     }
     const cJSON *crcs = ok ? cJSON_GetObjectItemCaseSensitive(m, "crc32") : NULL;
     if (!ok || info->k != k || info->replicas != replicas || !cJSON_IsArray(crcs) ||

@@ -22,6 +22,7 @@ typedef struct checkpoint_info {
     int epochs_done;        /* evaluations done */
     double test_error, test_loss; /* the last evaluation, if epochs_done > 0 */
     double elapsed_s;
+    long reseeds;           /* the job's re-seeded replicas so far (0 when absent) */
     char dir[1100];         /* this checkpoint's directory */
 } checkpoint_info;
 
