@@ -117,6 +117,10 @@ struct plot_job;
 int cmd_sweep(const command *cmd, int argc, char **argv);
 int is_sweep_id(const char *id);
 int sweep_plot_points(conn *c, const char *id, struct plot_job **jobs, int *n);
+/* Sweep id's points (its `sweep_status` reply's "points": each with its
+ * "point" and its "jobs" ids in seed order), borrowed from *reply, which the
+ * caller deletes; *reply NULL after a message. */
+const cJSON *sweep_points(conn *c, const char *id, cJSON **reply);
 /* plot.c: job id's status (its label) and metrics into pj: 0, or -1 after
  * a message. */
 int plot_fetch(conn *c, const char *id, struct plot_job *pj);

@@ -34,7 +34,7 @@ static const char usage[] =
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
     "  sweep FILE|status ID|ls|cancel ID [-q] [--json]  a grid of jobs over a base job\n"
     "                          file (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
-    "  tensorboard ID [ID...] -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
+    "  tensorboard ID|SWEEP... -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
@@ -450,8 +450,9 @@ static const command commands[] = {
      "sweeps; 'sweep cancel' cancels a sweep's queued and running jobs. 'plot'\n"
      "takes a sweep id: one curve per point, its seeds' range as a band."},
     {"tensorboard", cmd_tensorboard,
-     "tensorboard ID [ID...] -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
-     "event files, with your permissions:\none run folder per job (DIR/ID) holding "
+     "tensorboard ID|SWEEP... -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
+     "event files, with your permissions:\none run folder per job (DIR/ID; a sweep's jobs "
+     "DIR/SWEEP/pPOINT/ID, so a\npoint's seeds list together) holding "
      "events.out.tfevents.TIME.HOST.parle,\nscalars against the job's step: train/loss, "
      "train/data_passes, optim/lr,\noptim/gamma, optim/rho, speed/images_per_sec, "
      "time/compute_s, time/sync_s,\ntime/wait_s and the rule's own quantities (rule/KEY, "

@@ -230,15 +230,21 @@ int cmd_sweep(const command *cmd, int argc, char **argv)
     return sweep_submit(what, &a);
 }
 
+const cJSON *sweep_points(conn *c, const char *id, cJSON **reply)
+{
+    *reply = request(c, op_request("sweep_status", id));
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(*reply, "sweep");
+    return *reply ? cJSON_GetObjectItemCaseSensitive(sw, "points") : NULL;
+}
+
 int sweep_plot_points(conn *c, const char *id, plot_job **jobs, int *n)
 {
-    cJSON *reply = request(c, op_request("sweep_status", id));
+    cJSON *reply;
+    const cJSON *points = sweep_points(c, id, &reply), *p;
     if (!reply)
         return -1;
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(reply, "sweep");
-    const cJSON *p;
     int rc = 0;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sw, "points")) {
+    cJSON_ArrayForEach(p, points) {
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
         int nruns = cJSON_GetArraySize(ids), r = 0;
         plot_job *runs = calloc((size_t)(nruns ? nruns : 1), sizeof *runs);

@@ -48,7 +48,7 @@ static const tb_field eval_fields[] = {
 };
 
 typedef struct tb_run {
-    const char *id;
+    char id[PROTO_ID_MAX];
     char name[256];   /* the run's folder under DIR (run_name) */
     char dir[4352];   /* DIR/RUN */
     char file[4608];  /* the event file in it */
@@ -145,20 +145,64 @@ static int tb_line(void *ctx, const cJSON *m)
     return 0;
 }
 
-/* The run folder of a job under -o DIR, from its status. The one place
- * that names runs: today the job's id; a job of a sweep will be named by
- * its sweep and point here, so that TensorBoard groups a point's runs.
- * 0, or -1 after a message. */
+/* The run folder of a job under -o DIR, from its status: the one place that
+ * names runs. A job of its own: its id. A sweep's job: SWEEP/pPOINT/ID, so
+ * that TensorBoard lists a point's seeds together and a filter on
+ * "s0002/p3/" selects them. 0, or -1 after a message. */
 static int run_name(const cJSON *job, char *out, size_t len)
 {
-    const char *id = str(job, "id");
-    size_t n = strlen(id);
-    if (n == 0 || n >= len ||
-        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != n) {
-        fail("the status of a job has no id that can name a run folder (\"%.40s\")", id);
+    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+    const char *id = str(job, "id"), *sweep = str(job, "sweep");
+    const cJSON *point = cJSON_GetObjectItemCaseSensitive(job, "point");
+    size_t n = strlen(id), ns = strlen(sweep);
+    if (n == 0 || strspn(id, safe) != n || strspn(sweep, safe) != ns ||
+        (ns && !(cJSON_IsNumber(point) && point->valuedouble >= 0 && point->valuedouble < 1e9))) {
+        fail("the status of job \"%.40s\" cannot name a run folder", id);
         return -1;
     }
-    memcpy(out, id, n + 1);
+    int w = ns ? snprintf(out, len, "%s/p%.0f/%s", sweep, point->valuedouble, id)
+               : snprintf(out, len, "%s", id);
+    if (w < 0 || (size_t)w >= len) {
+        fail("job %.40s: run folder name too long", id);
+        return -1;
+    }
+    return 0;
+}
+
+static void run_add(tb_run *runs, int *n, const char *id)
+{
+    runs[*n] = (tb_run){.fd = -1};
+    snprintf(runs[(*n)++].id, PROTO_ID_MAX, "%s", id ? id : "");
+}
+
+/* The jobs the arguments name, in order: a job id as itself, a sweep id as
+ * its jobs (point by point, seeds together). *runs malloc'd. 0, or -1
+ * after a message. */
+static int collect_runs(conn *c, char **ids, int nids, tb_run **runs, int *n)
+{
+    *runs = NULL;
+    *n = 0;
+    for (int i = 0; i < nids; i++) {
+        cJSON *reply = NULL;
+        const cJSON *points = NULL, *p, *j;
+        if (is_sweep_id(ids[i]) && !(points = sweep_points(c, ids[i], &reply)))
+            return -1;
+        int more = points ? 0 : 1;
+        cJSON_ArrayForEach(p, points)
+            more += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p, "jobs"));
+        tb_run *grown = realloc(*runs, (size_t)(*n + more + 1) * sizeof **runs);
+        if (!grown) {
+            cJSON_Delete(reply);
+            return fail("out of memory"), -1;
+        }
+        *runs = grown;
+        if (!points)
+            run_add(*runs, n, ids[i]);
+        cJSON_ArrayForEach(p, points)
+            cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(p, "jobs"))
+                run_add(*runs, n, cJSON_GetStringValue(j));
+        cJSON_Delete(reply);
+    }
     return 0;
 }
 
@@ -296,21 +340,19 @@ int cmd_tensorboard(const command *cmd, int argc, char **argv)
     PARSE("jfo", 1, ARGS_MAX_POS);
     if (!a.out || !*a.out)
         return usage_error(cmd, "-o DIR is required", "");
-    tb_run *runs = calloc((size_t)a.npos, sizeof *runs);
-    if (!runs)
-        return fail("out of memory");
-    for (int i = 0; i < a.npos; i++)
-        runs[i] = (tb_run){.id = a.pos[i], .fd = -1};
+    tb_run *runs = NULL;
+    int nruns = 0;
     conn c;
-    int opened = conn_open(&c) == 0, rc = opened ? 0 : -1;
+    int opened = conn_open(&c) == 0;
+    int rc = opened ? collect_runs(&c, a.pos, a.npos, &runs, &nruns) : -1;
     /* Every job's status first: an unknown one creates nothing. */
-    for (int i = 0; i < a.npos && rc == 0; i++)
+    for (int i = 0; i < nruns && rc == 0; i++)
         rc = run_lookup(&c, a.out, &runs[i]);
-    for (int i = 0; i < a.npos && rc == 0; i++)
+    for (int i = 0; i < nruns && rc == 0; i++)
         rc = run_open(&runs[i]);
-    for (int left = a.npos; rc == 0 && left > 0;) {
+    for (int left = nruns; rc == 0 && left > 0;) {
         left = 0;
-        for (int i = 0; i < a.npos && rc == 0; i++)
+        for (int i = 0; i < nruns && rc == 0; i++)
             if (!runs[i].ended) {
                 rc = run_round(&c, &runs[i]);
                 left += !runs[i].ended;
@@ -323,7 +365,7 @@ int cmd_tensorboard(const command *cmd, int argc, char **argv)
     }
     if (opened)
         conn_close(&c);
-    for (int i = 0; i < a.npos; i++) {
+    for (int i = 0; i < nruns; i++) {
         if (runs[i].fd >= 0 && close(runs[i].fd) != 0 && rc == 0) {
             fail("cannot write %s: %s", runs[i].file, strerror(errno));
             rc = -1;
@@ -336,7 +378,7 @@ int cmd_tensorboard(const command *cmd, int argc, char **argv)
         free(runs[i].sc);
     }
     if (rc == 0)
-        report(a.out, runs, a.npos, a.json);
+        report(a.out, runs, nruns, a.json);
     free(runs);
     return rc == 0 ? EXIT_OK : EXIT_FAIL;
 }

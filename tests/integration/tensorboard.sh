@@ -4,8 +4,9 @@
 # scripts/install-deps.sh sets up) reads back equal to the jobs'
 # metrics.jsonl: tags, steps, times, values (as float32), the per-replica
 # quantities of a rule; --follow appends while a job runs and has the final
-# values once it has ended.
+# values once it has ended; a sweep's jobs are runs SWEEP/pPOINT/ID.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sweep_lib.sh"
 PY=${PARLE_TB_PYTHON:-$PARLE_SOURCE_ROOT/build-venv/bin/python}
 if ! "$PY" -c 'import tensorboard' 2>/dev/null; then
     echo "SKIP: no TensorBoard to read the event files back ($PY; scripts/install-deps.sh sets up build-venv)"
@@ -83,5 +84,29 @@ kill -0 "$follow" 2>/dev/null && fail "tensorboard --follow still runs 10 s afte
 wait "$follow" || fail "tensorboard --follow: $(cat "$TMP/follow.out")"
 "$PY" "$CHECK" "$TMP/tbf" "$c=$STATE/jobs/$c/metrics.jsonl" ||
     fail "--follow's event file differs from metrics.jsonl"
+
+# A sweep's id: its jobs, one run each, grouped by point (SWEEP/pPOINT/ID).
+sweep_base "$TMP/base.json" 1
+printf '{"base": "base.json", "grid": {"optim.lr": [0.05, 0.1]}, "seeds": 2}' >"$TMP/sw.json"
+sid=$(ctl sweep "$TMP/sw.json" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') ||
+    fail "sweep submit"
+wait_sweep "$sid" done 120
+ctl sweep status "$sid" --json >"$TMP/sw_st.json"
+want=$(python3 -c '
+import json, sys
+sw = json.load(open(sys.argv[1]))
+print(" ".join("%s/p%d/%s" % (sw["id"], p["point"], j) for p in sw["points"] for j in p["jobs"]))
+' "$TMP/sw_st.json")
+[ "$(echo "$want" | wc -w)" -eq 4 ] || fail "sweep $sid: not 4 jobs: $want"
+ctl tensorboard "$sid" -o "$TMP/tbs" --json >"$TMP/tbs.json" || fail "tensorboard $sid"
+python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert [r["run"] for r in o["runs"]] == sys.argv[2:], o
+' "$TMP/tbs.json" $want || fail "sweep runs: $(cat "$TMP/tbs.json"), want $want"
+specs=""
+for run in $want; do specs="$specs $run=$STATE/jobs/${run##*/}/metrics.jsonl"; done
+# shellcheck disable=SC2086
+"$PY" "$CHECK" "$TMP/tbs" $specs || fail "the sweep's event files differ from metrics.jsonl"
 stop_daemon
 echo PASS
