@@ -25,7 +25,7 @@ int usage_error(const command *cmd, const char *what, const char *arg)
 }
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfws"). Prints the usage error and returns -1, or 1 for --help. */
+ * (ctl.h). Prints the usage error and returns -1, or 1 for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                       args *a)
 {
@@ -45,6 +45,8 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             a->watch = 1;
         } else if (strcmp(s, "--wait") == 0 && strchr(allowed, 'W')) {
             a->wait = 1;
+        } else if (strcmp(s, "--from-scratch") == 0 && strchr(allowed, 'F')) {
+            a->from_scratch = 1;
         } else if ((strcmp(s, "--set") == 0 || strncmp(s, "--set=", 6) == 0) &&
                    strchr(allowed, 's')) {
             if (s[5] == '\0' && i + 1 >= argc)

@@ -65,10 +65,10 @@ void print_job_table(const cJSON *jobs);
 int watch_job(const char *id, int quiet, int json);
 
 /* Flags common to the commands: --json, -q, -f (or --follow), --watch,
- * --wait, --set, -o FILE, --state S. */
+ * --wait, --set, -o FILE, --state S, --from-scratch. */
 #define ARGS_MAX_POS 16 /* positional arguments */
 typedef struct args {
-    int json, quiet, follow, watch, wait;
+    int json, quiet, follow, watch, wait, from_scratch;
     char *pos[ARGS_MAX_POS];
     int npos;
     char *sets[64];
@@ -78,8 +78,8 @@ typedef struct args {
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwWsoS": --json -q -f/--follow --watch --wait --set -o --state). Prints the usage
- * error and returns -1, or 1 for --help. */
+ * ("jqfwWsoSF": --json -q -f/--follow --watch --wait --set -o --state
+ * --from-scratch). Prints the usage error and returns -1, or 1 for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);
 

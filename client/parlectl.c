@@ -29,6 +29,7 @@ static const char usage[] =
     "  watch ID [--json]       follow a job's progress until it ends\n"
     "  logs ID [-f] [--json]   a job's log (-f: follow until the job ends)\n"
     "  cancel ID [--json]      cancel a queued or running job\n"
+    "  resume ID [--from-scratch] [--json]  queue a failed job again, from its checkpoint\n"
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
@@ -331,6 +332,28 @@ static int cmd_cancel(const command *cmd, int argc, char **argv)
     return EXIT_OK;
 }
 
+static int cmd_resume(const command *cmd, int argc, char **argv)
+{
+    PARSE("jF", 1, 1);
+    cJSON *req = op_request("resume", a.pos[0]);
+    if (a.from_scratch)
+        cJSON_AddTrueToObject(req, "from_scratch");
+    cJSON *reply = call(req);
+    if (!reply)
+        return EXIT_FAIL;
+    if (a.json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+        print_json(reply);
+    } else if (num(reply, "from_step") > 0) {
+        printf("%s queued: it resumes from its checkpoint at step %.0f\n", a.pos[0],
+               num(reply, "from_step"));
+    } else {
+        printf("%s queued: it runs again from scratch\n", a.pos[0]);
+    }
+    cJSON_Delete(reply);
+    return EXIT_OK;
+}
+
 static int cmd_devices(const command *cmd, int argc, char **argv)
 {
     PARSE("j", 0, 0);
@@ -420,6 +443,12 @@ static const command commands[] = {
      "--json: one object with the text (with -f: JSON lines, the log so far, then one\n"
      "object per line)."},
     {"cancel", cmd_cancel, "cancel ID [--json]\nCancel a queued job, or stop a running one at its next step."},
+    {"resume", cmd_resume,
+     "resume ID [--from-scratch] [--json]\nQueue a failed job again: it resumes from its newest "
+     "complete checkpoint\n(a failed job keeps its checkpoints) and goes on to its end. A job "
+     "without a\ncomplete checkpoint is refused unless --from-scratch, which runs it again "
+     "from\nstep 0 (its checkpoints removed). Only a failed job; its owner, root and\n"
+     "parled's --admin-group."},
     {"wait", cmd_wait,
      "wait ID [--json]\nBlock until the job ends (--json: then print the job as it ended).\n"
      "Exit status: 0 it ended done, 1 it failed (or\n"

@@ -10,7 +10,7 @@ static const char *const op_names[] = {
     [OP_EXPORT] = "export", [OP_DEVICES] = "devices", [OP_VERSION] = "version",
     [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics", [OP_SWEEP_SUBMIT] = "sweep_submit",
     [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
-    [OP_SWEEP_CANCEL] = "sweep_cancel",
+    [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -18,13 +18,15 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
-enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64 };
+enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64,
+       F_FROM_SCRATCH = 128 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
     [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
     [OP_EXPORT] = F_ID | F_OFFSET | F_VERSION, [OP_DEVICES] = 0, [OP_VERSION] = 0,
     [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET, [OP_SWEEP_SUBMIT] = F_SWEEP,
     [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
+    [OP_RESUME] = F_ID | F_FROM_SCRATCH,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,
@@ -71,10 +73,11 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                    (strcmp(k, "sweep") == 0 && (allowed & F_SWEEP))) {
             if (!cJSON_IsObject(it))
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be an object", k);
-        } else if (strcmp(k, "follow") == 0 && (allowed & F_FOLLOW)) {
+        } else if ((strcmp(k, "follow") == 0 && (allowed & F_FOLLOW)) ||
+                   (strcmp(k, "from_scratch") == 0 && (allowed & F_FROM_SCRATCH))) {
             if (!cJSON_IsBool(it))
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be true or false", k);
-            req->follow = cJSON_IsTrue(it);
+            *(strcmp(k, "follow") == 0 ? &req->follow : &req->from_scratch) = cJSON_IsTrue(it);
         } else if (strcmp(k, "offset") == 0 && (allowed & F_OFFSET)) {
             /* Whole numbers only, below 2^53 so the double is exact. */
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740992.0 ||
@@ -147,7 +150,7 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         snprintf(msg, msglen,
                  "unknown op \"%.64s\" (ops: submit, status, list, watch, logs, cancel, export, "
                  "devices, version, shutdown, metrics, sweep_submit, sweep_status, sweep_list, "
-                 "sweep_cancel)",
+                 "sweep_cancel, resume)",
                  op->valuestring);
         goto out;
     }

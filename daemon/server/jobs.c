@@ -83,14 +83,15 @@ static void job_log_event(job *j, const char *message)
     emit_line(j->js, j, e);
 }
 
-/* A state change: persist it, log it, tell the watchers. An ended job's
- * checkpoints go once its end is on disk. */
+/* A state change: persist it, log it, tell the watchers. A done or
+ * cancelled job's checkpoints go once its end is on disk; a failed job
+ * keeps them, to be resumed (job_resume.c). */
 void set_state(job *j, enum job_state s)
 {
     j->state = s;
     if (job_state_final(s))
         j->ended_at = jobs_now_s();
-    if (write_status(j) == 0 && job_state_final(s))
+    if (write_status(j) == 0 && (s == JOB_DONE || s == JOB_CANCELLED))
         job_remove_checkpoints(j);
     cJSON *ev = event_json(j, "state");
     cJSON_AddStringToObject(ev, "state", job_state_name(s));

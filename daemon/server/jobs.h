@@ -81,6 +81,16 @@ void job_file_path(const job *j, const char *file, char *out, size_t outlen);
  * checkpoint). -1 if it has already ended. */
 int job_cancel(jobs *js, job *j, char *err, size_t errlen);
 
+/* Queue a failed job again (asked by `by`, a user's name): it resumes from
+ * its newest complete checkpoint, or with from_scratch starts over from
+ * step 0 (its checkpoints removed), and counts against --max-jobs-per-user
+ * again. 0 with *from_step (where it resumes, 0 from scratch), or -1 with
+ * *code and a message: ERR_BAD_STATE for a job not failed, one without a
+ * complete checkpoint (unless from_scratch), or whose devices the daemon no
+ * longer has; ERR_LIMIT, ERR_SHUTTING_DOWN as for submit. */
+int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_step,
+               const char **code, char *err, size_t errlen);
+
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
 

@@ -131,12 +131,15 @@ void job_write_metrics(job *j, cJSON *ev, int durable);
 /* Keep the metrics lines of steps <= keep_step (the run continues from
  * there) and drop the rest, including a torn last line. */
 void job_trim_metrics(job *j, long keep_step);
-/* Once the end is on disk the checkpoints are of no use (the master for
- * export stays): every file and directory under ckpt goes. */
+/* Once a done or cancelled job's end is on disk, or a failed job is run
+ * again from scratch, the checkpoints are of no use (the master for export
+ * stays): every file and directory under ckpt goes. */
 void job_remove_checkpoints(job *j);
 
 /* jobs.c */
-void set_state(job *j, enum job_state s); /* persisted, logged, told to watchers */
+/* Persisted, logged, told to watchers; done and cancelled remove the
+ * checkpoints, failed keeps them for job_resume. */
+void set_state(job *j, enum job_state s);
 /* -1 with a message when the job's devices names ranks other than rank0
  * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
 int check_ranks(const job_config *cfg, char *err, size_t errlen);
@@ -180,6 +183,10 @@ int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, 
  * --max-jobs-per-user): 0, or -1 with *code and a message. */
 int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
                    size_t errlen);
+
+/* job_resume.c: the job's devices resolved against the daemon's now (a
+ * reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
+int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);

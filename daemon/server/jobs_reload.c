@@ -151,7 +151,7 @@ fail:
  * resumes. One whose devices the daemon no longer has fails. */
 static void requeue(jobs *js, job *j)
 {
-    char path[1200], why[256];
+    char path[1200];
     job_file_path(j, "log.txt", path, sizeof(path));
     j->log = fopen(path, "a");
     j->state = JOB_QUEUED;
@@ -159,14 +159,10 @@ static void requeue(jobs *js, job *j)
     if (j->interrupted)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");
-    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
-                            &j->devices, why, sizeof(why)) == 0 &&
-        check_ranks(&j->cfg, why, sizeof(why)) == 0) {
+    if (job_devices_now(js, j, j->error, sizeof j->error) == 0) {
         write_status(j);
         return;
     }
-    snprintf(j->error, sizeof(j->error), "devices: %s (the daemon now has %s)", why,
-             js->devices_text);
     job_log(j, "failed: %s", j->error);
     set_state(j, JOB_FAILED);
     if (j->log)

@@ -179,6 +179,30 @@ static void op_cancel(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* A failed job queued again, from its newest complete checkpoint (or from
+ * scratch when asked): {"id", "state", "from_step"}. */
+static void op_resume(conn *c, proto_request *req)
+{
+    job *j = own_job(c, req->id, "resume");
+    if (!j)
+        return;
+    char err[4096];
+    const char *code;
+    long from_step;
+    if (job_resume(c->srv->jobs, j, req->from_scratch, c->peer_user, &from_step, &code, err,
+                   sizeof err) != 0) {
+        send_error(c, code, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s: resumed by %s (uid %u) from step %ld", job_id(j), c->peer_user,
+               c->peer_uid, from_step);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job_id(j));
+    cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
+    cJSON_AddNumberToObject(o, "from_step", (double)from_step);
+    conn_send(c, proto_reply_ok(o));
+}
+
 /* The daemon never writes where a client says (it may run as root): it
  * names its own copy of the master, with its size, CRC-32 and version, and
  * hands it out in chunks (with "offset") that the client writes itself. */
@@ -307,6 +331,9 @@ void server_handle_request(conn *c, char *line, size_t len)
         break;
     case OP_CANCEL:
         op_cancel(c, &req);
+        break;
+    case OP_RESUME:
+        op_resume(c, &req);
         break;
     case OP_EXPORT:
         op_export(c, &req);

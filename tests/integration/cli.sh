@@ -9,7 +9,7 @@ out=$(ctl version 2>&1) && fail "version without a daemon succeeded"
 PARLE_SOCKET=$SOCK "$PARLECTL" list 2>&1 | grep -q "not running on $SOCK" || fail "PARLE_SOCKET ignored"
 
 "$PARLECTL" --help | grep -q "^usage: parlectl" || fail "--help"
-for c in submit status list watch logs cancel wait export devices version shutdown; do
+for c in submit status list watch logs cancel resume wait export devices version shutdown; do
     ctl "$c" --help | grep -q "^usage: parlectl $c" || fail "$c --help"
 done
 ctl bogus 2>/dev/null; [ $? = 2 ] || fail "an unknown command must exit 2"
@@ -57,6 +57,8 @@ ctl export nope "$TMP/x" 2>&1 | grep -q "no job nope" || fail "export of an unkn
 ctl export "$id" /nonexistent/dir/x 2>&1 | grep -q "cannot create a temporary in /nonexistent/dir" ||
     fail "export into a missing directory"
 ctl cancel "$id" 2>&1 | grep -q "already ended" || fail "cancelling a done job"
+ctl resume "$id" 2>&1 | grep -q "is done: only a failed job" || fail "resuming a done job"
+ctl resume "$id" --frob 2>/dev/null; [ $? = 2 ] || fail "resume --frob must exit 2"
 ctl shutdown | grep -q "shutting down" || fail "shutdown"
 wait_exit 30 || fail "parled did not exit after shutdown"
 [ "$EXIT_STATUS" = 0 ] || fail "parled exited $EXIT_STATUS after shutdown"

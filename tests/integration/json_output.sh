@@ -15,7 +15,7 @@ for d in docs:
 PY
 }
 
-for c in submit status list ls watch logs cancel wait export plot devices version shutdown; do
+for c in submit status list ls watch logs cancel resume wait export plot devices version shutdown; do
     ctl "$c" --help | head -n 1 | grep -q -- "--json" || fail "$c --help does not offer --json"
 done
 

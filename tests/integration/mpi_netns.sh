@@ -14,11 +14,14 @@
 #   kill   rank 1 killed with SIGKILL mid-job.
 # link and stop end the job within comm.timeout_s + MARGIN with rank 1 and
 # its replica named; the link restored or the rank continued, a new job runs
-# to done on every host. netem: the job survives to done. kill: Open MPI
-# ends the MPI job, and parled started again on the same hosts resumes the
-# job from its checkpoint to done. Each time the state dir stays whole: every
-# job's status.json parses and every checkpoint listed is complete. The
-# namespaces go at the end, also on failure.
+# to done on every host; then parled, started again on the same hosts (the
+# same state dir), resumes the failed job from its checkpoint (parlectl
+# resume) to done. netem: the job survives to done. kill: Open MPI ends the
+# MPI job, and parled started again on the same hosts resumes the job from
+# its checkpoint to done. Each time the state dir stays whole: every job's
+# status.json parses, every complete checkpoint's replica files match its
+# manifest's CRCs, and a failed job that wrote a checkpoint still has one.
+# The namespaces go at the end, also on failure.
 . "$(dirname "$0")/lib.sh"
 MODE=${1:-jobs}
 mpi_setup
@@ -62,20 +65,41 @@ start_hosts() {
     done
 }
 
-# The state dir is whole: every status.json parses, every checkpoint dir
-# that is complete has its files.
+# The state dir is whole: every status.json parses, every complete
+# checkpoint (one with a manifest) has every replica file its manifest's
+# CRC-32 names, and a failed job whose log says a checkpoint was written
+# still has a complete one (to resume from).
 state_whole() {
     python3 - "$STATE" <<'PY' || fail "the state dir is torn (above)"
-import json, os, sys
+import json, os, re, sys, zlib
 jobs = os.path.join(sys.argv[1], "jobs")
 for j in sorted(os.listdir(jobs)):
-    json.load(open(os.path.join(jobs, j, "status.json")))
-    ck = os.path.join(jobs, j, "checkpoints")
+    st = json.load(open(os.path.join(jobs, j, "status.json")))
+    ck = os.path.join(jobs, j, "ckpt")
+    complete = 0
     for c in sorted(os.listdir(ck)) if os.path.isdir(ck) else []:
-        files = os.listdir(os.path.join(ck, c))
-        assert files, f"{j}: empty checkpoint {c}"
+        if not os.path.exists(os.path.join(ck, c, "manifest.json")):
+            continue  # torn: skipped at resume
+        crcs = json.load(open(os.path.join(ck, c, "manifest.json")))["crc32"]
+        for r, want in enumerate(crcs):
+            data = open(os.path.join(ck, c, f"replica{r}.safetensors"), "rb").read()
+            assert zlib.crc32(data) == want, f"{j}: {c}/replica{r}.safetensors is torn"
+        complete += 1
+    log = open(os.path.join(jobs, j, "log.txt")).read()
+    wrote = re.search(r"checkpoint at outer iteration \d+ \(step \d+\) written", log)
+    assert st["state"] != "failed" or not wrote or complete, f"{j}: failed, its checkpoints lost"
 print("state dir whole:", len(os.listdir(jobs)), "jobs")
 PY
+}
+
+# resumed_to_done MODE ID: the job, resumed by the MPI daemon started again
+# on the same hosts, ends done from a checkpoint.
+resumed_to_done() {
+    timed_wait "$2" 300
+    [ "$WAIT_RC" = 0 ] || fail "$1: the resumed job did not end done: $(error_of "$2")"
+    step=$(resume_step "$2")
+    [ -n "$step" ] && [ "$step" -gt 0 ] || fail "$1: the job did not resume from a checkpoint"
+    echo "$1: restarted on the same hosts, resumed from step $step, done in $WAIT_S s"
 }
 
 gossip_job() { # FILE
@@ -164,6 +188,16 @@ link | stop)
     grep -q "parled\[rank 0\]: job [0-9]*: on $K of the $K ranks" "$TMP/parled.err" ||
         fail "$MODE: the next job did not run on every host"
     echo "$MODE: repaired, the next job ran on all $K hosts to done in $WAIT_S s"
+    state_whole
+    kill -TERM "$DAEMON_PID"
+    wait_exit 60 || fail "$MODE: the MPI job did not end within 60 s of SIGTERM"
+    sanitizer_clean
+    : >"$TMP/parled.err"
+    start_hosts
+    ctl resume "$id" --json >"$TMP/resume.json" || fail "$MODE: parlectl resume $id"
+    grep -q '"from_step":[[:space:]]*[1-9]' "$TMP/resume.json" ||
+        fail "$MODE: resume not from a checkpoint: $(cat "$TMP/resume.json")"
+    resumed_to_done "$MODE" "$id"
     ;;
 netem)
     timed_wait "$id" 300
@@ -179,11 +213,7 @@ kill)
     state_whole
     : >"$TMP/parled.err"
     start_hosts
-    timed_wait "$id" 300
-    [ "$WAIT_RC" = 0 ] || fail "kill: the resumed job did not end done: $(error_of "$id")"
-    step=$(resume_step "$id")
-    [ -n "$step" ] && [ "$step" -gt 0 ] || fail "kill: the job did not resume from a checkpoint"
-    echo "kill: restarted on the same hosts, resumed from step $step, done"
+    resumed_to_done kill "$id"
     ;;
 esac
 state_whole

@@ -49,7 +49,7 @@ ctl_as "$bob" list | grep -q "^$a .*$alice" || fail "bob's list does not show al
 ctl_as "$bob" status "$a" --json | grep -q "\"user\":[[:space:]]*\"$alice\"" ||
     fail "status does not name the owner"
 mkdir -m 755 "$TMP/bob" && chown "$bob" "$TMP/bob"
-for op in "cancel $a" "logs $a" "export $a -o $TMP/bob/x.safetensors" "watch $a" \
+for op in "cancel $a" "resume $a" "logs $a" "export $a -o $TMP/bob/x.safetensors" "watch $a" \
     "plot $a -o $TMP/bob/x.svg"; do
     # shellcheck disable=SC2086
     out=$(ctl_as "$bob" $op 2>&1) && fail "bob may $op alice's job"

@@ -25,6 +25,7 @@ static void test_valid_requests(void)
         {" {\"id\":\"j1\",\"op\":\"watch\"} \t", OP_WATCH, "j1"},
         {"{\"op\":\"logs\",\"id\":\"j0001\",\"follow\":true}", OP_LOGS, "j0001"},
         {"{\"op\":\"cancel\",\"id\":\"a-b_C9\"}", OP_CANCEL, "a-b_C9"},
+        {"{\"op\":\"resume\",\"id\":\"j0007\",\"from_scratch\":true}", OP_RESUME, "j0007"},
         {"{\"op\":\"export\",\"id\":\"j0001\"}", OP_EXPORT, "j0001"},
         {"{\"op\":\"devices\"}", OP_DEVICES, ""},
         {"{\"op\":\"version\"}", OP_VERSION, ""},
@@ -47,6 +48,8 @@ static void test_valid_requests(void)
                   "submit keeps its job");
         if (req.op == OP_LOGS)
             CHECK(req.follow == 1, "logs follow");
+        if (req.op == OP_RESUME)
+            CHECK(req.from_scratch == 1 && req.follow == 0, "resume from_scratch");
         proto_request_free(&req);
     }
 }
@@ -77,6 +80,11 @@ static void test_bad_requests(void)
         {"{\"op\":\"logs\",\"id\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", ERR_BAD_REQUEST,
          "id: not a job id"},
         {"{\"op\":\"logs\",\"id\":\"j1\",\"follow\":1}", ERR_BAD_REQUEST, "follow: must be true"},
+        {"{\"op\":\"resume\",\"id\":\"j1\",\"from_scratch\":1}", ERR_BAD_REQUEST,
+         "from_scratch: must be true"},
+        {"{\"op\":\"cancel\",\"id\":\"j1\",\"from_scratch\":true}", ERR_BAD_REQUEST,
+         "from_scratch: unknown field for op \"cancel\""},
+        {"{\"op\":\"resume\"}", ERR_BAD_REQUEST, "id: missing"},
         {"{\"op\":\"submit\"}", ERR_BAD_REQUEST, "job: missing"},
         {"{\"op\":\"submit\",\"job\":\"x.json\"}", ERR_BAD_REQUEST, "job: must be an object"},
         {"{\"op\":\"export\",\"id\":\"j1\",\"path\":\"/x\"}", ERR_BAD_REQUEST, "path: unknown field"},

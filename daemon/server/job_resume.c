@@ -1,0 +1,91 @@
+/* A failed job run again (jobs.h, job_resume; docs/protocol.md "resume"):
+ * queued as a job interrupted by a restart is, so the runner resumes it
+ * from its newest complete checkpoint, which a failed job keeps (jobs.c,
+ * set_state). */
+#include <stdio.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "jobs_impl.h"
+
+int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
+{
+    char why[256];
+    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
+                            &j->devices, why, sizeof why) == 0 &&
+        check_ranks(&j->cfg, why, sizeof why) == 0)
+        return 0;
+    snprintf(err, errlen, "devices: %s (the daemon now has %s)", why, js->devices_text);
+    return -1;
+}
+
+/* The newest complete checkpoint of j, as the runner will find it: 1 (in
+ * *info), 0 none (why: the torn ones skipped, ';'-separated, or ""), -1
+ * the directory cannot be listed (why says so). */
+static int newest_checkpoint(job *j, checkpoint_info *info, char *why, size_t whylen)
+{
+    char root[1200];
+    job_file_path(j, "ckpt", root, sizeof root);
+    int found = checkpoint_find_latest(root, j->cfg.algorithm.replicas, info, why, whylen);
+    size_t n = strlen(why);
+    if (n > 0 && why[n - 1] == '\n')
+        why[--n] = '\0';
+    for (char *nl = strchr(why, '\n'); nl; nl = strchr(nl, '\n'))
+        *nl = ';';
+    return found;
+}
+
+int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_step,
+               const char **code, char *err, size_t errlen)
+{
+    *code = ERR_BAD_STATE;
+    if (j->state != JOB_FAILED) {
+        snprintf(err, errlen, "job %s is %s: only a failed job can be resumed", j->id,
+                 job_state_name(j->state));
+        return -1;
+    }
+    checkpoint_info info = {0};
+    char why[2048] = "";
+    int found = from_scratch ? 0 : newest_checkpoint(j, &info, why, sizeof why);
+    if (found < 0) {
+        *code = ERR_INTERNAL;
+        snprintf(err, errlen, "job %s: %s", j->id, why);
+        return -1;
+    }
+    if (found == 0 && !from_scratch) {
+        snprintf(err, errlen, "job %s has no complete checkpoint to resume from%s%.1500s%s: "
+                 "resume it with from_scratch (parlectl resume %s --from-scratch) to run it "
+                 "again from step 0", j->id, why[0] ? " (" : "", why, why[0] ? ")" : "", j->id);
+        return -1;
+    }
+    if (jobs_may_queue(js, &j->owner, 1, code, err, errlen) != 0)
+        return -1;
+    if (job_devices_now(js, j, err, errlen) != 0) {
+        *code = ERR_BAD_STATE;
+        return -1;
+    }
+    if (!j->log) {
+        char path[1200];
+        job_file_path(j, "log.txt", path, sizeof path);
+        j->log = fopen(path, "a");
+    }
+    if (from_scratch) {
+        job_remove_checkpoints(j);
+        job_log(j, "resume asked by %s: queued to run again from scratch (it failed: %s)", by,
+                j->error);
+    } else {
+        job_log(j, "resume asked by %s: queued to resume from its checkpoint at outer iteration "
+                "%ld (step %ld) (it failed: %s)", by, info.k, info.step, j->error);
+    }
+    *from_step = found ? info.step : 0;
+    j->error[0] = '\0';
+    j->ended_at = 0;
+    j->cancel_requested = 0;
+    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
+    /* As after a restart: it goes first, and its first event says where
+     * the run starts (jobs.c, begin_resumed_run). */
+    j->interrupted = 1;
+    set_state(j, JOB_QUEUED);
+    jobs_schedule(js);
+    return 0;
+}
