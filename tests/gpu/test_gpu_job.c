@@ -3,6 +3,13 @@
  *     (a) a Parle job of 3 LeNet replicas on GPU 0 in fp32 against the same
  *         job on the CPU: final test errors within 2 points, final master
  *         weights within JOB_RMS (RMS of the difference over RMS of the CPU's);
+ *     (r) the same job re-seeding (algorithm.on_replica_failure), replica 1's
+ *         weights made NaN at outer iteration 8 of 32 (PARLE_FAULT_REPLICA):
+ *         on GPU 0 and on the CPU it ends done, re-seeded once, the final
+ *         test errors within 2 points and the final weights within JOB_RMS
+ *         (as (a)): the
+ *         re-seed, from the mean of the healthy replicas' x, is the same
+ *         arithmetic on both, so the runs differ only by (a)'s rounding;
  *     (b) a job stopped with a checkpoint after its first epoch on the GPU,
  *         resumed on the GPU, ends bit for bit where the uninterrupted GPU run
  *         does (deterministic: the promise of docs/config.md), and resumed on
@@ -121,6 +128,35 @@ static void check_parle_vs_cpu(uint64_t seed)
     free(cpu.final);
 }
 
+/* (r) A replica made NaN mid-job and re-seeded, on GPU 0 and on the CPU. */
+static void check_reseed(uint64_t seed)
+{
+    job_config cfg;
+    run_result res[2];
+    test_watch w[2] = {{0}, {0}};
+    memset(res, 0, sizeof res);
+    const char *devices[2] = {"0", "cpu"};
+    setenv("PARLE_FAULT_REPLICA", "1:nan:8:1", 1);
+    for (int i = 0; i < 2; i++) {
+        printf("(r) Parle re-seeding, replica 1 NaN at outer iteration 8, on %s:\n",
+               i ? "the CPU" : "GPU 0");
+        parle_config(&cfg, seed, 2, devices[i]);
+        strcpy(cfg.algorithm.on_replica_failure, "reseed");
+        CHECK(run(&cfg, NULL, &w[i], &res[i]) == 0 && w[i].reseeds == 1,
+              "re-seeding on %s: %ld re-seeds", devices[i], w[i].reseeds);
+    }
+    unsetenv("PARLE_FAULT_REPLICA");
+    double e = check_weights(&w[0], &w[1], JOB_RMS, "re-seeded on GPU 0 vs CPU");
+    free(w[0].final);
+    free(w[1].final);
+    CHECK(fabs(res[0].test_error - res[1].test_error) <= JOB_ERROR_POINTS,
+          "re-seeded: test error on GPU 0 %.2f%%, on the CPU %.2f%%", 100 * res[0].test_error,
+          100 * res[1].test_error);
+    printf("  re-seeded once: test error GPU %.2f%%, CPU %.2f%% (within %.0f points); final "
+           "weights differ by %.3g RMS\n", 100 * res[0].test_error, 100 * res[1].test_error,
+           100 * JOB_ERROR_POINTS, e);
+}
+
 /* (b) Stopped with a checkpoint on the GPU, resumed on the GPU and on the CPU. */
 static void check_resume(uint64_t seed)
 {
@@ -219,6 +255,7 @@ int main(int argc, char **argv)
     test_init("gpu_job");
     uint64_t seed = test_seed() % 100000;
     check_parle_vs_cpu(seed);
+    check_reseed(seed);
     check_resume(seed);
     return test_main_end();
 }

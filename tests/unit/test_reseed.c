@@ -5,11 +5,12 @@
  * sync (PARLE_FAULT_REPLICA): the job ends done, the re-seed logged with the
  * replica, the step and the cause, counted once in the progress events.
  * Past max_reseeds it fails as before; the count survives a checkpoint and a
- * resume. A genuine divergence (a learning rate of 6.75 for the first
- * epoch, replicas started apart) fails the job without re-seeding and
- * finishes with it; a job re-seeded once ends within 5 points of test error
- * of the untouched run. Runs under ThreadSanitizer too
- * (the 'threads' suite): the failure agreement adds no race and no hang. */
+ * resume. A genuine divergence (a learning rate of 6.75, replicas started
+ * apart) fails the job without re-seeding and finishes with it. Runs under
+ * ThreadSanitizer too (the 'threads' suite): the failure agreement adds no
+ * race and no hang; the jobs are as small as reach every meeting point (54
+ * jobs, about 1 s of CPU in release). The error a re-seeded job reaches on real data
+ * is the learning test lenet-parle-reseed-fmnist's (tests/learning/). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -85,18 +86,22 @@ static void run(const job_config *cfg, const char *fault, const char *ckpt, int 
     pthread_mutex_destroy(&o->s.lock);
 }
 
-/* 4 MLP replicas of `rule` on 512 synthetic images, batch 32 (16 steps a
- * pass), 2 epochs, re-seeding. */
+/* 4 MLP replicas of `rule` on 64 synthetic images, batch 32 (2 batches a
+ * pass), 2 epochs of 2 outer iterations of 2 steps (of a pass for the
+ * asynchronous rules), evaluated at the epochs' ends on 64 test images,
+ * re-seeding: the least that reaches outer iteration 2 and the meeting
+ * points after it, for every rule. */
 static void rule_config(job_config *cfg, const char *rule)
 {
     test_synthetic_job(cfg, "mlp", 4, 2, 7);
     snprintf(cfg->algorithm.name, sizeof cfg->algorithm.name, "%s", rule);
-    cfg->data.test_limit = 128;
+    cfg->data.train_limit = 64;
+    cfg->data.test_limit = 64;
+    cfg->eval.every_passes = 1000;
     cfg->log_every = 1000;
     cfg->algorithm.group_size = 4;
-    cfg->algorithm.tau = 4;
-    if (!coupling_find(rule)->inner_steps)
-        cfg->algorithm.L = 0;
+    cfg->algorithm.tau = 2;
+    cfg->algorithm.L = coupling_find(rule)->inner_steps ? 2 : 0;
     strcpy(cfg->algorithm.on_replica_failure, "reseed");
 }
 
@@ -167,7 +172,7 @@ static void test_resume_keeps_count(const char *dir)
     run(&cfg, "1:nan:2:1", dir, 1, &o);
     CHECK(o.rc == 0 && o.s.reseeds == 1, "first run: rc %d, %ld re-seeds: %s", o.rc,
           o.s.reseeds, o.err);
-    run(&cfg, "2:nan:20:1", dir, 0, &o);
+    run(&cfg, "2:nan:4:1", dir, 0, &o); /* epoch 2 */
     CHECK(o.rc == 0 && o.s.resumes == 1 && o.s.resumed_reseeds == 1 && o.s.reseeds == 2,
           "resumed: rc %d, %d resumes from %ld re-seeds, now %ld: %s", o.rc, o.s.resumes,
           o.s.resumed_reseeds, o.s.reseeds, o.err);
@@ -175,19 +180,17 @@ static void test_resume_keeps_count(const char *dir)
 }
 
 /* A genuine divergence: Parle, replicas started apart, lr 6.75 (inner and
- * outer) in the first of 3 epochs, 0.05 after. Without re-seeding a
- * replica's loss goes non-finite and the job fails; with it, replicas that
- * diverge (at different steps) are re-seeded and the job ends. */
+ * outer), one epoch on 512 images (16 outer iterations of 2 steps). Without re-seeding a replica's loss goes
+ * non-finite and the job fails; with it, replicas that diverge (at
+ * different steps) are re-seeded and the job ends. */
 static void test_real_divergence(void)
 {
     job_config cfg;
     rule_config(&cfg, "parle");
+    cfg.data.train_limit = 512;
     strcpy(cfg.algorithm.init, "independent");
-    cfg.epochs = 3;
-    cfg.optim.nschedule = 2;
-    cfg.optim.schedule[0][0] = 1, cfg.optim.schedule[0][1] = 6.75;
-    cfg.optim.schedule[1][0] = 3, cfg.optim.schedule[1][1] = 0.05;
-    cfg.algorithm.inner_lr = 6.75;
+    cfg.epochs = 1;
+    cfg.optim.lr = 6.75;
     cfg.algorithm.max_reseeds = 100;
     strcpy(cfg.algorithm.on_replica_failure, "fail");
     outcome o;
@@ -199,29 +202,7 @@ static void test_real_divergence(void)
     run(&cfg, NULL, NULL, 0, &o);
     CHECK(o.rc == 0 && o.s.reseeds > 0, "lr 6.75 re-seeding: rc %d, %ld re-seeds: %s", o.rc,
           o.s.reseeds, o.err);
-    printf("lr 6.75, re-seeding -> done, %ld re-seeds, test error %.2f%%:\n%s", o.s.reseeds,
-           100 * o.s.last_error, o.s.log);
-}
-
-/* The error a re-seeded job reaches: Parle at lr 0.05, 3 epochs, against
- * the same job untouched; replica 1's weights turn NaN mid-way (outer
- * iteration 20 of 48) and it is re-seeded. Margin: 5 points of test error. */
-static void test_error_margin(void)
-{
-    job_config cfg;
-    rule_config(&cfg, "parle");
-    cfg.epochs = 3;
-    outcome o;
-    run(&cfg, NULL, NULL, 0, &o);
-    double untouched = o.s.last_error;
-    CHECK(o.rc == 0 && o.s.reseeds == 0, "untouched: rc %d: %s", o.rc, o.err);
-    run(&cfg, "1:nan:20:2", NULL, 0, &o);
-    CHECK(o.rc == 0 && o.s.reseeds == 1, "re-seeded: rc %d, %ld re-seeds: %s", o.rc,
-          o.s.reseeds, o.err);
-    CHECK(o.s.last_error <= untouched + 0.05, "re-seeded: test error %.2f%%, untouched %.2f%%",
-          100 * o.s.last_error, 100 * untouched);
-    printf("test error: untouched %.2f%%, re-seeded once %.2f%% (margin 5 points)\n",
-           100 * untouched, 100 * o.s.last_error);
+    printf("lr 6.75, re-seeding -> done, %ld re-seeds:\n%s", o.s.reseeds, o.s.log);
 }
 
 int main(void)
@@ -236,6 +217,5 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup of %s", dir);
     test_real_divergence();
-    test_error_margin();
     return test_main_end();
 }

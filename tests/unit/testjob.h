@@ -42,7 +42,8 @@ void test_synthetic_job(job_config *cfg, const char *arch, int replicas, int epo
  * errors, and the rule's quantities at the last evaluation. Setting
  * stop_after_eval > 0 asks for a stop with a checkpoint after the
  * evaluation at that many epochs (a fraction: within an epoch);
- * print_evals prints each evaluation. */
+ * print_evals prints each evaluation; reseeds: the job's re-seeded
+ * replicas at its last progress event. */
 enum { TEST_MAX_EVALS = 64 };
 typedef struct test_watch {
     float *final;
@@ -51,6 +52,7 @@ typedef struct test_watch {
     int print_evals;
     volatile int stop;
     int evals, resumes, failures_logged;
+    long reseeds;
     double eval_epoch[TEST_MAX_EVALS], eval_error[TEST_MAX_EVALS];
     long eval_step[TEST_MAX_EVALS];
     char rule_json[1024];

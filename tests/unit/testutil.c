@@ -93,6 +93,8 @@ static void watch_event(void *user, const run_event *ev)
     }
     if (ev->kind == RUN_EV_RESUME)
         __atomic_fetch_add(&w->resumes, 1, __ATOMIC_RELAXED);
+    if (ev->kind == RUN_EV_PROGRESS)
+        __atomic_store_n(&w->reseeds, ev->reseeds, __ATOMIC_RELAXED);
     if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
         __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED);
 }
