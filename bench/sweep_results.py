@@ -91,15 +91,26 @@ def submit(daemon, workdir, name, base, seeds):
     return daemon.json("sweep", path)["id"]
 
 
-def wait_all(daemon, ids):
-    left = set(ids)
+def wait_all(daemon, sweeps, keep):
+    """Wait for every sweep to end; each one's row as soon as it has (so a
+    run cut short still says what it finished), kept under `keep`."""
+    rows, left = {}, {sid for _, _, sid in sweeps}
     while left:
-        for sid in sorted(left):
-            st = daemon.json("sweep", "status", sid)
-            if st["state"] not in ("queued", "running"):
-                left.discard(sid)
+        for part, base, sid in sweeps:
+            if sid not in left or daemon.json("sweep", "status", sid)["state"] in ("queued",
+                                                                                    "running"):
+                continue
+            left.discard(sid)
+            rows[sid] = row(daemon, sid)
+            point, errors, walls, st = rows[sid]
+            print("ended: %s %s: %s (%s)" % (sid, base["name"], *fmt_errors(point, errors)),
+                  flush=True)
+            if keep:
+                with open(os.path.join(keep, sid + ".status.json"), "w") as f:
+                    json.dump({"sweep": st, "errors": errors, "walls": walls}, f, indent=1)
         if left:
             time.sleep(5)
+    return rows
 
 
 def row(daemon, sid):
@@ -168,7 +179,7 @@ def main():
                     sweeps.append(("rules", base, submit(daemon, workdir, base["name"], base,
                                                          args.seeds)))
             t0 = time.monotonic()
-            wait_all(daemon, [s for _, _, s in sweeps])
+            rows = wait_all(daemon, sweeps, args.keep)
             print("all sweeps ended in %.0f s; %d seeds each (42, 43, ...)" %
                   (time.monotonic() - t0, args.seeds))
             for part in ("main", "rules"):
@@ -181,16 +192,13 @@ def main():
                       "| wall time per job | sweep |" % ("job" if part == "main" else "rule"))
                 print("|---|---|---|---|---|---|---|")
                 for base, sid in chosen:
-                    point, errors, walls, st = row(daemon, sid)
+                    point, errors, walls, _ = rows[sid]
                     alg = base["algorithm"]
                     passes = base["epochs"] * (alg.get("L") or 1)
                     mean, seeds = fmt_errors(point, errors)
                     wall = "%.1f s" % (sum(walls) / len(walls)) if walls else "-"
                     print("| %s | %d | %d | %s | %s | %s | %s |" %
                           (alg["name"], alg.get("replicas", 1), passes, mean, seeds, wall, sid))
-                    if args.keep:
-                        with open(os.path.join(workdir, sid + ".status.json"), "w") as f:
-                            json.dump(st, f, indent=1)
                 print("(devices: %s)" % devices)
         finally:
             daemon.stop()
