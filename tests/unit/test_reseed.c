@@ -19,8 +19,10 @@
 #include "comm.h"
 #include "testjob.h"
 
-/* The injected out-of-memory asks for 1 PiB: under TSan that must fail as
- * malloc does, not abort the test. */
+/* The injected out-of-memory asks for 1 PiB: under ASan and TSan that must
+ * fail as malloc does, not abort the test. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
