@@ -57,12 +57,28 @@ PARLED_NETNS="ip netns exec $PARLE_NETNS_PREFIX-h0 $MPIRUN --allow-run-as-root
     --mca oob_tcp_if_include 10.77.0.0/24"
 
 start_hosts() {
+    clear_hosts
     PARLED_WRAP=$PARLED_NETNS start_daemon --mpi
     for r in $(seq 1 $((K - 1))); do
         for _ in $(seq 100); do [ -n "$(rank_pid $r)" ] && break; sleep 0.1; done
         ip netns identify "$(rank_pid $r)" | grep -qx "$PARLE_NETNS_PREFIX-h$r" ||
             fail "rank $r does not run in host namespace h$r"
     done
+}
+
+# What an ended MPI job left in the hosts (an orted whose rank was killed
+# can outlive mpirun): Open MPI cannot start the next launch's daemon on a
+# host beside it ("ORTE was unable to reliably start one or more daemons",
+# 1 run in 5 under ASan's load). Waits up to 5 s for it to go, then kills it.
+clear_hosts() {
+    for h in $(seq 0 $((K - 1))); do
+        for _ in $(seq 50); do
+            [ -z "$(ip netns pids "$PARLE_NETNS_PREFIX-h$h")" ] && break
+            sleep 0.1
+        done
+        ip netns pids "$PARLE_NETNS_PREFIX-h$h" | xargs -r kill -KILL 2>/dev/null
+    done
+    return 0
 }
 
 # The state dir is whole: every status.json parses, every complete
