@@ -288,6 +288,8 @@ static void finish_job(jobs *js, job *j, const pending *p)
                 j->last.step);
         write_status(j);
     } else {
+        if (j->early_stopped)
+            sweep_stop_too_late(j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
         job_log(j, "done: %d epochs, test error %.2f%%", p->result.epochs_done,

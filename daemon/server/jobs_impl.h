@@ -221,6 +221,9 @@ struct sweep {
 int sweeps_reload(jobs *js, char *err, size_t errlen);
 /* A sweep job's evaluation: the early stop's rule (docs/sweeps.md). */
 void sweep_on_eval(job *j, double epoch, double test_error);
+/* The job ended done before the early stop's cancel reached it (its last
+ * steps were already taken): it is done, not early-stopped. */
+void sweep_stop_too_late(job *j);
 void sweeps_free(jobs *js);
 
 #endif

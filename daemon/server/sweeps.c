@@ -273,6 +273,14 @@ void sweep_on_eval(job *j, double epoch, double test_error)
     write_state(js, s);
 }
 
+void sweep_stop_too_late(job *j)
+{
+    j->early_stopped = 0;
+    j->error[0] = '\0';
+    job_log(j, "the early stop came after the job had finished: it stays done");
+    write_state(j->js, j->sweep);
+}
+
 /* ---- reloading ---- */
 
 /* The state.json of a reloaded sweep, onto it and its jobs; missing or

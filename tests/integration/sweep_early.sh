@@ -7,7 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sweep_lib.sh"
 start_daemon
-sweep_base "$TMP/base.json" 3
+# 30 epochs: the cancel lands long before a stopped job could finish.
+sweep_base "$TMP/base.json" 30
 cat >"$TMP/sweep.json" <<'SWEEP'
 {"name": "early", "base": "base.json", "grid": {"optim.lr": [0.01, 0.02, 0.00001, 0.012]},
  "early_stop": {"after_epochs": 1, "margin": 0.05}}
@@ -37,7 +38,7 @@ want = (f"early stop: test error {100 * mine:.2f}% after 1 epochs is worse than 
         f"{100 * median:.2f}%, the median of the sweep's 2 finished jobs then, by more than "
         f"the margin 5.00%")
 assert st["state"] == "cancelled" and st["error"] == want, (st["error"], want)
-assert st["epoch"] < 3, st["epoch"]
+assert st["epoch"] < 30, st["epoch"]
 # Point 3, within the margin of the same median, ran on.
 assert rows[3]["state"] == "done" and first_eval(rows[3]["jobs"][0]) <= median + 0.05
 assert s["state"] == "done", s["state"]
@@ -45,6 +46,27 @@ PY
 stopped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["points"][2]["jobs"][0])' "$TMP/s.json")
 grep -q "early stop: test error" "$STATE/jobs/$stopped/log.txt" || fail "the log does not say why"
 ctl sweep status "$id" | grep -Eq "^  2 +1e-05 +early_stopped" || fail "table: $(ctl sweep status "$id")"
+# Jobs so short that a stopped one may end before its cancel lands: either
+# way the record agrees with the job (early_stopped with a cancelled job, or
+# a done job with no error and no early stop).
+sweep_base "$TMP/short.json" 2
+sed 's/base.json/short.json/; s/"early"/"short"/' "$TMP/sweep.json" >"$TMP/short_sweep.json"
+sid=$(ctl sweep -q "$TMP/short_sweep.json") || fail "short sweep"
+wait_sweep "$sid" done 120
+ctl sweep status "$sid" --json >"$TMP/short_s.json"
+python3 - "$TMP/short_s.json" "$STATE" <<'PY' || fail "the short sweep's record and its jobs disagree: $(cat "$TMP/short_s.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+stopped = 0
+for p in s["points"]:
+    st = json.load(open(f"{sys.argv[2]}/jobs/{p['jobs'][0]}/status.json"))
+    if p["state"] == "early_stopped":
+        assert st["state"] == "cancelled" and st["error"].startswith("early stop:"), (p, st)
+        stopped += 1
+    else:
+        assert st["state"] == "done" and not st.get("error"), (p, st)
+assert s["counts"]["early_stopped"] == stopped == s["counts"]["cancelled"], s["counts"]
+PY
 # The early stop's record survives a restart.
 stop_daemon
 start_daemon
