@@ -58,6 +58,8 @@ int run_reseed_point(job_run *run, replica *r, long step)
      * shared weights may be a peer's to change until everyone is here); a
      * rule's other weights (Parle's x) reach it by the next step. */
     const float *w = r->model.params;
+    /* |w - w|^2 is 0 for finite weights and NaN once any is not: the
+     * backend's one reduction serves as the finiteness check. */
     if (!r->failing && !isfinite(vec_dist2(&r->ctx, r->model.nparams, w, w)))
         run_replica_failed(run, r, "replica %d: its weights are not finite at step %ld (outer "
                            "iteration %ld)", replica_id(run, r), step, r->k);

@@ -8,17 +8,6 @@
 #include "checkpoint.h"
 #include "jobs_impl.h"
 
-int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
-{
-    char why[256];
-    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
-                            &j->devices, why, sizeof why) == 0 &&
-        check_ranks(&j->cfg, why, sizeof why) == 0)
-        return 0;
-    snprintf(err, errlen, "devices: %s (the daemon now has %s)", why, js->devices_text);
-    return -1;
-}
-
 /* The newest complete checkpoint of j, as the runner will find it: 1 (in
  * *info), 0 none (why: the torn ones skipped, ';'-separated, or ""), -1
  * the directory cannot be listed (why says so). */

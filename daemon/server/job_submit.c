@@ -45,6 +45,17 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
     return 0;
 }
 
+int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
+{
+    char why[256];
+    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
+                            &j->devices, why, sizeof why) == 0 &&
+        check_ranks(&j->cfg, why, sizeof why) == 0)
+        return 0;
+    snprintf(err, errlen, "devices: %s (parled's devices: %s)", why, js->devices_text);
+    return -1;
+}
+
 job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
     job *j = calloc(1, sizeof(*j));
@@ -54,15 +65,9 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    char why[256];
-    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0)
+    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0 ||
+        job_devices_now(js, j, err, errlen) != 0)
         goto fail;
-    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
-                            &j->devices, why, sizeof(why)) != 0 ||
-        check_ranks(&j->cfg, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "devices: %s (%s)", why, js->devices_text);
-        goto fail;
-    }
     if (job_admit(j, err, errlen) != 0)
         goto fail;
     j->js = js;

@@ -184,8 +184,8 @@ int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, 
 int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
                    size_t errlen);
 
-/* job_resume.c: the job's devices resolved against the daemon's now (a
- * reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
+/* job_submit.c: the job's devices resolved against the daemon's now (a
+ * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
