@@ -57,8 +57,16 @@ PARLED_NETNS="ip netns exec $PARLE_NETNS_PREFIX-h0 $MPIRUN --allow-run-as-root
     --mca oob_tcp_if_include 10.77.0.0/24"
 
 start_hosts() {
-    clear_hosts
-    PARLED_WRAP=$PARLED_NETNS start_daemon --mpi
+    for try in 1 2 3; do
+        clear_hosts
+        PARLED_WRAP=$PARLED_NETNS START_TRY=1 start_daemon --mpi && break
+        wait "$DAEMON_PID" 2>/dev/null
+        # Open MPI's own launch failing (not parled) is launched again, as
+        # an operator would; anything else fails the test.
+        { grep -q "ORTE was unable to reliably start" "$TMP/parled.err" && [ "$try" -lt 3 ]; } ||
+            fail "parled exited before it was ready (launch $try)"
+        echo "note: Open MPI could not start its daemons (launch $try of 3): launching again"
+    done
     for r in $(seq 1 $((K - 1))); do
         for _ in $(seq 100); do [ -n "$(rank_pid $r)" ] && break; sleep 0.1; done
         ip netns identify "$(rank_pid $r)" | grep -qx "$PARLE_NETNS_PREFIX-h$r" ||
@@ -68,8 +76,9 @@ start_hosts() {
 
 # What an ended MPI job left in the hosts (an orted whose rank was killed
 # can outlive mpirun): Open MPI cannot start the next launch's daemon on a
-# host beside it ("ORTE was unable to reliably start one or more daemons",
-# 1 run in 5 under ASan's load). Waits up to 5 s for it to go, then kills it.
+# host beside it ("ORTE was unable to reliably start one or more daemons").
+# Waits up to 5 s for it to go, then kills it. That made it rarer, not
+# gone (once in CI under ASan after a link cut): start_hosts launches again.
 clear_hosts() {
     for h in $(seq 0 $((K - 1))); do
         for _ in $(seq 50); do
