@@ -17,6 +17,8 @@
 #     --archive F   a .tar.gz of OUT's logs at the end (for the device tool's $OUT)
 #     --budget S    wall-clock seconds for the whole phase (default 540): each
 #                   step is killed at what is left, and the summary is still written
+#     --tree        print the digest of the tree's files and exit: the summary's
+#                   "tree:" line, to match a lent machine's run to a local tree
 # The build has warnings as warnings (-Dwerror=false), counted in the summary,
 # so that a newer host compiler cannot cost the build. Every step leaves one
 # summary line (pass, FAIL or skip). OUT/env.sh sets PATH, LD_LIBRARY_PATH and
@@ -37,6 +39,12 @@ usage() {
     sed -n '/^#   scripts/,/^# or a bench/p' "$0" | sed 's/^# \{0,1\}//'
 }
 
+# The tree's files (tracked and untracked, less the ignored), as one digest.
+tree_digest() {
+    git ls-files -z -co --exclude-standard | sort -z | xargs -0 sha1sum 2>/dev/null |
+        sha1sum | cut -c1-12
+}
+
 while [ $# -gt 0 ]; do
     case $1 in
     --out | --deps | --data | --build | --steps | --phase | --archive | --budget)
@@ -53,6 +61,7 @@ while [ $# -gt 0 ]; do
             esac ;;
         esac
         shift 2 ;;
+    --tree) tree_digest; exit 0 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -262,7 +271,11 @@ PY
 # ---- environment ----
 env_ok=1
 {
-    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), steps $steps"
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), steps $steps"
+    # A lent machine's checkout is older than the tree copied onto it, so
+    # its HEAD says little: the digest of the files themselves names the
+    # tree (the same command on the machine that sent it gives the same).
+    echo "tree: $(tree_digest) (HEAD there $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
     if [ -n "$deps" ]; then
         unpack_deps || env_ok=0
     elif [ -f "$out/env.sh" ] && [ -d "$out/deps/root" ]; then
