@@ -109,6 +109,11 @@ int sync_dir(const char *path);
  * line of a syntax error). */
 cJSON *read_json_object(const char *path, const char *what);
 
+/* --set key.path=value on a job object: `value` parsed as JSON if it is
+ * JSON, else taken as a string; intermediate objects are created. 0, or -1
+ * after a message. */
+int set_path(cJSON *root, const char *assignment);
+
 /* client/sweep.c: the `sweep` command; whether an id names a sweep (the
  * daemon issues s0001, s0002, ... for sweeps, j0001, ... for jobs); the
  * sweep's points as plot curves, seeds as a band (plot_svg.h), appended to

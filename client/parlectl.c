@@ -33,8 +33,8 @@ static const char usage[] =
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
-    "  sweep FILE|status ID|ls|cancel ID [-q] [--json]  a grid of jobs over a base job\n"
-    "                          file (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
+    "  sweep FILE [--set k=v]...|status ID|ls|cancel ID [-q] [--json]  a grid of jobs over\n"
+    "                          a base job (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
     "  tensorboard ID|SWEEP... -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
@@ -55,9 +55,7 @@ char socket_path[4096];
 
 /* ---- --set key.path=value ---- */
 
-/* Set `path` (dotted) in `root` to `value`, parsed as JSON if it is JSON,
- * else taken as a string; intermediate objects are created. */
-static int set_path(cJSON *root, const char *assignment)
+int set_path(cJSON *root, const char *assignment)
 {
     const char *eq = strchr(assignment, '=');
     if (!eq || eq == assignment)
@@ -465,7 +463,8 @@ static const command commands[] = {
      "A sweep's id (s0001) draws one curve per point: its seeds' mean, their range\n"
      "as a band."},
     {"sweep", cmd_sweep,
-     "sweep FILE [-q] [--json] | sweep status|cancel ID [--json] | sweep ls [--json]\n"
+     "sweep FILE [-q] [--set key.path=value]... [--json]\n"
+     "       sweep status|cancel ID [--json] | sweep ls [--json]\n"
      "Queue a sweep (docs/sweeps.md): FILE names a base job file (\"base\", read here,\n"
      "relative to FILE's folder), a grid over its dotted keys ({\"optim.lr\": [0.1, 0.05]}),\n"
      "and optionally \"seeds\": K (each point K times, seeds base + 0..K-1), \"samples\": N\n"
@@ -473,7 +472,8 @@ static const command commands[] = {
      "{\"after_epochs\": E, \"margin\": M} (a job whose test error after E epochs is\n"
      "worse than the median of the sweep's finished jobs then by more than M is\n"
      "cancelled). One job per point and seed, queued like any job, all or none;\n"
-     "prints the sweep's id (-q: only the id). 'sweep status' shows one row per\n"
+     "prints the sweep's id (-q: only the id). --set sets a key of the base job as\n"
+     "submit's does (a key the grid varies is refused). 'sweep status' shows one row per\n"
      "point: its values, state, mean +- standard deviation of the final test error\n"
      "over its seeds, wall time; '*' marks the best point. 'sweep ls' lists the\n"
      "sweeps; 'sweep cancel' cancels a sweep's queued and running jobs. 'plot'\n"

@@ -41,10 +41,38 @@ static int read_base(cJSON *sweep, const char *file)
     return 0;
 }
 
+/* --set on the sweep's base job. A key the grid varies is refused: the
+ * grid's values would replace it at every point. 0, or -1 after a message. */
+static int set_base(cJSON *sweep, const args *a)
+{
+    cJSON *base = cJSON_GetObjectItemCaseSensitive(sweep, "base");
+    const cJSON *grid = cJSON_GetObjectItemCaseSensitive(sweep, "grid"), *k;
+    if (!cJSON_IsObject(grid))
+        grid = NULL; /* the daemon names a bad grid */
+    if (a->nsets > 0 && !cJSON_IsObject(base))
+        return fail("--set: the sweep file has no base job to set keys in");
+    for (int i = 0; i < a->nsets; i++) {
+        const char *eq = strchr(a->sets[i], '=');
+        size_t plen = eq ? (size_t)(eq - a->sets[i]) : 0;
+        cJSON_ArrayForEach(k, grid) {
+            size_t klen = strlen(k->string);
+            size_t n = klen < plen ? klen : plen;
+            /* the same key, or one inside the other (optim vs optim.lr) */
+            if (eq && strncmp(k->string, a->sets[i], n) == 0 &&
+                (klen == plen || (klen < plen ? a->sets[i][n] : k->string[n]) == '.'))
+                return fail("--set %.*s: the sweep's grid varies %s", (int)plen, a->sets[i],
+                            k->string);
+        }
+        if (set_path(base, a->sets[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int sweep_submit(const char *file, const args *a)
 {
     cJSON *sweep = read_json_object(file, "a sweep file");
-    if (!sweep || read_base(sweep, file) != 0) {
+    if (!sweep || read_base(sweep, file) != 0 || set_base(sweep, a) != 0) {
         cJSON_Delete(sweep);
         return EXIT_FAIL;
     }
@@ -211,7 +239,7 @@ static int sweep_cancel(const char *id, const args *a)
 
 int cmd_sweep(const command *cmd, int argc, char **argv)
 {
-    PARSE("jq", 1, 2);
+    PARSE("jqs", 1, 2);
     const char *what = a.pos[0];
     int takes_id = strcmp(what, "status") == 0 || strcmp(what, "cancel") == 0;
     int is_ls = strcmp(what, "ls") == 0 || strcmp(what, "list") == 0;
@@ -221,6 +249,8 @@ int cmd_sweep(const command *cmd, int argc, char **argv)
         return usage_error(cmd, "not a sweep id (s0001, ...): ", a.pos[1]);
     if ((is_ls || !takes_id) && a.npos != 1)
         return usage_error(cmd, "unexpected argument ", a.pos[1]);
+    if ((is_ls || takes_id) && a.nsets > 0)
+        return usage_error(cmd, "--set is for a sweep file: ", what);
     if (is_ls)
         return sweep_list(&a);
     if (strcmp(what, "status") == 0)

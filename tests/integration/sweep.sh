@@ -2,7 +2,8 @@
 # parlectl sweep (docs/sweeps.md): a grid with seeds expanded into tagged jobs
 # that run like any job; the status figures against the jobs' own (mean and
 # standard deviation computed here); samples; plot of a sweep; cancel; the
-# per-user bound; bad sweep files refused naming the key, nothing queued.
+# per-user bound; bad sweep files refused naming the key, nothing queued;
+# --set on the base job.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sweep_lib.sh"
 start_daemon --max-jobs-per-user 20
@@ -126,6 +127,30 @@ bad '{"base": "base.json", "grid": {}, "early_stop": {"after_epochs": 2, "margin
     fail "a refused sweep left a sweep behind"
 ctl sweep status s0099 2>&1 | grep -q "no sweep s0099" || fail "status of no sweep"
 ctl sweep status j0001 2>/dev/null; [ $? = 2 ] || fail "a job id taken as a sweep id"
+
+# --set: a key of the base job for every point; a key the grid varies, or
+# one inside or around it, is refused before anything is sent.
+d=$(ctl sweep -q "$TMP/samples.json" --set optim.batch=16 --set=optim.nesterov=false) ||
+    fail "sweep --set"
+wait_sweep "$d" done 60
+ctl sweep status "$d" --json >"$TMP/set.json" || fail "sweep status $d"
+python3 - "$TMP/set.json" "$STATE" <<'PY' || fail "--set did not reach every job of the sweep"
+import json, sys
+rows = json.load(open(sys.argv[1]))["points"]
+jobs = [j for r in rows for j in r["jobs"]]
+assert len(jobs) == 2, rows
+for r in rows:
+    for j in r["jobs"]:
+        cfg = json.load(open(f"{sys.argv[2]}/jobs/{j}/job.json"))
+        assert cfg["optim"]["batch"] == 16 and cfg["optim"]["nesterov"] is False, cfg
+        assert cfg["optim"]["lr"] == r["values"]["optim.lr"], (cfg, r)
+PY
+for set in optim.lr=0.1 optim={} optim.lr.x=1; do
+    out=$(ctl sweep "$TMP/samples.json" --set "$set" 2>&1) && fail "--set $set on a grid key was queued"
+    echo "$out" | grep -q "^parlectl: --set ${set%%=*}: the sweep's grid varies optim.lr$" ||
+        fail "--set $set: $out"
+done
+out=$(ctl sweep ls --set optim.lr=1 2>&1); [ $? = 2 ] || fail "sweep ls took --set: $out"
 check_alive "sweeps"
 stop_daemon
 echo PASS
