@@ -9,6 +9,7 @@
 
 #include "ctl.h"
 #include "plot_svg.h"
+#include "sweep_file.h"
 
 int is_sweep_id(const char *id)
 {
@@ -55,11 +56,7 @@ static int set_base(cJSON *sweep, const args *a)
         const char *eq = strchr(a->sets[i], '=');
         size_t plen = eq ? (size_t)(eq - a->sets[i]) : 0;
         cJSON_ArrayForEach(k, grid) {
-            size_t klen = strlen(k->string);
-            size_t n = klen < plen ? klen : plen;
-            /* the same key, or one inside the other (optim vs optim.lr) */
-            if (eq && strncmp(k->string, a->sets[i], n) == 0 &&
-                (klen == plen || (klen < plen ? a->sets[i][n] : k->string[n]) == '.'))
+            if (eq && sweep_keys_overlap(k->string, strlen(k->string), a->sets[i], plen))
                 return fail("--set %.*s: the sweep's grid varies %s", (int)plen, a->sets[i],
                             k->string);
         }

@@ -251,7 +251,7 @@ static void read_grid(sweep_spec *s, const cJSON *grid, report *r)
         }
         int clash = -1;
         for (int i = 0; i < s->nkeys && clash < 0; i++)
-            if (key_prefix(s->keys[i], k) || key_prefix(k, s->keys[i]))
+            if (sweep_keys_overlap(s->keys[i], strlen(s->keys[i]), k, strlen(k)))
                 clash = i;
         if (clash >= 0) {
             add(r, strcmp(s->keys[clash], k) ? "grid.\"%s\": overlaps grid.\"%s\""
