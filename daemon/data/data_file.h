@@ -9,9 +9,13 @@
  * thread) to the owner for the path lookup and the open alone, and back.
  * The kernel checks permissions at open, so the descriptor is then read
  * with no further checks. Other threads of the daemon keep root's rights
- * throughout. Only regular files are opened: a FIFO, socket, device or
- * directory is refused, found by stat and by fstat after a non-blocking
- * open, so no open ever waits for a writer. */
+ * throughout. Only regular files on disk are opened: a FIFO, socket,
+ * device or directory is refused, found by fstat of an O_PATH descriptor
+ * and again after a non-blocking open, so no open ever waits for a writer;
+ * a lookup never follows a /proc magic link (openat2's
+ * RESOLVE_NO_MAGICLINKS: /proc/self/fd/N would hand the job a file parled
+ * holds), and a file of a virtual file system (proc, sysfs, debugfs,
+ * cgroup...; fstatfs) is refused, its content and size never read. */
 #ifndef PARLE_DATA_FILE_H
 #define PARLE_DATA_FILE_H
 
@@ -36,8 +40,9 @@ int file_creds_of(unsigned uid, unsigned gid, const char *name, file_creds *out,
 void data_files_as(const file_creds *c);
 
 /* Opens a regular file for reading; the descriptor, in blocking mode, with
- * its stat in *st; or -1 with "PATH: cannot open: REASON" or "PATH: not a
- * regular file (a FIFO)" and the like. */
+ * its stat in *st; or -1 with "PATH: cannot open: REASON", "PATH: not a
+ * regular file (a FIFO)", "PATH: on a virtual file system (proc)" and the
+ * like, which never quote the file's bytes or size. */
 int data_open(const char *path, struct stat *st, char *err, size_t errlen);
 
 /* Whether path exists for the thread's user (stat succeeds). */

@@ -3,7 +3,9 @@
  * "Permission denied", also through a symlink the user owns, group rights
  * count, a FIFO is refused at once (no open waits for a writer), and
  * another thread of the process keeps root's rights all the while (run
- * under ThreadSanitizer too). Skips (77) unless run as root. */
+ * under ThreadSanitizer too); no /proc magic link is followed and no file
+ * of a virtual file system (/proc/self/maps, a /sys file) is opened, with
+ * an error that quotes none of its bytes. Skips (77) unless run as root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -116,6 +118,58 @@ static void test_not_regular(void)
           "missing: %s", err);
 }
 
+/* `target` through a symlink named `name` in the test's folder: refused
+ * with `want` in the error, which names the link and quotes nothing read. */
+static void refused_via_link(const char *name, const char *target, const char *want)
+{
+    char p[512], err[512];
+    path_of(p, sizeof p, name);
+    CHECK(symlink(target, p) == 0, "symlink %s -> %s: %s", p, target, strerror(errno));
+    for (int as_user = 0; as_user < 2; as_user++) {
+        data_files_as(as_user ? &nobody : NULL);
+        CHECK(!opens(name, err, sizeof err) && strstr(err, p) && strstr(err, want) &&
+                  !strstr(err, "bytes") && !strstr(err, "0x"),
+              "%s -> %s (%s): %s", name, target, as_user ? "as the user" : "as root", err);
+    }
+    data_files_as(NULL);
+    CHECK(unlink(p) == 0, "unlink %s", p);
+}
+
+/* Files that are parled's own view of itself or of the kernel: never read. */
+static void test_virtual_files(void)
+{
+    char err[512], fd_path[64], p[512];
+    struct stat st;
+    refused_via_link("maps", "/proc/self/maps", "on a virtual file system (proc)");
+    refused_via_link("status", "/proc/self/status", "on a virtual file system (proc)");
+    /* A descriptor of this process on a regular file the user could not
+     * open by its path: the magic link is never followed. */
+    path_of(p, sizeof p, "secret");
+    int held = open(p, O_RDONLY);
+    CHECK(held >= 0, "open %s", p);
+    snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", held);
+    refused_via_link("fd", fd_path, "/proc");
+    CHECK(data_open(fd_path, &st, err, sizeof err) < 0 && strstr(err, "link of /proc"),
+          "%s as root: %s", fd_path, err);
+    close(held);
+    refused_via_link("sys", "/sys/kernel/uevent_seqnum", "on a virtual file system (sysfs)");
+    CHECK(data_open("/sys/kernel/uevent_seqnum", &st, err, sizeof err) < 0 &&
+              strstr(err, "/sys/kernel/uevent_seqnum: on a virtual file system (sysfs)"),
+          "a /sys file by its path: %s", err);
+    CHECK(data_open("/proc/meminfo", &st, err, sizeof err) < 0 &&
+              strstr(err, "/proc/meminfo: on a virtual file system (proc)"),
+          "/proc/meminfo by its path: %s", err);
+    /* A regular file through an ordinary symlink still opens, as the user. */
+    path_of(p, sizeof p, "public");
+    char link[512];
+    path_of(link, sizeof link, "plain");
+    CHECK(symlink(p, link) == 0, "symlink %s", link);
+    data_files_as(&nobody);
+    CHECK(opens("plain", err, sizeof err), "a symlink to a regular file: %s", err);
+    data_files_as(NULL);
+    CHECK(unlink(link) == 0, "unlink %s", link);
+}
+
 static void test_threads(void)
 {
     int failures = 0, wrong = 0;
@@ -154,6 +208,7 @@ int main(void)
 
     test_rights();
     test_not_regular();
+    test_virtual_files();
     test_threads();
 
     const char *names[] = {"secret", "public", "group", "private/file", "private", "fifo", "link"};
