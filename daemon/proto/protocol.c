@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "user_text.h"
+
 static const char *const op_names[] = {
     [OP_SUBMIT] = "submit", [OP_STATUS] = "status",   [OP_LIST] = "list",
     [OP_WATCH] = "watch",   [OP_LOGS] = "logs",       [OP_CANCEL] = "cancel",
@@ -58,8 +60,15 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
 {
     int allowed = op_fields[req->op];
     const cJSON *it;
+    char shown[48];
     cJSON_ArrayForEach(it, root) {
         const char *k = it->string;
+        /* The first of two same keys would be read here, the last elsewhere:
+         * a request names each field once. */
+        if (cJSON_GetObjectItemCaseSensitive(root, k) != it)
+            return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                        "%s: given twice (a request names each field once)",
+                        user_text_shown(k, shown));
         if (strcmp(k, "op") == 0)
             continue;
         if (strcmp(k, "id") == 0 && (allowed & (F_ID | F_ID_OPT))) {
@@ -92,7 +101,8 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
             strcpy(req->version, it->valuestring);
         } else {
             *code = ERR_BAD_REQUEST;
-            snprintf(msg, msglen, "%.64s: unknown field for op \"%s\"", k, op_names[req->op]);
+            snprintf(msg, msglen, "%s: unknown field for op \"%s\"", user_text_shown(k, shown),
+                     op_names[req->op]);
             return -1;
         }
     }
@@ -146,12 +156,13 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
     while (i < NOPS && strcmp(op->valuestring, op_names[i]) != 0)
         i++;
     if (i == NOPS) {
+        char shown[48];
         *code = ERR_UNKNOWN_OP;
         snprintf(msg, msglen,
-                 "unknown op \"%.64s\" (ops: submit, status, list, watch, logs, cancel, export, "
+                 "unknown op \"%s\" (ops: submit, status, list, watch, logs, cancel, export, "
                  "devices, version, shutdown, metrics, sweep_submit, sweep_status, sweep_list, "
                  "sweep_cancel, resume)",
-                 op->valuestring);
+                 user_text_shown(op->valuestring, shown));
         goto out;
     }
     req->op = (enum proto_op)i;

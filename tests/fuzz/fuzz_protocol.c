@@ -1,7 +1,7 @@
 /* libFuzzer harness for parled's protocol layer: bytes go through the line
  * framer in chunks (sizes taken from the input), each complete line through
  * the request parser, and an error reply is built for each failure, as the
- * server does. Build: clang -fsanitize=fuzzer,address,undefined. */
+ * server does; an error message holds no control byte. Build: clang -fsanitize=fuzzer,address,undefined. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +36,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
                 proto_request_free(&req);
             } else {
+                /* What the request sent is quoted with control bytes as '?':
+                 * an error message never carries one to a log or terminal. */
+                for (const char *c = msg; *c; c++)
+                    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                        abort();
                 free(proto_reply_error(code, msg));
             }
         }

@@ -89,6 +89,15 @@ static void test_bad_requests(void)
         {"{\"op\":\"submit\",\"job\":\"x.json\"}", ERR_BAD_REQUEST, "job: must be an object"},
         {"{\"op\":\"export\",\"id\":\"j1\",\"path\":\"/x\"}", ERR_BAD_REQUEST, "path: unknown field"},
         {"{\"op\":\"export\"}", ERR_BAD_REQUEST, "id: missing"},
+        /* Each field once: the first "op" and the last "id" would both be read. */
+        {"{\"op\":\"list\",\"op\":\"shutdown\"}", ERR_BAD_REQUEST, "op: given twice"},
+        {"{\"op\":\"cancel\",\"id\":\"j1\",\"id\":\"j2\"}", ERR_BAD_REQUEST,
+         "id: given twice"},
+        {"{\"op\":\"logs\",\"id\":\"j1\",\"follow\":true,\"follow\":false}", ERR_BAD_REQUEST,
+         "follow: given twice"},
+        /* What a request sent is quoted printable: control bytes as '?'. */
+        {"{\"op\":\"li\\u001b[2Jst\"}", ERR_UNKNOWN_OP, "unknown op \"li?[2Jst\""},
+        {"{\"op\":\"list\",\"a\\nb\\u0007\":1}", ERR_BAD_REQUEST, "a?b?: unknown field"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         proto_request req;
