@@ -2,15 +2,19 @@
  * prints one line when it accepts connections, checkpoints its running jobs
  * and stops on SIGTERM or SIGINT (a second SIGINT exits at once). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "fsutil.h"
 #include "mpi_node.h"
 #include "parle_config.h"
 #include "runner.h"
@@ -54,6 +58,64 @@ static const char usage[] =
     "re-executes itself (same PID) so that the device works again; the jobs resume.\n"
     "Drive the daemon with parlectl.\n";
 
+/* The state dir's lock (<state dir>/parled.lock, flock'd, holding the pid):
+ * one parled per state dir, or two would write the same jobs. The lock
+ * crosses a re-exec under this variable (the descriptor, without
+ * FD_CLOEXEC then), so no second parled slips in while parled restarts. */
+#define LOCK_FD_ENV "PARLED_STATE_LOCK_FD"
+
+/* The descriptor a re-exec passed on, if it is still the lock file at
+ * `path`; -1 if none. */
+static int inherited_lock(const char *path)
+{
+    const char *v = getenv(LOCK_FD_ENV);
+    char *end;
+    long fd = v && *v ? strtol(v, &end, 10) : -1;
+    unsetenv(LOCK_FD_ENV);
+    struct stat a, b;
+    if (fd < 0 || fd > 1 << 20 || *end || fstat((int)fd, &a) != 0 || stat(path, &b) != 0 ||
+        a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return -1;
+    return (int)fd;
+}
+
+/* Lock the state dir for this parled (creating the dir): the descriptor,
+ * close-on-exec; or -1 with a message naming the dir and, when another
+ * parled holds it, that parled's pid. */
+static int lock_state_dir(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/parled.lock", dir);
+    if (mkdir_p(dir, err, errlen) != 0)
+        return -1;
+    int fd = inherited_lock(path);
+    if (fd < 0)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "state dir %s: cannot open %s: %s", dir, path, strerror(errno));
+        return -1;
+    }
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "state dir %s is in use by another parled (pid %s, holding "
+                     "%s): one parled per state dir", dir, pid[0] ? pid : "unknown", path);
+        else
+            snprintf(err, errlen, "state dir %s: cannot lock %s: %s", dir, path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        server_log(LOG_WARN, "%s: cannot write the pid: %s", path, strerror(errno));
+    return fd;
+}
+
 typedef struct daemon_state {
     server *srv;
     uv_signal_t sigterm, sigint;
@@ -84,8 +146,12 @@ static void on_stopped(void *user)
  * as systemd does; else the new process binds --socket again. systemd hears
  * RELOADING=1 now and READY=1 from the new process once it serves. Returns
  * only if the exec failed. */
-static void reexec(char **argv, int listen_fd)
+static void reexec(char **argv, int listen_fd, int lock_fd)
 {
+    char lock[32];
+    snprintf(lock, sizeof lock, "%d", lock_fd);
+    if (fcntl(lock_fd, F_SETFD, 0) == 0) /* the lock crosses the exec */
+        setenv(LOCK_FD_ENV, lock, 1);
     if (listen_fd >= 0) {
         char pid[32];
         snprintf(pid, sizeof pid, "%ld", (long)getpid());
@@ -214,10 +280,17 @@ int main(int argc, char **argv)
             return mpi_node_serve();
     }
 
+    char err[8192];
+    int lock_fd = lock_state_dir(cfg.state_dir, err, sizeof err);
+    if (lock_fd < 0) {
+        fprintf(stderr, "parled: %s\n", err);
+        if (mpi)
+            mpi_node_finalize();
+        return 1;
+    }
     cfg.listen_fd = sd_listen_fd();
     uv_loop_t *loop = uv_default_loop();
     daemon_state d = {0};
-    char err[1024];
     if (server_open(&d.srv, loop, &cfg, on_stopped, &d, err, sizeof(err)) != 0) {
         fprintf(stderr, "parled: %s\n", err);
         uv_loop_close(loop);
@@ -243,7 +316,7 @@ int main(int argc, char **argv)
     if (mpi)
         mpi_node_finalize();
     if (again) {
-        reexec(args, listen_fd);
+        reexec(args, listen_fd, lock_fd);
         return 1;
     }
     return 0;

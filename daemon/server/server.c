@@ -29,11 +29,22 @@ double server_mono_s(void) { return (double)uv_hrtime() * 1e-9; }
 
 /* ---- connections ---- */
 
+/* An ended connection (a shutdown, an error that ends it) gets this long to
+ * read the replies it is owed; then it is closed with them unsent, so a
+ * client that never reads cannot keep parled from exiting. */
+#define END_DRAIN_MS 5000
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    proto_framer_free(&c->framer);
+    free(c);
+}
+
 static void on_conn_closed(uv_handle_t *h)
 {
     conn *c = (conn *)h;
-    proto_framer_free(&c->framer);
-    free(c);
+    uv_close((uv_handle_t *)&c->end_timer, on_timer_closed);
 }
 
 static void conn_unlink(conn *c)
@@ -59,6 +70,17 @@ static void conn_close(conn *c)
 static void on_shutdown_done(uv_shutdown_t *req, int status)
 {
     conn *c = req->data;
+    (void)status;
+    if (!uv_is_closing((uv_handle_t *)&c->pipe)) /* else the drain's time ran out */
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    conn *c = t->data;
+    server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "closing a connection of %s "
+                       "(uid %u) that did not read its last replies within %d s", c->peer_user,
+                       c->peer_uid, END_DRAIN_MS / 1000);
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
@@ -73,6 +95,8 @@ static void conn_end(conn *c)
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, on_shutdown_done) != 0)
         uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+    else
+        uv_timer_start(&c->end_timer, on_drain_timeout, END_DRAIN_MS, 0);
 }
 
 static void serve_lines(conn *c);
@@ -105,7 +129,8 @@ void conn_send(conn *c, char *line)
         return;
     }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > MAX_PENDING_OUTPUT) {
-        server_log(LOG_WARN, "dropping a client that does not read its replies");
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_WARN, "dropping a client of %s "
+                           "(uid %u) that does not read its replies", c->peer_user, c->peer_uid);
         free(line);
         conn_close(c);
         return;
@@ -217,6 +242,8 @@ static void on_connection(uv_stream_t *listener, int status)
     s->nconns++;
     proto_framer_init(&c->framer, PROTO_MAX_LINE);
     uv_pipe_init(s->loop, &c->pipe, 0);
+    uv_timer_init(s->loop, &c->end_timer);
+    c->end_timer.data = c;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -227,7 +254,8 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_identify(s, fd, c)) {
-        server_log(LOG_WARN, "refused a connection from uid %d", (int)c->peer_uid);
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_WARN,
+                           "refused a connection from uid %d", (int)c->peer_uid);
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "uid %d may not use parled (allowed: root, uid %u%s)", (int)c->peer_uid,
@@ -245,7 +273,8 @@ static void on_connection(uv_stream_t *listener, int status)
         snprintf(msg, sizeof msg, "%s (uid %u) has %d connections open "
                  "(--max-connections-per-user)", c->peer_user, c->peer_uid, s->max_conns_per_user);
     if (msg[0]) {
-        server_log(LOG_WARN, "refused a connection: %s", msg);
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_WARN, "refused a connection: %s",
+                           msg);
         send_error_and_end(c, ERR_LIMIT, msg);
         return;
     }

@@ -16,6 +16,7 @@ typedef struct conn conn;
 struct conn {
     uv_pipe_t pipe;        /* first: the handle's address is the conn's */
     uv_shutdown_t shutdown_req;
+    uv_timer_t end_timer;  /* an ended connection's time to read what it is owed */
     server *srv;
     conn *prev, *next;
     proto_framer framer;

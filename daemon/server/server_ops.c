@@ -52,8 +52,8 @@ static int may_act(conn *c, const job_owner *o, const char *kind, const char *id
     char msg[256];
     snprintf(msg, sizeof msg, "%s %s belongs to %s (uid %u): only its owner, root and parled's "
              "--admin-group may %s it", kind, id, o->user, o->uid, what);
-    server_log(LOG_INFO, "refused %s (uid %u) %s of %s %s", c->peer_user, c->peer_uid, what, kind,
-               id);
+    server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "refused %s (uid %u) %s of %s %s",
+                       c->peer_user, c->peer_uid, what, kind, id);
     send_error(c, ERR_FORBIDDEN, msg);
     return 0;
 }
@@ -89,7 +89,8 @@ static void op_submit(conn *c, proto_request *req)
     job_owner owner = peer_owner(c);
     job *j = jobs_submit(c->srv->jobs, req->job, &owner, &code, err, sizeof(err));
     if (!j) {
-        server_log(LOG_INFO, "rejected a job from %s (uid %u): %s", c->peer_user, c->peer_uid, err);
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "rejected a job from %s "
+                           "(uid %u): %s", c->peer_user, c->peer_uid, err);
         send_error(c, code, err);
         return;
     }
@@ -260,8 +261,8 @@ static void op_sweep_submit(conn *c, proto_request *req)
     job_owner owner = peer_owner(c);
     sweep *s = jobs_sweep_submit(c->srv->jobs, req->sweep, &owner, &code, err, sizeof err);
     if (!s) {
-        server_log(LOG_INFO, "rejected a sweep from %s (uid %u): %s", c->peer_user, c->peer_uid,
-                   err);
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "rejected a sweep from %s "
+                           "(uid %u): %s", c->peer_user, c->peer_uid, err);
         send_error(c, code, err);
         return;
     }
@@ -367,7 +368,8 @@ void server_handle_request(conn *c, char *line, size_t len)
         break;
     case OP_SHUTDOWN: {
         if (!c->admin) {
-            server_log(LOG_INFO, "refused a shutdown by %s (uid %u)", c->peer_user, c->peer_uid);
+            server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "refused a shutdown by %s "
+                               "(uid %u)", c->peer_user, c->peer_uid);
             send_error(c, ERR_FORBIDDEN, "only root, parled's own user and its --admin-group "
                        "may shut it down");
             break;

@@ -48,6 +48,14 @@ grep -q '"faulted":[[:space:]]*null' "$TMP/dev1.json" || fail "cpu still faulted
 ctl devices | grep -q FAULTED && fail "parlectl devices still says FAULTED"
 c=$(ctl submit "$TMP/b.json" -q) || fail "submit c"
 ctl wait "$c" >/dev/null || fail "$c did not end done"
+# The state dir's lock crossed the re-exec: held once, and a second parled
+# on the state dir is still refused, naming this pid.
+[ "$(ls -l "/proc/$pid/fd" | grep -c "$STATE/parled.lock")" = 1 ] ||
+    fail "the re-executed parled does not hold the state dir's lock once"
+"$PARLED" --socket "$TMP/second.sock" --state-dir "$STATE" 2>"$TMP/second.err" &&
+    fail "a second parled started on the state dir after the re-exec"
+grep -q "state dir $STATE is in use by another parled (pid $pid," "$TMP/second.err" ||
+    fail "second parled: $(cat "$TMP/second.err")"
 stop_daemon
 
 # Socket-activated (a harness in systemd's place, as systemd.sh): the passed

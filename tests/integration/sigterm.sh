@@ -19,7 +19,7 @@ grep -q "checkpoint at outer iteration [0-9]* (step [0-9]*) written" "$STATE/job
 grep -q '"state":[[:space:]]*"running"' "$STATE/jobs/$id/status.json" ||
     fail "status.json of the stopped job does not say running"
 
-# A second daemon on the same socket is refused while the first lives.
+# A second daemon on the same socket (another state dir) is refused while the first lives.
 start_daemon
 first=$DAEMON_PID
 wait_log "$id" "resuming from checkpoint at outer iteration" 30
@@ -28,7 +28,7 @@ grep -q "checkpoint at outer iteration [0-9]* (step $step) written" "$STATE/jobs
     fail "the resume at step $step is not from the shutdown's checkpoint"
 wait_state "$id" running 30
 ctl cancel "$id" >/dev/null || fail "cancel the resumed job"
-"$PARLED" --socket "$SOCK" --state-dir "$STATE" 2>"$TMP/second.err" && fail "a second parled started"
+"$PARLED" --socket "$SOCK" --state-dir "$TMP/state2" 2>"$TMP/second.err" && fail "a second parled started"
 grep -q "another parled is running on $SOCK" "$TMP/second.err" || fail "second: $(cat "$TMP/second.err")"
 next=$(ctl submit "$TMP/long.json" -q) || fail "submit after restart"
 [ "$next" \> "$id" ] || fail "id $next after a restart is not above $id"
