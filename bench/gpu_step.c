@@ -5,7 +5,12 @@
  * the same GPU and prints the two side by side (bench/README.md).
  *
  *   gpu_step [--arch lenet,allcnn,wrn16,wrn28] [--precision fp32,tf32,bf16]
- *            [--device 0] [--batch 128] [--steps 20] [--reps 5] [--warmup 3]
+ *            [--conv-algorithms timed|heuristic] [--device 0] [--batch 128]
+ *            [--steps 20] [--reps 5] [--warmup 3]
+ *
+ * --conv-algorithms: how cuDNN's convolution algorithms are chosen, as a
+ * job's `conv_algorithms` (docs/config.md); timed by default, as in a job.
+ * The timing runs at the first step, in the warm-up.
  *
  * A step's time: host clock around `steps` steps and a backend_sync, median
  * of `reps` blocks after `warmup` steps. The step includes staging the batch
@@ -31,6 +36,7 @@ enum { MAX_REPS = 100, MAX_LAYERS = 256, MAX_LIST = 8, SYNC_PROBES = 50 };
 
 static const float LR = 0.01f, MOMENTUM = 0.9f;
 static const char *const precision_names[] = {"fp32", "tf32", "bf16"};
+static const char *const algorithm_names[] = {"heuristic", "timed"}; /* by ctx.time_algorithms */
 
 typedef struct arch_choice {
     const char *name;   /* on the command line */
@@ -67,11 +73,12 @@ static struct {
 } prof;
 
 static int bench_init(bench *b, const arch_choice *a, int device, enum backend_precision p,
-                      int batch, char *err, size_t errlen)
+                      int timed, int batch, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);
     if (backend_ctx_init_cuda(&b->ctx, device, p, 0, err, errlen) != 0)
         return -1;
+    b->ctx.time_algorithms = timed;
     model_spec spec = {.depth = a->depth, .width = a->width, .dropout = -1, .classes = 10,
                        .in_c = a->mnist ? 1 : 3, .in_h = a->mnist ? 28 : 32,
                        .in_w = a->mnist ? 28 : 32};
@@ -205,12 +212,12 @@ static double kernel_floor(bench *b)
 }
 
 /* Times one arch at one precision and prints its row; 0 or -1 (printed). */
-static int run_one(const arch_choice *a, int device, enum backend_precision p, int batch,
-                   int steps, int reps, int warmup)
+static int run_one(const arch_choice *a, int device, enum backend_precision p, int timed,
+                   int batch, int steps, int reps, int warmup)
 {
     char err[512];
     bench b;
-    if (bench_init(&b, a, device, p, batch, err, sizeof err) != 0) {
+    if (bench_init(&b, a, device, p, timed, batch, err, sizeof err) != 0) {
         printf("%-7s %-5s failed: %s\n", a->name, precision_names[p], err);
         bench_free(&b);
         return -1;
@@ -233,8 +240,9 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
                a->name, precision_names[b.ctx.precision], b.m.nparams_logical, 1e3 * step,
                1e3 * fl,
                fl > 0 ? step / fl : 0.0, batch / step, 1e6 * prof.sync_latency);
-        printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\n", a->name, precision_names[b.ctx.precision],
-               1e3 * step, 1e3 * fl, 1e6 * prof.sync_latency);
+        printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\t%s\n", a->name,
+               precision_names[b.ctx.precision], 1e3 * step, 1e3 * fl, 1e6 * prof.sync_latency,
+               algorithm_names[timed]);
     }
     fflush(stdout);
     bench_free(&b);
@@ -262,7 +270,8 @@ static int parse_list(const char *s, const char *const *names, int nnames, int *
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpu_step [--arch lenet,allcnn,wrn16,wrn28] [--precision fp32,tf32,bf16] "
-               "[--device N] [--batch B] [--steps N] [--reps R] [--warmup W]\n");
+               "[--conv-algorithms timed|heuristic] [--device N] [--batch B] [--steps N] "
+               "[--reps R] [--warmup W]\n");
 }
 
 int main(int argc, char **argv)
@@ -272,7 +281,8 @@ int main(int argc, char **argv)
         arch_names[i] = archs[i].name;
     int arch_idx[MAX_LIST] = {0, 1, 2, 3}, narch = NARCHS;
     int prec_idx[MAX_LIST] = {0, 1, 2}, nprec = 3;
-    int device = 0, batch = 128, steps = 20, reps = 5, warmup = 3;
+    int algo_idx[MAX_LIST];
+    int device = 0, batch = 128, steps = 20, reps = 5, warmup = 3, timed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = v != NULL;
@@ -283,6 +293,8 @@ int main(int argc, char **argv)
             ok = (narch = parse_list(v, arch_names, NARCHS, arch_idx)) > 0;
         else if (ok && !strcmp(a, "--precision"))
             ok = (nprec = parse_list(v, precision_names, 3, prec_idx)) > 0;
+        else if (ok && !strcmp(a, "--conv-algorithms"))
+            ok = parse_list(v, algorithm_names, 2, algo_idx) == 1 && (timed = algo_idx[0]) >= 0;
         else if (ok && !strcmp(a, "--device"))
             ok = (device = atoi(v)) >= 0;
         else if (ok && !strcmp(a, "--batch"))
@@ -306,14 +318,14 @@ int main(int argc, char **argv)
         printf("SKIP: no CUDA device %d\n", device);
         return 77;
     }
-    printf("one training step at batch %d on cuda:%d, median of %d blocks of %d steps\n", batch,
-           device, reps, steps);
+    printf("one training step at batch %d on cuda:%d, median of %d blocks of %d steps, "
+           "%s convolution algorithms\n", batch, device, reps, steps, algorithm_names[timed]);
     printf("%-7s %-5s %10s %12s %12s %6s %16s\n", "arch", "prec", "params", "step", "kernels",
            "ratio", "throughput");
     int failed = 0;
     for (int i = 0; i < narch; i++)
         for (int j = 0; j < nprec; j++)
             failed |= run_one(&archs[arch_idx[i]], device, (enum backend_precision)prec_idx[j],
-                              batch, steps, reps, warmup) != 0;
+                              timed, batch, steps, reps, warmup) != 0;
     return failed;
 }

@@ -51,6 +51,9 @@ typedef struct backend_ctx {
     enum backend_precision precision;
     enum backend_dtype act; /* activations' type: backend_act_dtype(device, precision) */
     int deterministic;   /* CUDA: deterministic algorithms only */
+    int time_algorithms; /* CUDA: convolution algorithms by timing, not heuristics
+                            (kernels/cuda/conv_cudnn.c); set after init, before the
+                            first op; ignored when deterministic */
     void *impl;          /* the backend's own state (oneDNN primitives; CUDA stream, handles) */
     float *workspace;    /* in the context's memory, grown by backend_workspace() */
     size_t workspace_floats;

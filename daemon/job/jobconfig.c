@@ -30,6 +30,7 @@ static const char *const variants[] = {"sync", "async", NULL};
 static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
+static const char *const conv_algorithm_choices[] = {"timed", "heuristic", NULL};
 static const char *const failure_modes[] = {"fail", "reseed", NULL};
 
 /* K_RULE: a string, one of the coupling rules' names (coupling.h). */
@@ -113,6 +114,7 @@ static const field fields[] = {
     STR("devices", devices, NULL),
     STR("precision", precision, precisions),
     BOOL("deterministic", deterministic),
+    STR("conv_algorithms", conv_algorithms, conv_algorithm_choices),
     NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),
     INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
     INT("checkpoint.keep", checkpoint.keep, 1, 1000),

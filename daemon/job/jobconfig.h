@@ -74,6 +74,7 @@ typedef struct job_config {
     job_device_spec device_spec;    /* devices, read once by the validator */
     char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
+    char conv_algorithms[12];       /* GPU: "timed" (cuDNN's find calls) or "heuristic" */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
     struct {

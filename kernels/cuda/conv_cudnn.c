@@ -5,9 +5,14 @@
  * descriptors and, per direction, the algorithm chosen the first time that
  * direction runs, with its math type and workspace size; plans live in a
  * table that grows and never evicts, since a model has a fixed, small set of
- * shapes (WRN-28-10 about a dozen per batch size). Algorithms come from
- * cuDNN's heuristics (the _v7 queries), not from timing runs, so every
- * replica and every run picks the same ones. The workspace (and at bf16 the
+ * shapes (WRN-28-10 about a dozen per batch size). A context that asks for
+ * timed algorithms (ctx->time_algorithms, the job's `algorithms`) gets the
+ * fastest candidate of cuDNN's find calls, timed once per device and shape
+ * for the whole process (conv_algos.c); otherwise, and always for a
+ * deterministic context (a timing may pick another algorithm in the next
+ * process, and a resumed job must repeat itself bit for bit), the first
+ * fit of cuDNN's heuristics (the _v7 queries), the same in every run. Both
+ * within the workspace limit of conv_pick.h. The workspace (and at bf16 the
  * weights' bf16 copy) is the context's scratch. The bias is added, and its
  * gradient reduced, by bias.cu.
  *
@@ -20,6 +25,7 @@
 #include <string.h>
 
 #include "backend_cuda.h"
+#include "conv_algos.h"
 #include "conv_pick.h"
 #include "cuda_check.h"
 
@@ -176,7 +182,138 @@ static conv_plan *find_plan(backend_ctx *ctx, const conv2d_desc *d, int n)
         (maths)[i_] = (perf)[i_].mathType;                                          \
     }
 
+/* One direction's candidates: from the heuristics (HEURISTIC_OR_TIMED's
+ * first call) or from timing each one (its second), both best first, in
+ * the same perf struct. The result is the call's status. */
+#define CANDIDATES(timed, heuristic_call, find_call, perf, count, offers, maths)      \
+    do {                                                                             \
+        rc = (timed) ? (find_call) : (heuristic_call);                              \
+        if (rc == CUDNN_STATUS_SUCCESS)                                              \
+            OFFERS(perf, count, offers, maths);                                      \
+    } while (0)
+
+/* Direction dir's candidates for plan p, best first: *count of them in
+ * offers and maths. The cuDNN status of the query. */
+static cudnnStatus_t candidates(backend_ctx *ctx, conv_plan *p, enum conv_dir dir, int timed,
+                                algo_offer *offers, cudnnMathType_t *maths, int *count)
+{
+    cudnnHandle_t h = cuda_impl_of(ctx)->cudnn;
+    cudnnStatus_t rc;
+    *count = 0;
+    if (dir == CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+        _Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_OFFERS, "offers");
+        CANDIDATES(timed,
+                   cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, want,
+                                                          count, perf),
+                   cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, want,
+                                                        count, perf),
+                   perf, *count, offers, maths);
+    } else if (dir == CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+        _Static_assert((int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_OFFERS, "offers");
+        CANDIDATES(timed,
+                   cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x,
+                                                               want, count, perf),
+                   cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x,
+                                                             want, count, perf),
+                   perf, *count, offers, maths);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+        _Static_assert((int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_OFFERS, "offers");
+        CANDIDATES(timed,
+                   cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w,
+                                                                 want, count, perf),
+                   cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w,
+                                                               want, count, perf),
+                   perf, *count, offers, maths);
+    }
+    return rc;
+}
+
 static const char *const dir_name[CONV_DIRS] = {"forward", "backward-data", "backward-filter"};
+
+/* The candidates' pick for plan p under its precision and determinism into
+ * *out: 0, or -1 with the sticky error set (none qualifies). */
+static int pick(backend_ctx *ctx, const conv_plan *p, enum conv_dir dir, const algo_offer *offers,
+                const cudnnMathType_t *maths, int count, conv_algo *out)
+{
+    const conv_key *k = &p->key;
+    const int i = conv_pick(offers, count, k->deterministic, k->precision == PRECISION_FP32,
+                            CONV_WORKSPACE_MAX);
+    if (i < 0) {
+        backend_fail(ctx, "cudnn: no %s%s%s algorithm for a %dx%dx%dx%d conv to %d channels, "
+                     "k=%d stride=%d pad=%d", k->deterministic ? "deterministic " : "",
+                     k->precision == PRECISION_BF16 ? "bf16 " : "", dir_name[dir], k->n, k->in_c,
+                     k->in_h, k->in_w, k->out_c, k->k, k->stride, k->pad);
+        return -1;
+    }
+    *out = (conv_algo){1, offers[i].algo, (int)maths[i]};
+    return 0;
+}
+
+/* Ask under the math type of the precision; cuDNN answers per candidate
+ * with the math type it would run it with. */
+static int ask(backend_ctx *ctx, conv_plan *p, enum conv_dir dir, int timed, conv_algo *out)
+{
+    algo_offer offers[MAX_OFFERS];
+    cudnnMathType_t maths[MAX_OFFERS];
+    int count = 0;
+    if (!CUDNN_OK(ctx, cudnnSetConvolutionMathType(p->conv, math_for(p->key.precision))))
+        return -1;
+    const cudnnStatus_t rc = candidates(ctx, p, dir, timed, offers, maths, &count);
+    if (timed && rc != CUDNN_STATUS_SUCCESS) {
+        /* Timing allocates its own tensors and every candidate's workspace:
+         * short of memory (several replicas on one GPU), or refused for a
+         * configuration, it leaves the choice to the heuristics. Unless the
+         * device itself is gone. */
+        cuda_probe_device(ctx);
+        if (!ctx->device_fault) {
+            out->timed = 0;
+            return 0;
+        }
+    }
+    if (!CUDNN_OK(ctx, rc))
+        return -1;
+    return pick(ctx, p, dir, offers, maths, count, out);
+}
+
+typedef struct timing {
+    backend_ctx *ctx;
+    conv_plan *plan;
+    enum conv_dir dir;
+} timing;
+
+static int time_candidates(void *arg, conv_algo *out)
+{
+    const timing *t = arg;
+    return ask(t->ctx, t->plan, t->dir, 1, out);
+}
+
+/* Direction dir's algorithm and math type for plan p: timed once per
+ * process and device (conv_algos.h) when the context asks for timing and
+ * is not deterministic; from the heuristics otherwise, or when timing
+ * could not run. */
+static int algorithm(backend_ctx *ctx, conv_plan *p, enum conv_dir dir, conv_algo *out)
+{
+    if (ctx->time_algorithms && !ctx->deterministic) {
+        conv_algo_key key;
+        memset(&key, 0, sizeof key); /* compared with memcmp */
+        _Static_assert(sizeof(conv_key) <= sizeof key.shape, "conv_key fits a timing's key");
+        key.device = ctx->device;
+        key.dir = (int)dir;
+        memcpy(key.shape, &p->key, sizeof p->key);
+        timing t = {ctx, p, dir};
+        if (conv_algos_get(&key, out, time_candidates, &t) != 0)
+            return -1;
+        if (out->timed)
+            return 0;
+    }
+    return ask(ctx, p, dir, 0, out);
+}
 
 /* Choose direction dir's algorithm for plan p, once. */
 static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
@@ -184,50 +321,11 @@ static int choose(backend_ctx *ctx, conv_plan *p, enum conv_dir dir)
     if (p->chosen[dir])
         return 0;
     cudnnHandle_t h = cuda_impl_of(ctx)->cudnn;
-    algo_offer offers[MAX_OFFERS];
-    cudnnMathType_t maths[MAX_OFFERS];
-    int count = 0;
-    /* Ask under the math type of the precision; cuDNN answers per candidate
-     * with the math type it would run it with. */
-    if (!CUDNN_OK(ctx, cudnnSetConvolutionMathType(p->conv, math_for(p->key.precision))))
+    conv_algo chosen;
+    if (algorithm(ctx, p, dir, &chosen) != 0)
         return -1;
-    if (dir == CONV_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        _Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_OFFERS, "offers");
-        if (!CUDNN_OK(ctx, cudnnGetConvolutionForwardAlgorithm_v7(
-                               h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                               &count, perf)))
-            return -1;
-        OFFERS(perf, count, offers, maths);
-    } else if (dir == CONV_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        _Static_assert((int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_OFFERS, "offers");
-        if (!CUDNN_OK(ctx, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                               h, p->w, p->y, p->conv, p->x,
-                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)))
-            return -1;
-        OFFERS(perf, count, offers, maths);
-    } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        _Static_assert((int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_OFFERS, "offers");
-        if (!CUDNN_OK(ctx, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                               h, p->x, p->y, p->conv, p->w,
-                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf)))
-            return -1;
-        OFFERS(perf, count, offers, maths);
-    }
-    const int i = conv_pick(offers, count, p->key.deterministic,
-                            p->key.precision == PRECISION_FP32, CONV_WORKSPACE_MAX);
-    if (i < 0) {
-        const conv_key *k = &p->key;
-        backend_fail(ctx, "cudnn: no %s%s%s algorithm for a %dx%dx%dx%d conv to %d channels, "
-                     "k=%d stride=%d pad=%d", k->deterministic ? "deterministic " : "",
-                     k->precision == PRECISION_BF16 ? "bf16 " : "", dir_name[dir], k->n, k->in_c,
-                     k->in_h, k->in_w, k->out_c, k->k, k->stride, k->pad);
-        return -1;
-    }
-    p->algo[dir] = offers[i].algo;
-    p->math[dir] = maths[i];
+    p->algo[dir] = chosen.algo;
+    p->math[dir] = (cudnnMathType_t)chosen.math;
     /* The workspace asked again for the chosen algorithm under its own math
      * type: the heuristics' memory figure is an estimate. */
     size_t bytes = 0;

@@ -154,7 +154,8 @@ static void test_defaults(void)
         JOB("\"seed\": 0, \"checkpoint\": {\"every_epochs\": 0, \"keep\": 1}"),
         JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
         JOB("\"devices\": \"0,1,7\""),
-        JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true"),
+        JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true, "
+            "\"conv_algorithms\": \"heuristic\""),
         JOB("\"devices\": \"gpu\", \"precision\": \"bf16\", \"comm\": {\"timeout_s\": 0.5}"),
         JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
         "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
@@ -170,11 +171,15 @@ static void test_defaults(void)
         CHECK(parse(valid[i], &cfg, err, sizeof err) == 0, "valid[%zu]: %s", i, err);
     CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
     CHECK(parse(valid[3], &cfg, err, sizeof err) == 0 && cfg.deterministic &&
-              job_precision(&cfg) == PRECISION_FP32, "precision fp32, deterministic");
+              job_precision(&cfg) == PRECISION_FP32 &&
+              strcmp(cfg.conv_algorithms, "heuristic") == 0,
+          "precision fp32, deterministic, conv_algorithms");
     CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.comm.timeout_s == 0.5 &&
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
-              cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32, "defaults");
+              cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
+              strcmp(cfg.conv_algorithms, "timed") == 0,
+          "defaults");
     CHECK(parse(valid[6], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
               cfg.model.width == 10 && cfg.model.dropout == 0,
           "wrn-28-10");
@@ -304,6 +309,8 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"63\""), "devices: \"63\" is not"},
     {JOB("\"precision\": \"fp16\""), "precision: unknown \"fp16\"; known: fp32, tf32, bf16"},
     {JOB("\"deterministic\": 1"), "deterministic: must be a boolean"},
+    {JOB("\"conv_algorithms\": \"fastest\""),
+     "conv_algorithms: unknown \"fastest\"; known: timed, heuristic"},
     {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},
     {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
     {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
