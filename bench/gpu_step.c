@@ -24,7 +24,9 @@
  * if nothing but our kernels ran, back to back. The residual adds and the
  * routing of gradients between layers, the loss and the staging are not in
  * it (they are in the step). Each result is also printed as one
- * tab-separated RESULT line for the driver. */
+ * tab-separated RESULT line for the driver, and the floor's share by layer
+ * kind and direction (the mean over the reps) as a BREAKDOWN line: where a
+ * step's kernel time goes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,11 @@
 #include "model.h"
 
 enum { MAX_REPS = 100, MAX_LAYERS = 256, MAX_LIST = 8, SYNC_PROBES = 50 };
+/* The layer kinds (model.h's enum layer_kind, in its order) and the update. */
+static const char *const kind_names[] = {"conv", "bn", "relu", "maxpool", "avgpool",
+                                         "dropout", "linear", "add", "update"};
+enum { NKINDS = sizeof kind_names / sizeof kind_names[0], KIND_UPDATE = NKINDS - 1 };
+_Static_assert(LAYER_ADD + 2 == NKINDS, "a name per layer kind, and the update");
 
 static const float LR = 0.01f, MOMENTUM = 0.9f;
 static const char *const precision_names[] = {"fp32", "tf32", "bf16"};
@@ -70,6 +77,7 @@ static struct {
                                  float *, int);
     double seconds;      /* accumulated kernel time, less the sync latency */
     double sync_latency;
+    double by_kind[NKINDS][2]; /* the same, per layer kind, forward [0] and backward [1] */
 } prof;
 
 static int bench_init(bench *b, const arch_choice *a, int device, enum backend_precision p,
@@ -139,8 +147,9 @@ static double time_steps(bench *b, int steps)
     return (now_s() - t0) / steps;
 }
 
-/* The time of `call`'s kernels alone: drained before, waited for after. */
-#define KERNEL_TIME(ctx, call)                                            \
+/* The time of `call`'s kernels alone: drained before, waited for after;
+ * counted in the floor and under kind (a kind_names index), direction dir. */
+#define KERNEL_TIME(ctx, kind, dir, call)                                 \
     do {                                                                  \
         backend_sync(ctx);                                                \
         double t0_ = now_s();                                             \
@@ -148,18 +157,19 @@ static double time_steps(bench *b, int steps)
         backend_sync(ctx);                                                \
         double dt_ = now_s() - t0_ - prof.sync_latency;                   \
         prof.seconds += dt_ > 0 ? dt_ : 0;                                \
+        prof.by_kind[kind][dir] += dt_ > 0 ? dt_ : 0;                     \
     } while (0)
 
 static void timed_forward(layer *l, model *m, backend_ctx *ctx, const float *x, int n,
                           enum forward_mode mode)
 {
-    KERNEL_TIME(ctx, prof.forward[l - m->layers](l, m, ctx, x, n, mode));
+    KERNEL_TIME(ctx, l->kind, 0, prof.forward[l - m->layers](l, m, ctx, x, n, mode));
 }
 
 static void timed_backward(layer *l, model *m, backend_ctx *ctx, const float *x,
                            const float *dy, float *dx, int n)
 {
-    KERNEL_TIME(ctx, prof.backward[l - m->layers](l, m, ctx, x, dy, dx, n));
+    KERNEL_TIME(ctx, l->kind, 1, prof.backward[l - m->layers](l, m, ctx, x, dy, dx, n));
 }
 
 /* Route the layers through the wrappers (on) or back. ADD layers have no
@@ -205,10 +215,36 @@ static double kernel_floor(bench *b)
     wrap_layers(&b->m, 1);
     model_set_dropout_step(&b->m, philox_make_key(1, 0, RNG_STREAM_DROPOUT), (uint64_t)b->step++);
     model_train_grads(&b->m, &b->ctx, b->images, b->labels, b->batch, NULL);
-    KERNEL_TIME(&b->ctx, vec_sgd_momentum(&b->ctx, b->m.nparams, LR, MOMENTUM, 0.0f, 1,
-                                          b->m.params, b->velocity, b->m.grads));
+    KERNEL_TIME(&b->ctx, KIND_UPDATE, 0,
+                vec_sgd_momentum(&b->ctx, b->m.nparams, LR, MOMENTUM, 0.0f, 1, b->m.params,
+                                 b->velocity, b->m.grads));
     wrap_layers(&b->m, 0);
     return prof.seconds;
+}
+
+/* The floor by kind and direction, ms a step (the mean over reps), largest
+ * first: "BREAKDOWN arch prec  conv.bwd 12.3 (41%)  bn.fwd ...". */
+static void print_breakdown(const char *arch, const char *precision, int reps)
+{
+    double total = 0;
+    int used[NKINDS][2] = {{0}};
+    for (int k = 0; k < NKINDS; k++)
+        total += prof.by_kind[k][0] + prof.by_kind[k][1];
+    printf("BREAKDOWN\t%s\t%s", arch, precision);
+    for (;;) {
+        int bk = -1, bd = 0;
+        for (int k = 0; k < NKINDS; k++)
+            for (int d = 0; d < 2; d++)
+                if (!used[k][d] && prof.by_kind[k][d] > 0 &&
+                    (bk < 0 || prof.by_kind[k][d] > prof.by_kind[bk][bd]))
+                    bk = k, bd = d;
+        if (bk < 0)
+            break;
+        used[bk][bd] = 1;
+        printf("\t%s.%s %.3f ms (%.0f%%)", kind_names[bk], bd ? "bwd" : "fwd",
+               1e3 * prof.by_kind[bk][bd] / reps, 100 * prof.by_kind[bk][bd] / total);
+    }
+    printf("\n");
 }
 
 /* Times one arch at one precision and prints its row; 0 or -1 (printed). */
@@ -223,6 +259,7 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
         return -1;
     }
     double step_s[MAX_REPS], floor_s[MAX_REPS];
+    memset(prof.by_kind, 0, sizeof prof.by_kind);
     if (warmup > 0)
         time_steps(&b, warmup);
     prof.sync_latency = sync_latency(&b);
@@ -243,6 +280,7 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
         printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\t%s\n", a->name,
                precision_names[b.ctx.precision], 1e3 * step, 1e3 * fl, 1e6 * prof.sync_latency,
                algorithm_names[timed]);
+        print_breakdown(a->name, precision_names[b.ctx.precision], reps);
     }
     fflush(stdout);
     bench_free(&b);

@@ -102,11 +102,15 @@ def torch_step_ms(torch, arch, precision, channels_last, args, compiled=False, f
         return loss.item()
 
     if flops is not None:
-        from torch.utils.flop_counter import FlopCounterMode
-        counter = FlopCounterMode(display=False)
-        with counter:
-            step()
-        flops["step"] = counter.get_total_flops()
+        try:
+            from torch.utils.flop_counter import FlopCounterMode  # PyTorch 2.1 on
+        except ImportError:
+            flops["step"] = float("nan")
+        else:
+            counter = FlopCounterMode(display=False)
+            with counter:
+                step()
+            flops["step"] = counter.get_total_flops()
     t0 = time.perf_counter()
     step()  # compiles when compiled
     if compiled:
