@@ -30,7 +30,7 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
         snprintf(err, errlen, "parled is shutting down");
         return -1;
     }
-    int active = active_jobs_of(js, owner->uid);
+    int active = active_jobs_of(js, owner->uid) + sweeps_submitting_jobs(js, owner->uid);
     if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
         *code = ERR_LIMIT;
         if (njobs == 1)

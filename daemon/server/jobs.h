@@ -96,11 +96,22 @@ char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
 
 /* Sweeps (docs/sweeps.md; sweeps.c, sweeps_json.c): many jobs from one
  * base job and a grid, a durable object of the daemon. jobs_sweep_submit
- * reads and expands `sweep_json` (sweep_file.h) and queues all its jobs as
- * `owner`'s, or none: the sweep, or NULL with *code (ERR_INVALID_SWEEP,
- * ERR_LIMIT, ERR_INTERNAL, ...) and a message. */
-sweep *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
-                         const char **code, char *err, size_t errlen);
+ * reads `sweep_json` (sweep_file.h) and checks its cheap bounds (its size,
+ * --max-jobs-per-user) without building a job: NULL with *code
+ * (ERR_INVALID_SWEEP, ERR_LIMIT, ERR_SHUTTING_DOWN, ERR_INTERNAL) and a
+ * message, or a submission, whose jobs count against the owner's bound from
+ * then on. sweep_submission_step carries it on for about budget_s seconds,
+ * so the loop serves others between steps: every job validated against the
+ * daemon, then all queued as `owner`'s, or none. It returns 0 while there is
+ * more to do; 1 when done, with the sweep in *out, or NULL with *code and a
+ * message. sweep_submission_free forgets one, done or not (the jobs of a
+ * sweep whose queueing had begun are queued at the next start). */
+typedef struct sweep_submission sweep_submission;
+sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
+                                    const char **code, char *err, size_t errlen);
+int sweep_submission_step(sweep_submission *sub, double budget_s, sweep **out, const char **code,
+                          char *err, size_t errlen);
+void sweep_submission_free(sweep_submission *sub);
 sweep *jobs_find_sweep(jobs *js, const char *id);
 const char *sweep_id(const sweep *s);
 const job_owner *sweep_owner(const sweep *s);

@@ -117,6 +117,7 @@ struct jobs {
     sweep *sweeps;
     int next_sweep_id;
     char sweeps_dir[1040];
+    sweep_submission *submitting; /* sweeps being submitted, not all queued yet */
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
@@ -225,5 +226,8 @@ void sweep_on_eval(job *j, double epoch, double test_error);
  * steps were already taken): it is done, not early-stopped. */
 void sweep_stop_too_late(job *j);
 void sweeps_free(jobs *js);
+/* The jobs that uid's sweeps being submitted will queue and have not yet:
+ * counted as queued by jobs_may_queue. */
+int sweeps_submitting_jobs(const jobs *js, unsigned uid);
 
 #endif

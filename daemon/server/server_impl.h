@@ -13,6 +13,15 @@
 #include "server.h"
 
 typedef struct conn conn;
+/* A sweep being submitted for a connection (server.c steps it on an idle
+ * handle, a few milliseconds a loop turn). It outlives the connection: a
+ * sweep whose client went away is still queued. */
+typedef struct submitting {
+    sweep_submission *sub;
+    conn *c;                  /* NULL once the connection is gone */
+    struct submitting *next;
+} submitting;
+
 struct conn {
     uv_pipe_t pipe;        /* first: the handle's address is the conn's */
     uv_shutdown_t shutdown_req;
@@ -26,6 +35,7 @@ struct conn {
     char peer_user[64];          /* the uid's name, or the uid in digits */
     int admin;                   /* root, the daemon's uid or --admin-group: any job */
     int paused;                  /* reading stopped until its replies drain */
+    submitting *submitting;      /* reading stopped until its sweep is answered */
     int closing;
 };
 
@@ -49,6 +59,8 @@ struct server {
     int faults_seen;          /* jobs_faulted() when the last restart was asked for */
     double stop_timeout_s;
     uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
+    submitting *submitting;   /* sweeps being submitted, stepped in turn */
+    uv_idle_t submit_idle;    /* active while there are some */
     double started_at;
     void (*on_stopped)(void *user);
     void *user;
@@ -75,7 +87,13 @@ int peer_identify(server *s, int fd, conn *c);
  * message naming the option. */
 int resolve_group(const char *option, const char *name, gid_t *gid, char *err, size_t errlen);
 
+/* server.c: carry `sub` on between loop turns; c reads no request until
+ * sweep_submit_done has answered it. */
+void server_submit_sweep(conn *c, sweep_submission *sub);
+
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);
+/* A sweep submission's end: the sweep queued, or NULL with the refusal. */
+void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err);
 
 #endif

@@ -253,13 +253,24 @@ static void op_metrics(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
-/* A sweep (docs/sweeps.md): all its jobs queued, or none. */
+/* A sweep (docs/sweeps.md): all its jobs queued, or none. Refused at once
+ * on its cheap bounds; else its jobs are checked and queued between other
+ * requests (server_submit_sweep), and answered by sweep_submit_done. */
 static void op_sweep_submit(conn *c, proto_request *req)
 {
     char err[8192];
     const char *code;
     job_owner owner = peer_owner(c);
-    sweep *s = jobs_sweep_submit(c->srv->jobs, req->sweep, &owner, &code, err, sizeof err);
+    sweep_submission *sub = jobs_sweep_submit(c->srv->jobs, req->sweep, &owner, &code, err,
+                                              sizeof err);
+    if (sub)
+        server_submit_sweep(c, sub);
+    else
+        sweep_submit_done(c, NULL, code, err);
+}
+
+void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err)
+{
     if (!s) {
         server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "rejected a sweep from %s "
                            "(uid %u): %s", c->peer_user, c->peer_uid, err);

@@ -158,7 +158,14 @@ static cJSON *build_job(const sweep_spec *s, long point, int k, job_config *cfg,
 cJSON *sweep_job(const sweep_spec *s, long point, int k, char *err, size_t errlen)
 {
     job_config cfg;
-    return build_job(s, point, k, &cfg, err, errlen);
+    cJSON *job = build_job(s, point, k, &cfg, err, errlen);
+    if (job && s->early_after >= cfg.epochs) {
+        snprintf(err, errlen, "early_stop.after_epochs: %d is not before the last epoch of point "
+                 "%ld (epochs %d)", s->early_after, point, cfg.epochs);
+        cJSON_Delete(job);
+        job = NULL;
+    }
+    return job;
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -235,11 +242,89 @@ static int key_problem(const sweep_spec *s, int i)
     return problem;
 }
 
+/* A grid value, sorted by type, then number or text, then place. */
+typedef struct grid_value {
+    const cJSON *v;
+    char *text;    /* a string's, or any other non-number printed (malloc'd) */
+    int index;
+} grid_value;
+
+static int by_value(const void *a, const void *b)
+{
+    const grid_value *x = a, *y = b;
+    int tx = x->v->type & 0xff, ty = y->v->type & 0xff, c = 0;
+    if (tx != ty)
+        return tx < ty ? -1 : 1;
+    if (cJSON_IsNumber(x->v))
+        c = (x->v->valuedouble > y->v->valuedouble) - (x->v->valuedouble < y->v->valuedouble);
+    else
+        c = strcmp(x->text, y->text);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Whether a value of `list` (n long) repeats another: 1 with both places,
+ * 0 if none, -1 out of memory. Sorted, so n log n: a list may hold
+ * SWEEP_MAX_VALUES. */
+static int find_repeat(const cJSON *list, int n, int *later, int *earlier)
+{
+    grid_value *vals = calloc((size_t)n, sizeof *vals);
+    int i = 0, rc = vals ? 0 : -1;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, list) {
+        if (rc != 0)
+            break;
+        vals[i] = (grid_value){.v = v, .index = i};
+        if (cJSON_IsString(v))
+            vals[i].text = strdup(v->valuestring);
+        else if (!cJSON_IsNumber(v))
+            vals[i].text = cJSON_PrintUnformatted(v);
+        rc = cJSON_IsNumber(v) || vals[i].text ? 0 : -1;
+        i++;
+    }
+    if (rc == 0)
+        qsort(vals, (size_t)n, sizeof *vals, by_value);
+    for (int a = 1; rc == 0 && a < n; a++)
+        if (cJSON_Compare(vals[a - 1].v, vals[a].v, 1)) {
+            *later = vals[a].index;
+            *earlier = vals[a - 1].index;
+            rc = 1;
+        }
+    for (int a = 0; vals && a < n; a++)
+        free(vals[a].text);
+    free(vals);
+    return rc;
+}
+
+/* The bounds a grid's size alone decides, before any value is looked at:
+ * points (the product of its lists' lengths) and, without "samples", jobs
+ * (points x seeds). 0, or -1 with the problem added. */
+static int check_grid_size(const sweep_spec *s, const cJSON *grid, report *r)
+{
+    const cJSON *it;
+    double points = 1;
+    cJSON_ArrayForEach(it, grid)
+        if (cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0 && points <= SWEEP_MAX_GRID)
+            points *= cJSON_GetArraySize(it);
+    if (points > SWEEP_MAX_GRID) {
+        add(r, "grid: more than %ld points", SWEEP_MAX_GRID);
+        return -1;
+    }
+    if (!s->samples && points * s->seeds > SWEEP_MAX_JOBS) {
+        add(r, "grid: %.0f points x %d seeds is %.0f jobs, more than the %d a sweep may queue "
+            "(draw a subset with \"samples\")", points, s->seeds, points * s->seeds,
+            SWEEP_MAX_JOBS);
+        return -1;
+    }
+    return 0;
+}
+
 /* The "grid" object: keys, their value lists, the grid's size. */
 static void read_grid(sweep_spec *s, const cJSON *grid, report *r)
 {
     const cJSON *it;
     s->grid = 1;
+    if (check_grid_size(s, grid, r) != 0)
+        return;
     cJSON_ArrayForEach(it, grid) {
         char shown[48];
         const char *k = it->string;
@@ -271,12 +356,13 @@ static void read_grid(sweep_spec *s, const cJSON *grid, report *r)
             add(r, "grid.\"%s\": %d values, more than %d", k, n, SWEEP_MAX_VALUES);
             continue;
         }
-        for (int a = 0; a < n; a++)
-            for (int b = 0; b < a; b++)
-                if (cJSON_Compare(cJSON_GetArrayItem(it, a), cJSON_GetArrayItem(it, b), 1)) {
-                    add(r, "grid.\"%s\": value %d repeats value %d", k, a + 1, b + 1);
-                    a = b = n;
-                }
+        int later = 0, earlier = 0, rep = find_repeat(it, n, &later, &earlier);
+        if (rep != 0) {
+            if (rep < 0)
+                add(r, "out of memory");
+            else
+                add(r, "grid.\"%s\": value %d repeats value %d", k, later + 1, earlier + 1);
+        }
         if (s->nkeys == SWEEP_MAX_KEYS) {
             add(r, "grid: more than %d keys", SWEEP_MAX_KEYS);
             return;
@@ -291,12 +377,9 @@ static void read_grid(sweep_spec *s, const cJSON *grid, report *r)
                                   "not an object%.0s", k, k);
             continue;
         }
-        if (s->grid <= SWEEP_MAX_GRID)
-            s->grid *= n;
+        s->grid *= n; /* within SWEEP_MAX_GRID: check_grid_size */
         s->nkeys++;
     }
-    if (s->grid > SWEEP_MAX_GRID)
-        add(r, "grid: more than %ld points", SWEEP_MAX_GRID);
 }
 
 static void read_early_stop(sweep_spec *s, const cJSON *o, report *r)
@@ -415,14 +498,7 @@ static void check_jobs(const sweep_spec *s, report *r)
     for (int p = 0; p < s->npoints; p++)
         for (int k = 0; k < s->seeds; k++) {
             char why[8192];
-            job_config cfg;
-            cJSON *job = build_job(s, s->points[p], k, &cfg, why, sizeof why);
-            if (job && s->early_after >= cfg.epochs) {
-                snprintf(why, sizeof why, "early_stop.after_epochs: %d is not before the last "
-                         "epoch of point %ld (epochs %d)", s->early_after, s->points[p], cfg.epochs);
-                cJSON_Delete(job);
-                job = NULL;
-            }
+            cJSON *job = sweep_job(s, s->points[p], k, why, sizeof why);
             if (!job && bad++ < MAX_BAD_POINTS)
                 add(r, "%s", why);
             cJSON_Delete(job);
@@ -448,18 +524,24 @@ int sweep_spec_read(const cJSON *root, sweep_spec *s, char *err, size_t errlen)
         add(&r, "samples: %ld is more than the grid's %ld points", s->samples, s->grid);
     long points = r.n == 0 ? (s->samples ? s->samples : s->grid) : 0;
     if (r.n == 0 && points * s->seeds > SWEEP_MAX_JOBS)
-        add(&r, "grid: %ld points x %d seeds is %ld jobs, more than the %d a sweep may queue "
-            "(draw a subset with \"samples\")", points, s->seeds, points * s->seeds, SWEEP_MAX_JOBS);
+        add(&r, "samples: %ld points x %d seeds is %ld jobs, more than the %d a sweep may queue",
+            points, s->seeds, points * s->seeds, SWEEP_MAX_JOBS);
     if (r.n == 0 && !s->name[0])
         default_name(s);
     if (r.n == 0 && choose_points(s) != 0)
         add(&r, "out of memory");
     if (r.n == 0)
-        check_jobs(s, &r);
-    if (r.n == 0)
         return 0;
     sweep_spec_free(s);
     return -1;
+}
+
+int sweep_spec_check(const sweep_spec *s, char *err, size_t errlen)
+{
+    report r = {.buf = err, .len = errlen};
+    err[0] = '\0';
+    check_jobs(s, &r);
+    return r.n == 0 ? 0 : -1;
 }
 
 void sweep_spec_free(sweep_spec *s)

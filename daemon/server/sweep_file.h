@@ -37,13 +37,20 @@ typedef struct sweep_spec {
     long *points;                   /* the chosen points' grid indices, ascending (malloc'd) */
 } sweep_spec;
 
-/* Read and validate a sweep object completely: its fields, every grid key
- * (a dotted path of the job; an unknown one is named), every value list,
- * the bounds above, and every job it expands to with the job validator
- * (job_config_from_json), that job's errors prefixed with its point. 0, or
- * -1 with every problem as "field: why" joined by "; " in err. On success
- * *s borrows from root (keep root alive) and owns `points`. */
+/* Read a sweep object without expanding it: its fields, the bounds above
+ * (the grid's points and jobs from its lists' lengths first, before any
+ * value is looked at), every grid key (a dotted path of the job; an unknown
+ * one is named), every value list, and the points chosen. Its jobs are not
+ * built: a caller checks cheap bounds of its own (parled's per-user job
+ * bound) on s->npoints * s->seeds first, then the jobs (sweep_spec_check,
+ * or sweep_job one at a time). 0, or -1 with every problem as "field: why"
+ * joined by "; " in err. On success *s borrows from root (keep root alive)
+ * and owns `points`. */
 int sweep_spec_read(const cJSON *root, sweep_spec *s, char *err, size_t errlen);
+/* Every job of a read sweep built and validated (sweep_job): 0, or -1 with
+ * the errors of the first few bad points, each prefixed with its point, and
+ * how many more fail. */
+int sweep_spec_check(const sweep_spec *s, char *err, size_t errlen);
 void sweep_spec_free(sweep_spec *s);
 
 /* Whether dotted keys a (alen bytes) and b (blen bytes) set the same field:
@@ -63,8 +70,9 @@ const cJSON *sweep_value(const sweep_spec *s, long point, int key);
 /* Job `k` (0..seeds-1) of grid point `point`: the base with the point's
  * values at their dotted keys, named "<name> p<point> s<k>", its seed the
  * point's own (the base's or the grid's, else the validator's default)
- * plus k. A new object (NULL when out of memory, or with err set when the
- * job is invalid: "point P (key=value, ...): path: why"). */
+ * plus k, validated (job_config_from_json, and the early stop before its
+ * last epoch). A new object (NULL when out of memory, or with err set when
+ * the job is invalid: "point P (key=value, ...): path: why"). */
 cJSON *sweep_job(const sweep_spec *s, long point, int k, char *err, size_t errlen);
 
 /* "key=value, ..." of a point, for messages and tables; returns out. */

@@ -35,6 +35,8 @@ static void sweep_free(sweep *s)
 
 void sweeps_free(jobs *js)
 {
+    while (js->submitting)
+        sweep_submission_free(js->submitting);
     while (js->sweeps) {
         sweep *next = js->sweeps->next;
         sweep_free(js->sweeps);
@@ -150,78 +152,169 @@ static int cancel_jobs(jobs *js, sweep *s)
     return n;
 }
 
-sweep *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
-                         const char **code, char *err, size_t errlen)
+/* A sweep being submitted (jobs_sweep_submit): each job prepared against
+ * the daemon, then all committed, a few milliseconds at a time. Linked in
+ * js->submitting, so the jobs it will queue count against its owner's bound
+ * meanwhile. */
+struct sweep_submission {
+    jobs *js;
+    sweep *s;
+    int njobs, made, committed;
+    int linked;             /* the sweep's record is written and in js->sweeps */
+    job **prepared;
+    cJSON **texts;
+    sweep_submission *next;
+};
+
+int sweeps_submitting_jobs(const jobs *js, unsigned uid)
 {
+    int n = 0;
+    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+        if (sub->s->owner.uid == uid)
+            n += sub->njobs - sub->committed;
+    return n;
+}
+
+sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
+                                    const char **code, char *err, size_t errlen)
+{
+    sweep_submission *sub = calloc(1, sizeof *sub);
     sweep *s = calloc(1, sizeof *s);
     cJSON *copy = cJSON_Duplicate(sweep_json, 1);
     *code = ERR_INTERNAL;
-    if (!s || !copy || !(s->doc = cJSON_CreateObject())) {
+    if (!sub || !s || !copy || !(s->doc = cJSON_CreateObject())) {
         snprintf(err, errlen, "out of memory");
         cJSON_Delete(copy);
-        free(s);
+        if (s)
+            sweep_free(s);
+        free(sub);
         return NULL;
     }
     cJSON_AddItemToObject(s->doc, "sweep", copy);
     s->owner = *owner;
+    sub->js = js;
+    sub->s = s;
+    /* The cheap bounds first: its size, then the owner's room. */
     if (sweep_spec_read(copy, &s->spec, err, errlen) != 0) {
         *code = ERR_INVALID_SWEEP;
-        sweep_free(s);
-        return NULL;
-    }
-    int njobs = s->spec.npoints * s->spec.seeds, made = 0, committed = 0;
-    job **prepared = calloc((size_t)njobs, sizeof *prepared);
-    cJSON **texts = calloc((size_t)njobs, sizeof *texts);
-    if (!prepared || !texts)
-        snprintf(err, errlen, "out of memory");
-    else if (jobs_may_queue(js, owner, njobs, code, err, errlen) == 0)
-        /* Every job validated against the daemon before any is queued. */
-        for (made = 0; made < njobs; made++) {
-            int p = made / s->spec.seeds, k = made % s->spec.seeds;
-            if (!(prepared[made] = prepare_point(js, s, s->spec.points[p], k, &texts[made], code,
-                                             err, errlen)))
-                break;
+    } else if (jobs_may_queue(js, owner, s->spec.npoints * s->spec.seeds, code, err,
+                              errlen) == 0) {
+        sub->njobs = s->spec.npoints * s->spec.seeds;
+        sub->prepared = calloc((size_t)sub->njobs, sizeof *sub->prepared);
+        sub->texts = calloc((size_t)sub->njobs, sizeof *sub->texts);
+        if (sub->prepared && sub->texts) {
+            sub->next = js->submitting;
+            js->submitting = sub;
+            return sub;
         }
-    int linked = 0;
-    if (made == njobs)
         *code = ERR_INTERNAL;
-    if (made == njobs && create_sweep(js, s, err, errlen) == 0) {
-        link_sweep(js, s);
-        linked = 1;
-        for (; committed < njobs; committed++) {
-            int p = committed / s->spec.seeds, k = committed % s->spec.seeds;
-            char why[1024];
-            if (commit_tagged(js, s, prepared[committed], texts[committed], s->spec.points[p], k, why,
-                              sizeof why) != 0) {
-                /* Nothing half done: the jobs queued so far are cancelled with the sweep. */
-                prepared[committed] = NULL;
-                cancel_jobs(js, s);
-                *code = ERR_INTERNAL;
-                snprintf(err, errlen, "sweep %s: %s; the sweep and its %d jobs queued before "
-                         "are cancelled", s->id, why, committed);
-                break;
-            }
-            prepared[committed] = NULL;
-        }
-        write_state(js, s);
+        snprintf(err, errlen, "out of memory");
     }
-    for (int i = 0; i < njobs && prepared && texts; i++) {
-        free(prepared[i]);
-        cJSON_Delete(texts[i]);
-    }
-    free(prepared);
-    free(texts);
-    if (committed == njobs && njobs > 0) {
-        server_log(LOG_INFO, "sweep %s by %s (uid %u): %d points x %d seeds", s->id, owner->user,
-                   owner->uid, s->spec.npoints, s->spec.seeds);
-        jobs_schedule(js);
-        return s;
-    }
-    if (linked) /* cancelled, as its jobs */
-        jobs_schedule(js);
-    else
-        sweep_free(s);
+    sweep_submission_free(sub);
     return NULL;
+}
+
+static int out_of_time(uint64_t until_ns) { return uv_hrtime() >= until_ns; }
+
+/* Every job validated against the daemon before any is queued: 1 when all
+ * are, 0 when the time ran out, -1 with *code and a message naming the
+ * first bad job's point. */
+static int prepare_jobs(sweep_submission *sub, uint64_t until_ns, const char **code, char *err,
+                        size_t errlen)
+{
+    const sweep *s = sub->s;
+    while (sub->made < sub->njobs) {
+        int p = sub->made / s->spec.seeds, k = sub->made % s->spec.seeds;
+        if (!(sub->prepared[sub->made] = prepare_point(sub->js, s, s->spec.points[p], k,
+                                                       &sub->texts[sub->made], code, err, errlen)))
+            return -1;
+        sub->made++;
+        if (out_of_time(until_ns))
+            return sub->made == sub->njobs;
+    }
+    return 1;
+}
+
+/* Queue the prepared jobs: 1 when all are (or the sweep was cancelled
+ * meanwhile: the rest are dropped), 0 when the time ran out, -1 with a
+ * message when one could not be (the sweep and the jobs queued before are
+ * cancelled). */
+static int commit_jobs(sweep_submission *sub, uint64_t until_ns, char *err, size_t errlen)
+{
+    jobs *js = sub->js;
+    sweep *s = sub->s;
+    while (sub->committed < sub->njobs && !s->cancelled) {
+        int i = sub->committed, p = i / s->spec.seeds, k = i % s->spec.seeds;
+        char why[1024];
+        job *j = sub->prepared[i];
+        sub->prepared[i] = NULL; /* job_commit frees it on failure */
+        if (commit_tagged(js, s, j, sub->texts[i], s->spec.points[p], k, why, sizeof why) != 0) {
+            cancel_jobs(js, s);
+            snprintf(err, errlen, "sweep %s: %s; the sweep and its %d jobs queued before are "
+                     "cancelled", s->id, why, i);
+            return -1;
+        }
+        sub->committed++;
+        if (sub->committed < sub->njobs && out_of_time(until_ns))
+            return 0;
+    }
+    return 1;
+}
+
+int sweep_submission_step(sweep_submission *sub, double budget_s, sweep **out, const char **code,
+                          char *err, size_t errlen)
+{
+    jobs *js = sub->js;
+    sweep *s = sub->s;
+    uint64_t until_ns = uv_hrtime() + (uint64_t)(budget_s * 1e9);
+    *out = NULL;
+    if (!sub->linked) {
+        int rc = prepare_jobs(sub, until_ns, code, err, errlen);
+        if (rc <= 0)
+            return rc < 0;
+        *code = ERR_INTERNAL;
+        if (create_sweep(js, s, err, errlen) != 0)
+            return 1;
+        link_sweep(js, s);
+        sub->linked = 1;
+        if (out_of_time(until_ns))
+            return 0;
+    }
+    int rc = commit_jobs(sub, until_ns, err, errlen);
+    if (rc == 0) {
+        jobs_schedule(js); /* the queued ones may start meanwhile */
+        return 0;
+    }
+    write_state(js, s);
+    jobs_schedule(js);
+    if (rc < 0) {
+        *code = ERR_INTERNAL;
+        return 1;
+    }
+    server_log(LOG_INFO, "sweep %s by %s (uid %u): %d points x %d seeds", s->id, s->owner.user,
+               s->owner.uid, s->spec.npoints, s->spec.seeds);
+    *out = s;
+    return 1;
+}
+
+void sweep_submission_free(sweep_submission *sub)
+{
+    if (!sub)
+        return;
+    for (sweep_submission **at = &sub->js->submitting; *at; at = &(*at)->next)
+        if (*at == sub) {
+            *at = sub->next;
+            break;
+        }
+    for (int i = 0; i < sub->njobs && sub->prepared && sub->texts; i++) {
+        free(sub->prepared[i]);
+        cJSON_Delete(sub->texts[i]);
+    }
+    free(sub->prepared);
+    free(sub->texts);
+    if (!sub->linked) /* else the sweep is the daemon's: the next start queues what it lacks */
+        sweep_free(sub->s);
+    free(sub);
 }
 
 int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen)
@@ -361,7 +454,8 @@ static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
         /* err says why */
     } else if (!cJSON_IsObject(s->doc) || !id || strcmp(id, name) != 0 || !spec) {
         snprintf(err, errlen, "sweep.json: not a sweep record for %s", name);
-    } else if (sweep_spec_read(spec, &s->spec, why, sizeof why) != 0) {
+    } else if (sweep_spec_read(spec, &s->spec, why, sizeof why) != 0 ||
+               sweep_spec_check(&s->spec, why, sizeof why) != 0) {
         snprintf(err, errlen, "sweep.json: %.2000s", why);
     } else {
         owner_from_json(&s->owner, cJSON_GetObjectItemCaseSensitive(s->doc, "owner"));

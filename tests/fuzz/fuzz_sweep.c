@@ -1,8 +1,9 @@
 /* libFuzzer harness: any bytes as a sweep object, as parled receives it from
  * parlectl (the base job inline). Reading must not crash, leak or read past
  * the input; a rejection carries a message; an accepted sweep stays within
- * its bounds, its points are distinct grid indices in ascending order, and
- * its first and last points expand to jobs with a label. */
+ * its bounds and its points are distinct grid indices in ascending order;
+ * its jobs' check (sweep_spec_check) refuses with a message, or its first
+ * and last points expand to jobs with a label. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,7 +17,7 @@ static void check_job(const sweep_spec *s, long point, int k)
 {
     char err[512] = "";
     cJSON *job = sweep_job(s, point, k, err, sizeof err);
-    if (!job || err[0]) /* read already validated every job */
+    if (!job || err[0]) /* sweep_spec_check validated every job */
         __builtin_trap();
     cJSON_Delete(job);
     char label[256];
@@ -49,8 +50,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < s.npoints; i++)
         if (s.points[i] < 0 || s.points[i] >= s.grid || (i > 0 && s.points[i] <= s.points[i - 1]))
             __builtin_trap();
-    check_job(&s, s.points[0], 0);
-    check_job(&s, s.points[s.npoints - 1], s.seeds - 1);
+    rc = sweep_spec_check(&s, err, sizeof err);
+    if (strnlen(err, sizeof err) == sizeof err || (rc != 0 && (rc != -1 || !err[0])))
+        __builtin_trap();
+    if (rc == 0) {
+        check_job(&s, s.points[0], 0);
+        check_job(&s, s.points[s.npoints - 1], s.seeds - 1);
+    }
     sweep_spec_free(&s);
     cJSON_Delete(root);
     return 0;

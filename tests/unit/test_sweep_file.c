@@ -1,8 +1,10 @@
 /* A sweep's reading and expansion (daemon/server/sweep_file.c): the grid in
  * row-major order, seeds, a random subset drawn by its own seed, the bounds,
  * and errors that name the key or the point. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cjson/cJSON.h>
 
 #include "sweep_file.h"
@@ -17,12 +19,79 @@ static double job_num(const cJSON *job, const char *section, const char *key)
     return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
-/* 0 and the spec, or -1 with the message in err. */
+/* Read and every job checked: 0 and the spec, or -1 with the message in err. */
 static int read_text(const char *text, cJSON **root, sweep_spec *s, char *err, size_t errlen)
 {
     *root = cJSON_Parse(text);
     CHECK(*root != NULL, "not JSON: %s", text);
-    return *root ? sweep_spec_read(*root, s, err, errlen) : -1;
+    int rc = *root ? sweep_spec_read(*root, s, err, errlen) : -1;
+    if (rc == 0 && sweep_spec_check(s, err, errlen) != 0) {
+        sweep_spec_free(s);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* {BASE, "samples": S, "grid": {"optim.lr": [n1 values], "optim.batch": [n2 values]}}; with
+ * `same`, every value of a list is 0. malloc'd. */
+static char *two_key_sweep(int n1, int n2, int samples, int same)
+{
+    size_t cap = 64 + 12 * ((size_t)n1 + (size_t)n2) + 256;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    int n = snprintf(t, cap, "{" BASE ", \"samples\": %d, \"grid\": {\"optim.lr\": [", samples);
+    for (int v = 1; v <= n1; v++)
+        n += snprintf(t + n, cap - (size_t)n, "%s%d", v > 1 ? "," : "", same ? 0 : -v);
+    n += snprintf(t + n, cap - (size_t)n, "], \"optim.batch\": [");
+    for (int v = 1; v <= n2; v++)
+        n += snprintf(t + n, cap - (size_t)n, "%s%d", v > 1 ? "," : "", same ? 0 : v);
+    snprintf(t + n, cap - (size_t)n, "]}}");
+    return t;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Reading decides the cheap bounds before it builds any job, so that parled
+ * can refuse a sweep past a bound (its own per-user one included) at once:
+ * a grid past a million points is refused from its lists' lengths alone
+ * (their values, all repeats here, are never looked at), and a million
+ * points of invalid jobs read without a job built; the check then finds
+ * them. */
+static void test_cheap_bounds(void)
+{
+    char err[8192];
+    sweep_spec s;
+    char *text = two_key_sweep(1001, 1000, 10, 1);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    int rc = root ? sweep_spec_read(root, &s, err, sizeof err) : 0;
+    CHECK(rc == -1 && strcmp(err, "grid: more than 1000000 points") == 0,
+          "a 1001 x 1000 grid: rc %d, \"%s\"", rc, err);
+    cJSON_Delete(root);
+    free(text);
+
+    text = two_key_sweep(1000, 1000, 1000, 0);
+    root = text ? cJSON_Parse(text) : NULL;
+    double t0 = now_s();
+    rc = root ? sweep_spec_read(root, &s, err, sizeof err) : -1;
+    double took = now_s() - t0;
+    CHECK(rc == 0 && s.grid == 1000000 && s.npoints == 1000 && s.seeds == 1,
+          "a 10^6-point grid of invalid jobs, 1000 drawn, was not read without building them: "
+          "rc %d, %s", rc, rc ? err : "");
+    printf("sweep_file: read a 10^6-point grid (1000 drawn) in %.1f ms\n", took * 1e3);
+    if (rc == 0) {
+        CHECK(sweep_spec_check(&s, err, sizeof err) == -1 && strstr(err, "optim.lr: must be > 0") &&
+                  strstr(err, "and 997 more points fail"),
+              "the check: %s", err);
+        sweep_spec_free(&s);
+    }
+    cJSON_Delete(root);
+    free(text);
 }
 
 static void test_grid_and_seeds(void)
@@ -198,6 +267,7 @@ static void test_errors(void)
 int main(void)
 {
     test_init("sweep_file");
+    test_cheap_bounds();
     test_grid_and_seeds();
     test_samples();
     test_errors();
