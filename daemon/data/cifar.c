@@ -2,6 +2,7 @@
  * no header. A file's record count is its size over the record size. */
 #include "cifar.h"
 #include "data_file.h"
+#include "load.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -115,52 +116,83 @@ done:
     return rc;
 }
 
-/* One set from `nfiles` files under dir, in order; every file is opened and
- * checked for size before anything is read. */
-static int load_set(dataset *out, const char *dir, const char *const *names, int nfiles,
-                    const cifar_format *f, int limit, const volatile int *stop, char *err,
-                    size_t errlen)
-{
+/* One set's files under a folder, opened and counted: what a load will
+ * take is known before anything is allocated. */
+typedef struct cifar_set {
     char paths[CIFAR_MAX_FILES][4096];
-    FILE *files[CIFAR_MAX_FILES] = {NULL};
-    long counts[CIFAR_MAX_FILES], total = 0;
+    FILE *files[CIFAR_MAX_FILES];
+    long counts[CIFAR_MAX_FILES], total;
+    int nfiles, n; /* n: examples to load, within the limit */
+} cifar_set;
+
+static void close_set(cifar_set *s)
+{
+    for (int i = 0; i < s->nfiles; i++)
+        if (s->files[i])
+            fclose(s->files[i]);
+    s->nfiles = 0;
+}
+
+/* The set of `nfiles` files under dir, in order; every file is opened and
+ * checked for size before anything is read. */
+static int open_set(cifar_set *s, const char *dir, const char *const *names, int nfiles,
+                    const cifar_format *f, int limit, char *err, size_t errlen)
+{
     size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
-    unsigned char *buf = NULL;
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < nfiles; i++, s->nfiles++) {
+        if (join_path(s->paths[i], sizeof s->paths[i], dir, names[i], err, errlen) != 0 ||
+            !(s->files[i] = open_records(s->paths[i], record, &s->counts[i], err, errlen)))
+            return -1;
+        s->total += s->counts[i];
+    }
+    if (s->total > INT_MAX) {
+        snprintf(err, errlen, "%s: %ld records in all, more than supported", s->paths[0], s->total);
+        return -1;
+    }
+    s->n = limit > 0 && limit < s->total ? limit : (int)s->total;
+    return 0;
+}
+
+/* The claim of the two sets for data_admit, named by the larger set's
+ * largest file. */
+static int admit_sets(const cifar_set *train, const cifar_set *test, const cifar_format *f,
+                      char *err, size_t errlen)
+{
+    const cifar_set *larger = test->total > train->total ? test : train;
+    int largest = 0;
+    for (int i = 1; i < larger->nfiles; i++)
+        largest = larger->counts[i] > larger->counts[largest] ? i : largest;
+    data_claim c = {.ntrain = train->n, .ntest = test->n, .c = CIFAR_C, .h = CIFAR_SIDE,
+                    .w = CIFAR_SIDE, .classes = f->classes, .claimed = larger->total};
+    snprintf(c.source, sizeof c.source, "%s's size%s", larger->paths[largest],
+             larger->nfiles > 1 ? " (with its set's other files)" : "");
+    return data_admit(&c, err, errlen);
+}
+
+/* An opened set's examples into out (freed on failure). */
+static int read_set(dataset *out, const cifar_set *s, const cifar_format *f,
+                    const volatile int *stop, char *err, size_t errlen)
+{
+    size_t record = (size_t)f->label_bytes + CIFAR_PIXELS;
+    *out = (dataset){.n = s->n, .c = CIFAR_C, .h = CIFAR_SIDE, .w = CIFAR_SIDE,
+                     .classes = f->classes};
+    out->images = malloc((size_t)s->n * CIFAR_PIXELS * sizeof(float));
+    out->labels = malloc((size_t)s->n * sizeof(int32_t));
+    unsigned char *buf = malloc(CIFAR_CHUNK * record);
     int rc = -1;
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < nfiles; i++) {
-        if (join_path(paths[i], sizeof paths[i], dir, names[i], err, errlen) != 0 ||
-            !(files[i] = open_records(paths[i], record, &counts[i], err, errlen)))
-            goto done;
-        total += counts[i];
-    }
-    if (total > INT_MAX) {
-        snprintf(err, errlen, "%s: %ld records in all, more than supported", paths[0], total);
-        goto done;
-    }
-    int n = limit > 0 && limit < total ? limit : (int)total;
-    out->n = n;
-    out->c = CIFAR_C;
-    out->h = out->w = CIFAR_SIDE;
-    out->classes = f->classes;
-    out->images = malloc((size_t)n * CIFAR_PIXELS * sizeof(float));
-    out->labels = malloc((size_t)n * sizeof(int32_t));
-    buf = malloc(CIFAR_CHUNK * record);
     if (!out->images || !out->labels || !buf) {
-        snprintf(err, errlen, "%s: out of memory for %d images", paths[0], n);
+        snprintf(err, errlen, "%s: out of memory for %d images", s->paths[0], s->n);
         goto done;
     }
-    for (int i = 0, first = 0; i < nfiles && first < n; i++) {
-        int take = counts[i] < n - first ? (int)counts[i] : n - first;
-        if (read_records(out, first, take, files[i], paths[i], f, buf, stop, err, errlen) != 0)
+    for (int i = 0, first = 0; i < s->nfiles && first < s->n; i++) {
+        int take = s->counts[i] < s->n - first ? (int)s->counts[i] : s->n - first;
+        if (read_records(out, first, take, s->files[i], s->paths[i], f, buf, stop, err, errlen) != 0)
             goto done;
         first += take;
     }
     rc = 0;
 done:
-    for (int i = 0; i < nfiles; i++)
-        if (files[i])
-            fclose(files[i]);
     free(buf);
     if (rc != 0)
         dataset_free(out);
@@ -191,11 +223,21 @@ int cifar_load_split(dataset *train, dataset *test, const char *root, int classe
             return -1;
         }
     }
-    if (load_set(train, dir, f->train, f->ntrain, f, train_limit, stop, err, errlen) != 0)
-        return -1;
-    if (load_set(test, dir, &f->test, 1, f, test_limit, stop, err, errlen) != 0) {
+    /* Every file opened and counted first: nothing is allocated before the
+     * claim is admitted. */
+    cifar_set sets[2];
+    sets[0].nfiles = sets[1].nfiles = 0;
+    int rc = open_set(&sets[0], dir, f->train, f->ntrain, f, train_limit, err, errlen) == 0 &&
+                     open_set(&sets[1], dir, &f->test, 1, f, test_limit, err, errlen) == 0 &&
+                     admit_sets(&sets[0], &sets[1], f, err, errlen) == 0 &&
+                     read_set(train, &sets[0], f, stop, err, errlen) == 0
+                 ? 0
+                 : -1;
+    if (rc == 0 && read_set(test, &sets[1], f, stop, err, errlen) != 0) {
         dataset_free(train);
-        return -1;
+        rc = -1;
     }
-    return 0;
+    close_set(&sets[0]);
+    close_set(&sets[1]);
+    return rc;
 }

@@ -2,6 +2,7 @@
  * per dimension) followed by u8 data. zlib reads gzip and raw files alike. */
 #include "dataset.h"
 #include "data_file.h"
+#include "load.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -96,39 +97,81 @@ static int idx_header(gzFile gz, const char *path, uint32_t want_magic, const ch
     return 0;
 }
 
-static int load_images(dataset *out, gzFile gz, const char *path, const char *labels_path,
-                       uint32_t n_labels, int limit, const volatile int *stop, char *err,
-                       size_t errlen)
+/* One set's two files, opened and past their headers, which agree: what
+ * a load will take is known before anything is allocated. */
+typedef struct idx_set {
+    const char *images_path, *labels_path;
+    gzFile gi, gl;
+    uint32_t count; /* examples the headers claim */
+    int n, h, w;    /* examples to load (within the limit), each image's size */
+} idx_set;
+
+static void idx_set_close(idx_set *s)
 {
-    uint32_t dims[3];
-    if (idx_header(gz, path, IDX_MAGIC_IMAGES, "images", dims, 3, err, errlen) != 0)
+    if (s->gl)
+        gzclose(s->gl);
+    if (s->gi)
+        gzclose(s->gi);
+    s->gl = s->gi = NULL;
+}
+
+static int idx_set_open(idx_set *s, const char *images_path, const char *labels_path, int limit,
+                        char *err, size_t errlen)
+{
+    *s = (idx_set){.images_path = images_path, .labels_path = labels_path};
+    uint32_t n_labels, dims[3];
+    if (!(s->gl = idx_open(labels_path, err, errlen)) ||
+        idx_header(s->gl, labels_path, IDX_MAGIC_LABELS, "labels", &n_labels, 1, err, errlen) != 0)
+        return -1;
+    if (n_labels == 0 || n_labels > INT32_MAX) {
+        snprintf(err, errlen, "%s: bad dimensions: %u labels", labels_path, n_labels);
+        return -1;
+    }
+    if (!(s->gi = idx_open(images_path, err, errlen)) ||
+        idx_header(s->gi, images_path, IDX_MAGIC_IMAGES, "images", dims, 3, err, errlen) != 0)
         return -1;
     if (dims[0] == 0 || dims[0] > INT32_MAX || dims[1] == 0 || dims[1] > IDX_MAX_SIDE ||
         dims[2] == 0 || dims[2] > IDX_MAX_SIDE) {
-        snprintf(err, errlen, "%s: bad dimensions %u x %u x %u", path, dims[0], dims[1], dims[2]);
+        snprintf(err, errlen, "%s: bad dimensions %u x %u x %u", images_path, dims[0], dims[1],
+                 dims[2]);
         return -1;
     }
     if (dims[0] != n_labels) {
-        snprintf(err, errlen, "%s: %u images but %s has %u labels", path, dims[0], labels_path,
-                 n_labels);
+        snprintf(err, errlen, "%s: %u images but %s has %u labels", images_path, dims[0],
+                 labels_path, n_labels);
         return -1;
     }
-    int n = (int)dims[0];
-    if (limit > 0 && limit < n)
-        n = limit;
-    out->n = n;
-    out->c = 1;
-    out->h = (int)dims[1];
-    out->w = (int)dims[2];
-    size_t total = (size_t)n * dataset_example_size(out);
+    s->count = dims[0];
+    s->n = limit > 0 && (uint32_t)limit < s->count ? limit : (int)s->count;
+    s->h = (int)dims[1];
+    s->w = (int)dims[2];
+    return 0;
+}
+
+/* The claim of a training set and its test set (NULL: none), for
+ * data_admit: the larger set's images file names it. */
+static int idx_admit(const idx_set *train, const idx_set *test, char *err, size_t errlen)
+{
+    const idx_set *larger = test && test->count > train->count ? test : train;
+    data_claim c = {.ntrain = train->n, .ntest = test ? test->n : 0, .c = 1, .h = train->h,
+                    .w = train->w, .classes = IDX_CLASSES, .claimed = larger->count};
+    snprintf(c.source, sizeof c.source, "%s's header", larger->images_path);
+    return data_admit(&c, err, errlen);
+}
+
+/* The image data of an opened set. */
+static int read_images(dataset *out, const idx_set *s, const volatile int *stop, char *err,
+                       size_t errlen)
+{
+    size_t total = (size_t)s->n * dataset_example_size(out);
     out->images = malloc(total * sizeof(float));
     unsigned char *bytes = malloc(total);
     int rc = -1;
     if (!out->images || !bytes) {
-        snprintf(err, errlen, "%s: out of memory for %d images", path, n);
+        snprintf(err, errlen, "%s: out of memory for %d images", s->images_path, s->n);
         goto done;
     }
-    if (idx_read(gz, bytes, total, path, "image data", stop, err, errlen) != 0)
+    if (idx_read(s->gi, bytes, total, s->images_path, "image data", stop, err, errlen) != 0)
         goto done;
     for (size_t i = 0; i < total; i++)
         out->images[i] = (float)bytes[i] * (1.0f / 255.0f);
@@ -138,10 +181,12 @@ done:
     return rc;
 }
 
-/* The label data (the header was read first: its count checks the image file). */
-static int load_labels(dataset *out, gzFile gz, const char *path, int n,
-                       const volatile int *stop, char *err, size_t errlen)
+/* The label data of an opened set. */
+static int read_labels(dataset *out, const idx_set *s, const volatile int *stop, char *err,
+                       size_t errlen)
 {
+    const char *path = s->labels_path;
+    const int n = s->n;
     unsigned char *bytes = malloc((size_t)n);
     out->labels = malloc((size_t)n * sizeof(int32_t));
     int rc = -1;
@@ -149,7 +194,7 @@ static int load_labels(dataset *out, gzFile gz, const char *path, int n,
         snprintf(err, errlen, "%s: out of memory for %d labels", path, n);
         goto done;
     }
-    if (idx_read(gz, bytes, (size_t)n, path, "label data", stop, err, errlen) != 0)
+    if (idx_read(s->gl, bytes, (size_t)n, path, "label data", stop, err, errlen) != 0)
         goto done;
     for (int i = 0; i < n; i++) {
         if (bytes[i] >= IDX_CLASSES) {
@@ -178,42 +223,32 @@ static int idx_expect_end(gzFile gz, const char *path, char *err, size_t errlen)
     return n > 0 || zerr != Z_OK ? -1 : 0;
 }
 
+/* An opened set's examples into out (freed on failure). */
+static int idx_set_read(dataset *out, const idx_set *s, const volatile int *stop, char *err,
+                        size_t errlen)
+{
+    *out = (dataset){.n = s->n, .c = 1, .h = s->h, .w = s->w, .classes = IDX_CLASSES};
+    /* A limit leaves the rest unread, and so unchecked. */
+    if (read_images(out, s, stop, err, errlen) != 0 || read_labels(out, s, stop, err, errlen) != 0 ||
+        ((uint32_t)s->n == s->count && (idx_expect_end(s->gi, s->images_path, err, errlen) != 0 ||
+                                        idx_expect_end(s->gl, s->labels_path, err, errlen) != 0))) {
+        dataset_free(out);
+        return -1;
+    }
+    return 0;
+}
+
 int idx_load(dataset *out, const char *images_path, const char *labels_path, int limit,
              const volatile int *stop, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    out->classes = IDX_CLASSES;
-    gzFile gl = NULL, gi = NULL;
-    uint32_t n_labels;
-    int rc = -1;
-    gl = idx_open(labels_path, err, errlen);
-    if (!gl)
-        goto done;
-    if (idx_header(gl, labels_path, IDX_MAGIC_LABELS, "labels", &n_labels, 1, err, errlen) != 0)
-        goto done;
-    if (n_labels == 0 || n_labels > INT32_MAX) {
-        snprintf(err, errlen, "%s: bad dimensions: %u labels", labels_path, n_labels);
-        goto done;
-    }
-    gi = idx_open(images_path, err, errlen);
-    if (!gi)
-        goto done;
-    if (load_images(out, gi, images_path, labels_path, n_labels, limit, stop, err, errlen) != 0)
-        goto done;
-    if (load_labels(out, gl, labels_path, out->n, stop, err, errlen) != 0)
-        goto done;
-    /* A limit leaves the rest unread, and so unchecked. */
-    if ((uint32_t)out->n == n_labels && (idx_expect_end(gi, images_path, err, errlen) != 0 ||
-                                         idx_expect_end(gl, labels_path, err, errlen) != 0))
-        goto done;
-    rc = 0;
-done:
-    if (gl)
-        gzclose(gl);
-    if (gi)
-        gzclose(gi);
-    if (rc != 0)
-        dataset_free(out);
+    idx_set s;
+    int rc = idx_set_open(&s, images_path, labels_path, limit, err, errlen) == 0 &&
+                     idx_admit(&s, NULL, err, errlen) == 0 &&
+                     idx_set_read(out, &s, stop, err, errlen) == 0
+                 ? 0
+                 : -1;
+    idx_set_close(&s);
     return rc;
 }
 
@@ -228,24 +263,34 @@ static void idx_path(char *buf, size_t len, const char *root, const char *name)
 int idx_load_split(dataset *train, dataset *test, const char *root, int train_limit,
                    int test_limit, const volatile int *stop, char *err, size_t errlen)
 {
-    char images[4096], labels[4096];
+    char images[2][4096], labels[2][4096];
+    idx_set sets[2] = {{0}, {0}};
+    memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
-    idx_path(images, sizeof images, root, "train-images-idx3-ubyte");
-    idx_path(labels, sizeof labels, root, "train-labels-idx1-ubyte");
-    if (idx_load(train, images, labels, train_limit, stop, err, errlen) != 0)
-        return -1;
-    idx_path(images, sizeof images, root, "t10k-images-idx3-ubyte");
-    idx_path(labels, sizeof labels, root, "t10k-labels-idx1-ubyte");
-    if (idx_load(test, images, labels, test_limit, stop, err, errlen) != 0) {
-        dataset_free(train);
-        return -1;
+    idx_path(images[0], sizeof images[0], root, "train-images-idx3-ubyte");
+    idx_path(labels[0], sizeof labels[0], root, "train-labels-idx1-ubyte");
+    idx_path(images[1], sizeof images[1], root, "t10k-images-idx3-ubyte");
+    idx_path(labels[1], sizeof labels[1], root, "t10k-labels-idx1-ubyte");
+    /* Every header first: nothing is allocated before the claim is admitted. */
+    int rc = -1;
+    if (idx_set_open(&sets[0], images[0], labels[0], train_limit, err, errlen) != 0 ||
+        idx_set_open(&sets[1], images[1], labels[1], test_limit, err, errlen) != 0)
+        goto done;
+    if (sets[1].h != sets[0].h || sets[1].w != sets[0].w) {
+        snprintf(err, errlen, "%s: test images are %dx%d but training images are %dx%d",
+                 images[1], sets[1].h, sets[1].w, sets[0].h, sets[0].w);
+        goto done;
     }
-    if (test->h != train->h || test->w != train->w) {
-        snprintf(err, errlen, "%s: test images are %dx%d but training images are %dx%d", images,
-                 test->h, test->w, train->h, train->w);
+    if (idx_admit(&sets[0], &sets[1], err, errlen) != 0 ||
+        idx_set_read(train, &sets[0], stop, err, errlen) != 0)
+        goto done;
+    if (idx_set_read(test, &sets[1], stop, err, errlen) != 0) {
         dataset_free(train);
-        dataset_free(test);
-        return -1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    idx_set_close(&sets[0]);
+    idx_set_close(&sets[1]);
+    return rc;
 }

@@ -32,6 +32,64 @@ static int fault_hold(const volatile int *stop, char *err, size_t errlen)
     return data_check_stop(stop, err, errlen);
 }
 
+static __thread data_admit_fn thread_admit;
+static __thread void *thread_admit_user;
+
+void data_admit_with(data_admit_fn admit, void *user)
+{
+    thread_admit = admit;
+    thread_admit_user = user;
+}
+
+int data_admit(const data_claim *claim, char *err, size_t errlen)
+{
+    return thread_admit ? thread_admit(thread_admit_user, claim, err, errlen) : 0;
+}
+
+static long limited(int limit, long all) { return limit > 0 && limit < all ? limit : all; }
+
+void data_claim_default(const job_config *cfg, data_claim *out)
+{
+    const char *name = cfg->data.dataset, *arch = cfg->model.arch;
+    data_claim c = {.ntrain = 60000, .ntest = 10000, .c = 1, .h = 28, .w = 28, .classes = 10};
+    if (!strncmp(name, "cifar", 5)) {
+        c = (data_claim){.ntrain = 50000, .ntest = 10000, .c = 3, .h = 32, .w = 32,
+                         .classes = strcmp(name, "cifar100") == 0 ? 100 : 10};
+    } else if (!strcmp(name, "synthetic")) {
+        /* Shaped for the model: CIFAR-like for the CIFAR networks, MNIST-like
+         * otherwise; as many examples as the limits say. */
+        int cifar = !strcmp(arch, "allcnn") || !strcmp(arch, "wrn");
+        c = (data_claim){.ntrain = 4096, .ntest = 1024, .c = cifar ? 3 : 1, .h = cifar ? 32 : 28,
+                         .w = cifar ? 32 : 28,
+                         .classes = cfg->model.classes > 0 ? cfg->model.classes : 10};
+        if (cfg->data.train_limit > 0)
+            c.ntrain = cfg->data.train_limit;
+        if (cfg->data.test_limit > 0)
+            c.ntest = cfg->data.test_limit;
+    }
+    c.ntrain = limited(cfg->data.train_limit, c.ntrain);
+    c.ntest = limited(cfg->data.test_limit, c.ntest);
+    c.claimed = c.ntrain > c.ntest ? c.ntrain : c.ntest;
+    snprintf(c.source, sizeof c.source, "data.dataset \"%s\"", name);
+    *out = c;
+}
+
+/* A synthetic set as data.train_limit and data.test_limit ask. */
+static int make_synthetic(const job_config *cfg, dataset *train, dataset *test,
+                          const volatile int *stop, char *err, size_t errlen)
+{
+    data_claim c;
+    data_claim_default(cfg, &c);
+    if (cfg->data.train_limit > 0 || cfg->data.test_limit > 0)
+        snprintf(c.source, sizeof c.source, "data.train_limit and data.test_limit");
+    if (data_admit(&c, err, errlen) != 0 ||
+        synthetic_make(train, (int)c.ntrain, c.c, c.h, c.w, c.classes, cfg->seed, 0, stop, err,
+                       errlen) != 0)
+        return -1;
+    return synthetic_make(test, (int)c.ntest, c.c, c.h, c.w, c.classes, cfg->seed, 1, stop, err,
+                          errlen);
+}
+
 static int load_sets(const job_config *cfg, dataset *train, dataset *test,
                      const volatile int *stop, char *err, size_t errlen)
 {
@@ -43,17 +101,8 @@ static int load_sets(const job_config *cfg, dataset *train, dataset *test,
         return cifar_load_split(train, test, cfg->data.root,
                                 strcmp(name, "cifar10") == 0 ? 10 : 100, cfg->data.train_limit,
                                 cfg->data.test_limit, stop, err, errlen);
-    if (strcmp(name, "synthetic") == 0) {
-        int classes = cfg->model.classes > 0 ? cfg->model.classes : 10;
-        int ntrain = cfg->data.train_limit > 0 ? cfg->data.train_limit : 4096;
-        int ntest = cfg->data.test_limit > 0 ? cfg->data.test_limit : 1024;
-        /* Shaped for the model: CIFAR-like for the CIFAR networks, MNIST-like otherwise. */
-        int cifar = strcmp(cfg->model.arch, "allcnn") == 0 || strcmp(cfg->model.arch, "wrn") == 0;
-        int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;
-        if (synthetic_make(train, ntrain, c, hw, hw, classes, cfg->seed, 0, stop, err, errlen) != 0)
-            return -1;
-        return synthetic_make(test, ntest, c, hw, hw, classes, cfg->seed, 1, stop, err, errlen);
-    }
+    if (strcmp(name, "synthetic") == 0)
+        return make_synthetic(cfg, train, test, stop, err, errlen);
     snprintf(err, errlen, "data.dataset: \"%s\" cannot be loaded yet", name);
     return -1;
 }

@@ -12,38 +12,12 @@
 #include "runner.h"
 #include "topology.h"
 
-/* What data_load_job will hold: examples of c x hw x hw floats and their
- * labels, as each loader reads them (daemon/data/load.c). */
-typedef struct data_shape {
-    long ntrain, ntest;
-    int c, hw, classes;
-} data_shape;
-
-static long limited(int limit, long all) { return limit > 0 && limit < all ? limit : all; }
-
-static data_shape shape_of(const job_config *cfg)
-{
-    const char *name = cfg->data.dataset, *arch = cfg->model.arch;
-    data_shape s = {60000, 10000, 1, 28, 10};
-    if (!strncmp(name, "cifar", 5)) {
-        s = (data_shape){50000, 10000, 3, 32, strcmp(name, "cifar100") == 0 ? 100 : 10};
-    } else if (!strcmp(name, "synthetic")) {
-        /* Shaped for the model, of the sizes load.c gives when unlimited. */
-        int cifar = !strcmp(arch, "allcnn") || !strcmp(arch, "wrn");
-        s = (data_shape){4096, 1024, cifar ? 3 : 1, cifar ? 32 : 28,
-                         cfg->model.classes > 0 ? cfg->model.classes : 10};
-    }
-    s.ntrain = limited(cfg->data.train_limit, s.ntrain);
-    s.ntest = limited(cfg->data.test_limit, s.ntest);
-    return s;
-}
-
 /* Host bytes of the data: images and labels, and while ZCA is fitted
  * (preprocess.c zca_fit) two dim x dim double matrices, a float covariance
  * and the float whitening matrix. */
-static size_t data_bytes(const job_config *cfg, const data_shape *s)
+size_t job_memory_data_bytes(const job_config *cfg, const data_claim *s)
 {
-    size_t ex = (size_t)s->c * s->hw * s->hw;
+    size_t ex = (size_t)s->c * s->h * s->w;
     size_t bytes = (size_t)(s->ntrain + s->ntest) * (ex * sizeof(float) + sizeof(int32_t));
     if (!strcmp(cfg->data.normalize, "zca"))
         bytes += ex * ex * (2 * sizeof(double) + 2 * sizeof(float));
@@ -52,22 +26,22 @@ static size_t data_bytes(const job_config *cfg, const data_shape *s)
 
 /* Host bytes beside the replicas: each one's loader buffers (augment.h) and
  * scratch image, its sampler's permutation, and the master's host copy. */
-static size_t batches_bytes(const job_config *cfg, const data_shape *s, const model *m)
+static size_t batches_bytes(const job_config *cfg, const data_claim *s, const model *m)
 {
-    size_t ex = (size_t)s->c * s->hw * s->hw;
+    size_t ex = (size_t)s->c * s->h * s->w;
     size_t loader = LOADER_BUFFERS * (size_t)cfg->optim.batch * (ex * sizeof(float) + sizeof(int32_t)) +
                     ex * sizeof(float) + (size_t)s->ntrain * sizeof(int32_t);
     return (size_t)cfg->algorithm.replicas * loader + (m->nparams + m->nstats) * sizeof(float);
 }
 
 /* m->bytes of the model the runner builds, planned: nothing allocated. */
-static int planned(const job_config *cfg, const data_shape *s, int device, int batch, int train,
+static int planned(const job_config *cfg, const data_claim *s, int device, int batch, int train,
                    model *m, char *err, size_t errlen)
 {
     backend_ctx plan;
     backend_ctx_plan(&plan, device, job_precision(cfg));
     model_spec spec = cfg->model;
-    spec.in_c = s->c, spec.in_h = spec.in_w = s->hw;
+    spec.in_c = s->c, spec.in_h = s->h, spec.in_w = s->w;
     if (spec.classes <= 0)
         spec.classes = s->classes;
     return model_build(m, &plan, &spec, batch, train, err, errlen);
@@ -86,26 +60,33 @@ static int replicas_on(const job_memory *m, int g)
 int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_memory *m,
                         char *err, size_t errlen)
 {
+    data_claim s;
+    data_claim_default(cfg, &s);
+    return job_memory_estimate_claimed(cfg, &s, gpus, ngpus, m, err, errlen);
+}
+
+int job_memory_estimate_claimed(const job_config *cfg, const data_claim *s, const int *gpus,
+                                int ngpus, job_memory *m, char *err, size_t errlen)
+{
     memset(m, 0, sizeof *m);
     const coupling_rule *rule = coupling_find(cfg->algorithm.name);
     if (!rule) {
         snprintf(err, errlen, "algorithm.name: no rule \"%s\"", cfg->algorithm.name);
         return -1;
     }
-    data_shape s = shape_of(cfg);
     int device = ngpus > 0 ? gpus[0] : -1, n = cfg->algorithm.replicas;
     model train, eval;
-    if (planned(cfg, &s, device, cfg->optim.batch, 1, &train, err, errlen) != 0)
+    if (planned(cfg, s, device, cfg->optim.batch, 1, &train, err, errlen) != 0)
         return -1;
     size_t vec = train.nparams * sizeof(float);
     m->replicas = n;
     m->model = train.bytes;
     m->rule = (size_t)rule->vectors(cfg, n > 1 ? 1 : 0) * vec;
     m->rule0 = (size_t)rule->vectors(cfg, 0) * vec;
-    m->data = data_bytes(cfg, &s);
-    m->batches = batches_bytes(cfg, &s, &train);
+    m->data = job_memory_data_bytes(cfg, s);
+    m->batches = batches_bytes(cfg, s, &train);
     model_free(&train, NULL);
-    if (planned(cfg, &s, device, EVAL_BATCH, 0, &eval, err, errlen) != 0)
+    if (planned(cfg, s, device, EVAL_BATCH, 0, &eval, err, errlen) != 0)
         return -1;
     m->eval = eval.bytes;
     model_free(&eval, NULL);
@@ -147,7 +128,7 @@ static void parts_text(const job_memory *m, int g, char *out, size_t len)
     int on = g < 0 ? m->replicas : replicas_on(m, g);
     size_t at = 0;
     out[0] = '\0';
-    if (g >= 0 || m->ngpus == 0) {
+    if (m->replicas > 0 && (g >= 0 || m->ngpus == 0)) {
         at = (size_t)snprintf(out, len, "model %s x %d replica%s, rule state %s x %d", net, on,
                               on == 1 ? "" : "s", rule, on);
         if (g <= 0 && at < len) /* replica 0's place */

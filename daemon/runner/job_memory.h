@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "jobconfig.h"
+#include "load.h"
 
 #define JOB_MEMORY_GPUS 63
 
@@ -29,9 +30,19 @@ typedef struct job_memory {
 } job_memory;
 
 /* The estimate for `cfg` with its replicas round-robin on `gpus` (ngpus 0:
- * the CPU). 0, or -1 with a message (a model that does not build). */
+ * the CPU), its data as its dataset usually is (data_claim_default). 0, or
+ * -1 with a message (a model that does not build). */
 int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_memory *m,
                         char *err, size_t errlen);
+
+/* The same for the data `claim` says the job's files hold (load.h), as a
+ * loader asks before allocating: their counts and image sizes, not the
+ * dataset's usual ones. */
+int job_memory_estimate_claimed(const job_config *cfg, const data_claim *claim, const int *gpus,
+                                int ngpus, job_memory *m, char *err, size_t errlen);
+
+/* Host bytes of the data alone (job_memory.data) as `claim` says. */
+size_t job_memory_data_bytes(const job_config *cfg, const data_claim *claim);
 
 /* MemTotal and MemAvailable of /proc/meminfo, in bytes. The environment's
  * PARLE_MEMINFO names another file in that format instead: a test hook

@@ -16,14 +16,21 @@
 /* The estimate, made once: 1 if known, -1 if not (the job is not held back
  * then; its run reports what goes wrong). Under MPI the replicas spread over
  * ranks, which the estimate does not place: not checked there. */
+/* The job's GPUs into gpus (JOB_MEMORY_GPUS at most); how many. */
+static int gpus_of(const job *j, int *gpus)
+{
+    int ngpus = 0;
+    for (int i = 0; i < DEV_MAX_GPUS && ngpus < JOB_MEMORY_GPUS; i++)
+        if (j->devices & (1ull << i))
+            gpus[ngpus++] = i;
+    return ngpus;
+}
+
 static int estimate(job *j)
 {
     if (j->need_known)
         return j->need_known;
-    int gpus[JOB_MEMORY_GPUS], ngpus = 0;
-    for (int i = 0; i < DEV_MAX_GPUS && ngpus < JOB_MEMORY_GPUS; i++)
-        if (j->devices & (1ull << i))
-            gpus[ngpus++] = i;
+    int gpus[JOB_MEMORY_GPUS], ngpus = gpus_of(j, gpus);
     char err[512];
     j->need_known = -1;
     if (mpi_node_size() > 1)
@@ -34,6 +41,38 @@ static int estimate(job *j)
         return -1;
     }
     return j->need_known = 1;
+}
+
+/* Whether `m` takes no more anywhere than the job was admitted with. */
+static int within_admitted(const job *j, const job_memory *m)
+{
+    if (j->need_known != 1 || m->host > j->need.host || m->ngpus != j->need.ngpus)
+        return 0;
+    for (int g = 0; g < m->ngpus; g++)
+        if (m->gpu[g] > j->need.gpu[g])
+            return 0;
+    return 1;
+}
+
+int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen)
+{
+    const job *j = user;
+    int gpus[JOB_MEMORY_GPUS], ngpus = gpus_of(j, gpus);
+    job_memory m;
+    char why[768], unplanned[256];
+    /* Under MPI, or for a model that does not plan at the claimed size,
+     * the data alone is counted: this rank loads it whole. */
+    if (mpi_node_size() > 1 || job_memory_estimate_claimed(&j->cfg, claim, gpus, ngpus, &m,
+                                                           unplanned, sizeof unplanned) != 0) {
+        memset(&m, 0, sizeof m);
+        m.data = m.host = job_memory_data_bytes(&j->cfg, claim);
+    }
+    if (within_admitted(j, &m) || job_memory_fits(&m, 1, 0, why, sizeof why))
+        return 0;
+    snprintf(err, errlen, "memory: %s claims %ld examples of %dx%dx%d (%ld training and %ld test "
+             "examples to load): the job %s", claim->source, claim->claimed, claim->c, claim->h,
+             claim->w, claim->ntrain, claim->ntest, why);
+    return -1;
 }
 
 /* Host memory that running jobs are yet to take: MemAvailable does not show

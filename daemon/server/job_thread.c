@@ -9,6 +9,7 @@
 #include "data_file.h"
 #include "dataset.h"
 #include "jobs_impl.h"
+#include "load.h"
 #include "mpi_node.h"
 #include "safetensors.h"
 
@@ -104,14 +105,17 @@ static void on_master(void *user, const model *master, const float *params, cons
 }
 
 /* The job's data, every file opened with its owner's rights (data_file.h):
- * what the owner cannot read, the job cannot either. */
+ * what the owner cannot read, the job cannot either; admitted again by
+ * what its headers claim before any of it is allocated (load.h). */
 static int load_as_owner(job *j, dataset *train, dataset *test, char *err, size_t errlen)
 {
     file_creds creds;
     if (file_creds_of(j->owner.uid, j->owner.gid, j->owner.user, &creds, err, errlen) != 0)
         return -1;
     data_files_as(&creds);
+    data_admit_with(job_admit_data, j);
     int rc = data_load_job(&j->cfg, train, test, &j->stop, err, errlen);
+    data_admit_with(NULL, NULL);
     data_files_as(NULL);
     return rc;
 }

@@ -155,6 +155,11 @@ int job_admit(job *j, char *err, size_t errlen);
 /* At scheduling, for a queued job whose devices are free: 1 if it must wait
  * for memory (j->waiting says why, in its status), 0 if it may start. */
 int job_waits_for_memory(jobs *js, job *j);
+/* On the job's thread, as its loader asks (data_admit_fn, user: the job):
+ * once its files' headers are read, the data they claim is counted again;
+ * more than the job was admitted with must fit in what the host has now,
+ * else -1 with a message naming the file, its count and both figures. */
+int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen);
 /* After a scheduling pass: retry it every few seconds while a job waits for
  * memory, which may free outside parled. */
 void job_memory_retry(jobs *js);

@@ -1,5 +1,6 @@
 /* IDX loading: valid files (gzip and raw), every malformed case, the split
- * loader, and the real Fashion-MNIST when it is installed. */
+ * loader, the claim its headers make before anything is allocated, and the
+ * real Fashion-MNIST when it is installed. */
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <zlib.h>
 
 #include "dataset.h"
+#include "load.h"
 #include "testutil.h"
 
 #define FMNIST_ROOT "/usr/share/datasets/fashion-mnist"
@@ -312,6 +314,74 @@ static void test_split(void)
     free(test.labels);
 }
 
+/* What the loader asked data_admit, and whether to refuse. */
+typedef struct admit_seen {
+    int calls, refuse;
+    data_claim claim;
+} admit_seen;
+
+static int record_admit(void *user, const data_claim *claim, char *err, size_t errlen)
+{
+    admit_seen *seen = user;
+    seen->calls++;
+    seen->claim = *claim;
+    if (seen->refuse)
+        snprintf(err, errlen, "refused by the test");
+    return seen->refuse ? -1 : 0;
+}
+
+/* Headers that claim a million 28x28 images (and no data behind them):
+ * the loader asks admission with the claimed counts, read from the headers
+ * alone, and allocates nothing when refused. A true set is admitted with
+ * its own counts and loads. */
+static void test_admit_claim(void)
+{
+    char root[96], path[160], images[160], labels[160], err[512];
+    snprintf(root, sizeof root, "%s/forged", dir);
+    mkdir(root, 0700);
+    idx_pair p = {.n = 12, .rows = 28, .cols = 28};
+    fill_pair(&p);
+    idx_spec si = images_spec(&p), sl = labels_spec(&p);
+    write_idx(path, sizeof path, root, "t10k-images-idx3-ubyte", 0, &si);
+    write_idx(path, sizeof path, root, "t10k-labels-idx1-ubyte", 0, &sl);
+    si.dims[0] = sl.dims[0] = 1000000;
+    si.data_len = sl.data_len = 0;
+    write_idx(images, sizeof images, root, "train-images-idx3-ubyte", 0, &si);
+    write_idx(labels, sizeof labels, root, "train-labels-idx1-ubyte", 0, &sl);
+
+    admit_seen seen = {.refuse = 1};
+    data_admit_with(record_admit, &seen);
+    dataset d, train, test;
+    CHECK(idx_load(&d, images, labels, 0, NULL, err, sizeof err) == -1 &&
+              strcmp(err, "refused by the test") == 0 && !d.images && !d.labels,
+          "a refused claim loads nothing: %s", err);
+    CHECK(seen.calls == 1 && seen.claim.claimed == 1000000 && seen.claim.ntrain == 1000000 &&
+              seen.claim.ntest == 0 && seen.claim.c == 1 && seen.claim.h == 28 &&
+              seen.claim.w == 28 && seen.claim.classes == 10,
+          "claim: %d calls, %ld claimed, %ld + %ld of %dx%dx%d", seen.calls, seen.claim.claimed,
+          seen.claim.ntrain, seen.claim.ntest, seen.claim.c, seen.claim.h, seen.claim.w);
+    CHECK(strstr(seen.claim.source, images) && strstr(seen.claim.source, "'s header"),
+          "source: %s", seen.claim.source);
+    CHECK(idx_load_split(&train, &test, root, 100, 0, NULL, err, sizeof err) == -1 &&
+              !train.images && !test.images && seen.calls == 2 && seen.claim.ntrain == 100 &&
+              seen.claim.ntest == 12 && seen.claim.claimed == 1000000,
+          "split, limited: %s (%ld + %ld, %ld claimed)", err, seen.claim.ntrain, seen.claim.ntest,
+          seen.claim.claimed);
+    /* Admitted, the forged set fails as the truncated file it is. */
+    seen.refuse = 0;
+    CHECK(idx_load(&d, images, labels, 5, NULL, err, sizeof err) == -1 && strstr(err, "truncated"),
+          "admitted forged set: %s", err);
+    snprintf(images, sizeof images, "%s/t10k-images-idx3-ubyte", root);
+    snprintf(labels, sizeof labels, "%s/t10k-labels-idx1-ubyte", root);
+    CHECK(idx_load(&d, images, labels, 0, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(seen.calls == 4 && seen.claim.ntrain == 12 && seen.claim.claimed == 12, "true set");
+    check_matches(&d, &p, p.n, "admitted");
+    dataset_free(&d);
+    data_admit_with(NULL, NULL);
+    free(p.pixels);
+    free(p.labels);
+}
+
 static void test_fashion_mnist(void)
 {
     struct stat st;
@@ -379,6 +449,7 @@ int main(void)
     }
     test_damaged_gzip();
     test_split();
+    test_admit_claim();
     test_fashion_mnist();
     nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     return test_main_end();

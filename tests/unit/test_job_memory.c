@@ -1,7 +1,8 @@
 /* Admission by memory's estimate (daemon/runner/job_memory.c): each part against
  * model_build's planned bytes and the data sizes worked out by hand, where
  * the parts live (CPU, GPUs round-robin), and the machine's figures read
- * from a meminfo file (the PARLE_MEMINFO hook). */
+ * from a meminfo file (the PARLE_MEMINFO hook); the data as its files'
+ * headers claim it. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -112,6 +113,43 @@ static void check_easgd_synthetic(void)
     CHECK(m.data == (4096ull + 1024) * (784 * 4 + 4), "synthetic data %zu", m.data);
 }
 
+/* The data as its files claim it (load.h's data_claim, what a loader reads
+ * from IDX headers before allocating): a million 28x28 images count a
+ * million, where the default counts MNIST's 60,000; a synthetic set above
+ * 4096 examples counts all of them. */
+static void check_claimed(void)
+{
+    job_config cfg;
+    if (parse("{\"model\":{\"arch\":\"lenet\"},\"data\":{\"dataset\":\"mnist\",\"root\":\"/d\"},"
+              "\"algorithm\":{\"name\":\"parle\",\"replicas\":2},"
+              "\"optim\":{\"lr\":0.1,\"batch\":64},\"epochs\":1,\"devices\":\"cpu\"}", &cfg))
+        return;
+    job_memory usual, forged;
+    char err[256];
+    data_claim claim = {.ntrain = 1000000, .ntest = 10000, .c = 1, .h = 28, .w = 28,
+                        .classes = 10, .claimed = 1000000};
+    CHECK(job_memory_estimate(&cfg, NULL, 0, &usual, err, sizeof err) == 0 &&
+              job_memory_estimate_claimed(&cfg, &claim, NULL, 0, &forged, err, sizeof err) == 0,
+          "%s", err);
+    CHECK(forged.data == 1010000ull * (784 * 4 + 4) && usual.data == 70000ull * (784 * 4 + 4),
+          "claimed data %zu, usual %zu", forged.data, usual.data);
+    CHECK(forged.host - usual.host >= forged.data - usual.data,
+          "the host part grows with the claim: %zu against %zu", forged.host, usual.host);
+    CHECK(job_memory_data_bytes(&cfg, &claim) == forged.data, "data bytes alone");
+    /* Wider images: a bigger model too (its input), and 4x the data per image. */
+    claim = (data_claim){.ntrain = 100, .ntest = 10, .c = 1, .h = 56, .w = 56, .classes = 10};
+    CHECK(job_memory_estimate_claimed(&cfg, &claim, NULL, 0, &forged, err, sizeof err) == 0 &&
+              forged.data == 110ull * (56 * 56 * 4 + 4) && forged.model > usual.model,
+          "56x56: data %zu, model %zu against %zu", forged.data, forged.model, usual.model);
+    if (parse("{\"model\":{\"arch\":\"mlp\"},\"data\":{\"dataset\":\"synthetic\","
+              "\"train_limit\":100000,\"test_limit\":2000},\"algorithm\":{\"name\":\"sgd\"},"
+              "\"optim\":{\"lr\":0.1,\"batch\":32},\"epochs\":1,\"devices\":\"cpu\"}", &cfg))
+        return;
+    CHECK(job_memory_estimate(&cfg, NULL, 0, &usual, err, sizeof err) == 0 &&
+              usual.data == 102000ull * (784 * 4 + 4),
+          "synthetic of 100000 + 2000 examples: %zu bytes", usual.data);
+}
+
 static void write_meminfo(const char *path, long total_kb, long avail_kb)
 {
     FILE *f = fopen(path, "w");
@@ -159,6 +197,7 @@ int main(void)
     check_lenet_cpu();
     check_wrn_gpus();
     check_easgd_synthetic();
+    check_claimed();
     check_fits();
     return test_main_end();
 }
