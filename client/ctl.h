@@ -104,6 +104,13 @@ int metrics_read(conn *c, const char *id, double *offset, metrics_fn fn, void *c
 int write_all(int fd, const unsigned char *p, size_t n);
 int sync_dir(const char *path);
 
+/* export.c: a new file beside `dst`, to be renamed onto it once written:
+ * .NAME.part-XXXXXX in dst's folder, created by mkstemp (a random name,
+ * O_CREAT | O_EXCL: never a file or symlink that is there already), mode
+ * 0666 less the umask as a plain create gives. Its name in tmp; the
+ * descriptor, or -1 with a message. */
+int open_temp_beside(const char *dst, char *tmp, size_t len);
+
 /* The JSON object in the file at `path` ('-': stdin), `what` it is for
  * messages ("a job file"): NULL after a message naming the file (and the
  * line of a syntax error). */

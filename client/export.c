@@ -22,9 +22,7 @@
  * refuses the next chunk): start over this many times. */
 #define EXPORT_ATTEMPTS 3
 
-/* The temporary beside `dst`: open, mode 0666 less the umask, as a plain
- * create would give. -1 with a message. */
-static int open_temp(const char *dst, char *tmp, size_t len)
+int open_temp_beside(const char *dst, char *tmp, size_t len)
 {
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", dst);
@@ -159,7 +157,7 @@ int cmd_export(const command *cmd, int argc, char **argv)
             fail("export %s: parled's reply has no size, crc32 and version (an older parled?)", id);
             break;
         }
-        int fd = open_temp(dst, tmp, sizeof tmp);
+        int fd = open_temp_beside(dst, tmp, sizeof tmp);
         if (fd < 0)
             break;
         int got = fetch(&c, id, str(desc, "version"), num(desc, "size"), str(desc, "crc32"), fd);

@@ -1,7 +1,8 @@
 /* parlectl plot: each job's metrics.jsonl, fetched over the socket with the
  * `metrics` op (metrics.c), drawn as an SVG by
- * plot_svg.c. The file is written atomically (temporary, rename) so a
- * browser reloading it never sees half a plot. */
+ * plot_svg.c. The file is written atomically (a new temporary of a random
+ * name beside it, fsync, rename) so a browser reloading it never sees half
+ * a plot, and no file planted at a guessable name is ever written. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,41 @@ int plot_fetch(conn *c, const char *id, plot_job *pj)
     return metrics_read(c, id, &offset, plot_line, pj);
 }
 
+/* The plot into `out`, through a temporary (open_temp_beside). EXIT_OK,
+ * or EXIT_FAIL after a message. */
+static int write_plot(const char *out, const plot_job *jobs, int njobs)
+{
+    char tmp[4200];
+    int fd = open_temp_beside(out, tmp, sizeof tmp);
+    if (fd < 0)
+        return EXIT_FAIL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return fail("cannot write %s: %s", tmp, strerror(e));
+    }
+    /* Written, then closed (even after a failed write), then renamed. */
+    int written = plot_svg_write(f, jobs, njobs) == 0 && fflush(f) == 0 && fsync(fd) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && written) {
+        written = 0;
+        e = errno;
+    }
+    if (written && rename(tmp, out) != 0) {
+        written = 0;
+        e = errno;
+    }
+    if (!written) {
+        unlink(tmp);
+        return fail("cannot write %s: %s", out, strerror(e));
+    }
+    if (sync_dir(out) != 0)
+        return fail("%s: fsync of its folder: %s", out, strerror(errno));
+    return EXIT_OK;
+}
+
 int cmd_plot(const command *cmd, int argc, char **argv)
 {
     PARSE("jo", 1, ARGS_MAX_POS);
@@ -69,24 +105,11 @@ int cmd_plot(const command *cmd, int argc, char **argv)
     }
     if (opened)
         conn_close(&c);
-    char tmp[4200] = "";
     if (rc == EXIT_OK && strcmp(out, "-") == 0) {
         if (plot_svg_write(stdout, jobs, njobs) != 0 || fflush(stdout) != 0)
             rc = fail("writing the plot to stdout: %s", strerror(errno));
     } else if (rc == EXIT_OK) {
-        snprintf(tmp, sizeof tmp, "%s.part-%d", out, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) {
-            rc = fail("cannot create %s: %s", tmp, strerror(errno));
-        } else {
-            /* Written, then closed (even after a failed write), then renamed. */
-            int written = plot_svg_write(f, jobs, njobs) == 0;
-            int closed = fclose(f) == 0;
-            if (!written || !closed || rename(tmp, out) != 0) {
-                rc = fail("cannot write %s: %s", out, strerror(errno));
-                unlink(tmp);
-            }
-        }
+        rc = write_plot(out, jobs, njobs);
     }
     if (rc == EXIT_OK && strcmp(out, "-") != 0) {
         int points = 0;

@@ -43,7 +43,6 @@ static const tb_field progress_fields[] = {
 static const tb_field eval_fields[] = {
     {"test_error", "test/error"},
     {"test_loss", "test/loss"},
-    {"train_error", "train/error"},
     {"dist_to_master", "eval/dist_to_master"},
 };
 
@@ -229,23 +228,61 @@ static int make_dirs(const char *path)
     }
 }
 
-/* No event file may be in the run folder yet: TensorBoard reads every file
- * of a run, and a second writer would repeat the first one's points. 0, or
- * -1 after a message. */
-static int check_empty_run(const char *dir)
+/* The folders of a run below DIR (SWEEP, pPOINT, the run itself) must be
+ * folders, not symbolic links: a link planted there would send the events
+ * into someone else's folder. 0, or -1 after a message. */
+static int check_no_links(const tb_run *r)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return fail("cannot read the folder %s: %s", dir, strerror(errno)), -1;
+    char p[sizeof r->dir];
+    const size_t below = strlen(r->dir) - strlen(r->name);
+    snprintf(p, sizeof p, "%s", r->dir);
+    for (size_t i = below; ; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        const char c = p[i];
+        p[i] = '\0';
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            return fail("%s: %s", p, strerror(errno)), -1;
+        if (S_ISLNK(st.st_mode))
+            return fail("%s is a symbolic link: a run's folders under -o must be folders of "
+                        "their own", p), -1;
+        p[i] = c;
+        if (c == '\0')
+            return 0;
+    }
+}
+
+/* The run folder, opened without following a link (so it is the folder
+ * checked), holding no event file yet: TensorBoard reads every file of a
+ * run, and a second writer would repeat the first one's points. Its
+ * descriptor, or -1 after a message. */
+static int open_empty_run(const tb_run *r)
+{
+    int dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return fail("cannot open the folder %s: %s", r->dir,
+                    errno == ELOOP ? "it is a symbolic link" : strerror(errno)), -1;
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        fail("cannot read the folder %s: %s", r->dir, strerror(errno));
+        if (lfd >= 0)
+            close(lfd);
+        close(dfd);
+        return -1;
+    }
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d));)
         if (strstr(e->d_name, "tfevents")) {
             fail("%s already holds an event file (%s): remove it, or write to another -o folder",
-                 dir, e->d_name);
+                 r->dir, e->d_name);
             rc = -1;
         }
     closedir(d);
-    return rc;
+    if (rc != 0)
+        close(dfd);
+    return rc == 0 ? dfd : -1;
 }
 
 /* Name job id's run from its status. 0, or -1 after a message. */
@@ -267,23 +304,32 @@ static int run_lookup(conn *c, const char *dir, tb_run *r)
  * -1 after a message. */
 static int run_open(tb_run *r)
 {
-    if (make_dirs(r->dir) != 0 || check_empty_run(r->dir) != 0)
+    if (make_dirs(r->dir) != 0 || check_no_links(r) != 0)
         return -1;
-    char host[256] = "";
+    int dfd = open_empty_run(r);
+    if (dfd < 0)
+        return -1;
+    char host[256] = "", name[512];
     if (gethostname(host, sizeof host - 1) != 0 || !*host)
         snprintf(host, sizeof host, "localhost");
     host[strcspn(host, "/")] = '\0';
     const time_t now = time(NULL);
-    if (snprintf(r->file, sizeof r->file, "%s/events.out.tfevents.%lld.%s.parle", r->dir,
-                 (long long)now, host) >= (int)sizeof r->file)
+    snprintf(name, sizeof name, "events.out.tfevents.%lld.%s.parle", (long long)now, host);
+    if (snprintf(r->file, sizeof r->file, "%s/%s", r->dir, name) >= (int)sizeof r->file) {
+        close(dfd);
         return fail("%s: path too long", r->dir), -1;
-    r->fd = open(r->file, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+    }
+    /* O_EXCL: a file or link already there is never written. */
+    r->fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+                   0666);
+    const int e = errno, synced = r->fd >= 0 && fsync(dfd) == 0;
+    close(dfd);
     if (r->fd < 0)
-        return fail("cannot create %s: %s", r->file, strerror(errno)), -1;
+        return fail("cannot create %s: %s", r->file, strerror(e)), -1;
+    if (!synced)
+        return fail("%s: fsync of its folder: %s", r->file, strerror(errno)), -1;
     if (tfevent_file_version(&r->pending, (double)now) != 0)
         return fail("out of memory"), -1;
-    if (sync_dir(r->file) != 0)
-        return fail("%s: fsync of its folder: %s", r->file, strerror(errno)), -1;
     return 0;
 }
 
