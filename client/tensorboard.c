@@ -205,48 +205,31 @@ static int collect_runs(conn *c, char **ids, int nids, tb_run **runs, int *n)
     return 0;
 }
 
-/* mkdir -p `path` (mode 0777 less the umask). 0, or -1 after a message. */
-static int make_dirs(const char *path)
-{
-    char p[4400];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
-        return fail("%.60s...: path too long", path), -1;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char c = *s;
-        *s = '\0';
-        struct stat st;
-        if (mkdir(p, 0777) != 0 && (errno != EEXIST || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))) {
-            fail("cannot create the folder %s: %s", p,
-                 errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
-            return -1;
-        }
-        *s = c;
-        if (c == '\0')
-            return 0;
-    }
-}
-
-/* The folders of a run below DIR (SWEEP, pPOINT, the run itself) must be
- * folders, not symbolic links: a link planted there would send the events
- * into someone else's folder. 0, or -1 after a message. */
-static int check_no_links(const tb_run *r)
+/* mkdir -p of the run's folder (mode 0777 less the umask). The folders
+ * below DIR (SWEEP, pPOINT, the run itself) must be folders, not symbolic
+ * links, each checked before anything is made in it: a link planted there
+ * would send the events into someone else's folder. 0, or -1 after a
+ * message. */
+static int make_run_dirs(const tb_run *r)
 {
     char p[sizeof r->dir];
-    const size_t below = strlen(r->dir) - strlen(r->name);
     snprintf(p, sizeof p, "%s", r->dir);
-    for (size_t i = below; ; i++) {
+    const size_t below = strlen(r->dir) - strlen(r->name);
+    for (size_t i = 1;; i++) {
         if (p[i] != '/' && p[i] != '\0')
             continue;
         const char c = p[i];
         p[i] = '\0';
-        struct stat st;
-        if (lstat(p, &st) != 0)
-            return fail("%s: %s", p, strerror(errno)), -1;
-        if (S_ISLNK(st.st_mode))
-            return fail("%s is a symbolic link: a run's folders under -o must be folders of "
-                        "their own", p), -1;
+        struct stat st = {0};
+        const int made = mkdir(p, 0777) == 0, e = errno;
+        if (!made && (e != EEXIST || (i >= below ? lstat(p, &st) : stat(p, &st)) != 0 ||
+                      !S_ISDIR(st.st_mode)))
+            return fail("cannot create the folder %s: %s", p,
+                        e != EEXIST        ? strerror(e)
+                        : S_ISLNK(st.st_mode) ? "it is a symbolic link (a run's folders under -o "
+                                                "must be folders of their own)"
+                                              : "a file of that name is in the way"),
+                   -1;
         p[i] = c;
         if (c == '\0')
             return 0;
@@ -304,7 +287,7 @@ static int run_lookup(conn *c, const char *dir, tb_run *r)
  * -1 after a message. */
 static int run_open(tb_run *r)
 {
-    if (make_dirs(r->dir) != 0 || check_no_links(r) != 0)
+    if (make_run_dirs(r) != 0)
         return -1;
     int dfd = open_empty_run(r);
     if (dfd < 0)

@@ -29,6 +29,7 @@ typedef struct replica {
     double sync_s;         /* time spent in the rule's sync, seconds */
     double step_s;         /* time in gradient steps and the rule's per-step update */
     double wait_s;         /* time waiting for the loader's next batch */
+    double eval_s;         /* replica 0: time evaluating the master (its hook included) */
 } replica;
 
 #endif

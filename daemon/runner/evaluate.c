@@ -10,10 +10,46 @@
 #include "parle.h"
 #include "runner_impl.h"
 
+/* The default cadence spaces the evaluations within an epoch at least this
+ * many times an evaluation's cost apart: a tenth of the training time. */
+enum { EVAL_SPACING = 10 };
+
+/* An evaluation's forward passes (the training set's for eval.bn
+ * "recompute", then the test set's), counted in gradient steps of replica 0:
+ * a forward pass taken as half a training step per image (forward and
+ * backward; a third to a half where measured, bench/README.md). */
+static double eval_cost_steps(const job_run *run)
+{
+    double images = run->test->n;
+    if (strcmp(run->cfg->eval.bn, "recompute") == 0)
+        images += run->train->n;
+    return images / (2.0 * run->cfg->optim.batch);
+}
+
+long run_eval_steps(const job_run *run, long epoch_steps)
+{
+    long every;
+    if (run->cfg->eval.every_passes > 0) {
+        every = llround(run->cfg->eval.every_passes * (double)run->batches_per_pass);
+    } else {
+        /* Four an epoch, but the ones within an epoch at most a tenth of the
+         * training time: at least ten evaluations' cost of steps apart. */
+        every = epoch_steps / 4;
+        long bound = (long)ceil(EVAL_SPACING * eval_cost_steps(run));
+        if (every < bound)
+            every = bound;
+        /* Spaced an epoch or more: at epoch ends alone. */
+        if (every > epoch_steps)
+            every = epoch_steps;
+    }
+    return every < 1 ? 1 : every;
+}
+
 int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
                         double train_loss)
 {
     const job_config *cfg = run->cfg;
+    double t_begin = now_s();
     model *em = &run->eval_model;
     size_t np = r->model.nparams;
     /* The mean of the replicas, unless the rule names its own master. */
@@ -68,6 +104,7 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
     ev.compute_s = r->step_s;
     ev.sync_s = r->sync_s;
     ev.wait_s = r->wait_s;
+    ev.eval_s = r->eval_s + (now_s() - t_begin);
     snprintf(ev.message, sizeof ev.message, "eval took %.2f s", now_s() - t0);
     run_emit(run, &ev);
     if (run->hooks && run->hooks->on_master) {
@@ -77,5 +114,6 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
         run->hooks->on_master(run->hooks->user, em, run->master_params, run->master_stats,
                               epochs_done, r->k == run->total_outer);
     }
+    r->eval_s += now_s() - t_begin;
     return 0;
 }

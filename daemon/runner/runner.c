@@ -221,7 +221,9 @@ static void *replica_main(void *p)
     r.inner_lr = (float)inner_lr;
     int turn_slot = -1; /* the turns' slot (core) this replica last ran on */
     long window_steps = 0;
-    double window_loss = 0.0, window_t0 = now_s(), epoch_loss = 0.0;
+    /* window_paused: the window's seconds in evaluations and checkpoints,
+     * left out of its images_per_sec (the training rate). */
+    double window_loss = 0.0, window_t0 = now_s(), window_paused = 0.0, epoch_loss = 0.0;
     long epoch_steps = 0;
     const int every = cfg->checkpoint.every_epochs;
     const int checkpoints = run->hooks && run->hooks->checkpoint_dir;
@@ -318,10 +320,11 @@ static void *replica_main(void *p)
                 .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
                 .data_passes = (double)step / (double)run->batches_per_pass,
                 .train_loss = window_steps ? window_loss / (double)window_steps : 0.0,
-                .images_per_sec = (double)window_steps * cfg->optim.batch * run->n / (t - window_t0),
+                .images_per_sec = (double)window_steps * cfg->optim.batch * run->n /
+                                  (t - window_t0 - window_paused),
                 .lr = r.lr, .elapsed_s = elapsed, .eta_s = elapsed / done * (1.0 - done),
                 .compute_s = r.step_s, .sync_s = r.sync_s, .wait_s = r.wait_s,
-                .reseeds = r.reseeds,
+                .eval_s = r.eval_s, .reseeds = r.reseeds,
             };
             parle_report(cfg, run->rule, run->n, r.gamma, r.rho, &ev.gamma, &ev.rho);
             if (run->rule->describe)
@@ -331,8 +334,10 @@ static void *replica_main(void *p)
             window_steps = 0;
             window_loss = 0.0;
             window_t0 = t;
+            window_paused = 0.0;
         }
         int checkpointed = 0;
+        double paused_t0 = now_s();
         /* Where step crossed a multiple of eval_steps: a function of the step
          * alone, so a resumed run evaluates where an uninterrupted one does. */
         if ((k % nb == 0 || step / run->eval_steps > (step - S) / run->eval_steps) &&
@@ -349,6 +354,7 @@ static void *replica_main(void *p)
                 checkpointed = 1;
             }
         }
+        window_paused += now_s() - paused_t0;
         /* Everyone agrees whether to stop here (a daemon shutdown; a cancel
          * aborts the comm instead, and failures abort it where they happen). */
         int asked = run->hooks && run->hooks->stop
@@ -434,13 +440,8 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     if (S == RULE_STEPS_PER_PASS)
         run.outer_per_epoch = 1;
     run.total_outer = run.outer_per_epoch * cfg->epochs;
-    /* By default four evaluations an epoch (its last at the epoch's end). */
-    long epoch_steps = run.outer_per_epoch * coupling_sync_steps(run.rule, cfg, run.batches_per_pass);
-    run.eval_steps = cfg->eval.every_passes > 0
-                         ? llround(cfg->eval.every_passes * (double)run.batches_per_pass)
-                         : epoch_steps / 4;
-    if (run.eval_steps < 1)
-        run.eval_steps = 1;
+    run.eval_steps = run_eval_steps(&run, run.outer_per_epoch * coupling_sync_steps(
+                                              run.rule, cfg, run.batches_per_pass));
     /* comm_attach sizes the all-reduce buffer once the models are built. */
     if (comm_init(&run.comm, run.nlocal, 0, err, errlen) != 0)
         return -1;

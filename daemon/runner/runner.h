@@ -26,15 +26,17 @@ typedef struct run_event {
     long step;                  /* gradient steps taken by replica 0 (minimum for async rules) */
     double data_passes;         /* gradient evaluations per replica / batches per pass */
     double train_loss;          /* mean mini-batch loss since the last event */
-    double images_per_sec;      /* all replicas together */
+    double images_per_sec;      /* all replicas together, training alone: the time in
+                                   evaluations and checkpoints left out */
     double lr, gamma, rho;
     double test_error, test_loss, train_error; /* RUN_EV_EVAL: the master's */
     double elapsed_s, eta_s;
     /* Replica 0's seconds so far: in gradient steps and the rule's per-step
      * update, in the rule's sync (waiting for peers included), and waiting
-     * for the loader; the rest of elapsed_s is evaluation, checkpoints and
+     * for the loader; the rest of elapsed_s is evaluation (eval_s), checkpoints and
      * start-up (bench/parle_job.py --breakdown reads them). */
     double compute_s, sync_s, wait_s;
+    double eval_s;              /* replica 0's seconds evaluating the master, so far */
     double dist_to_master;      /* mean over replicas of |x_a - master| (RUN_EV_EVAL) */
     /* RUN_EV_PROGRESS, RUN_EV_RESUME: the job's re-seeded replicas so far
      * (algorithm.on_replica_failure), checkpointed with it. */

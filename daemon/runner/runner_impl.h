@@ -87,6 +87,11 @@ int run_replicas_float(const job_run *run);
 
 /* evaluate.c */
 
+/* The steps between evaluations of the master (eval.every_passes, whose
+ * default 0 is a quarter of an epoch of epoch_steps, spaced so that the
+ * evaluations within an epoch take at most a tenth of the training time);
+ * an evaluation also ends every epoch. */
+long run_eval_steps(const job_run *run, long epoch_steps);
 /* Every replica takes part (collectives); rank 0 evaluates the master.
  * Nothing of a replica's state changes, so an evaluation more or less leaves
  * the training as it was. Returns 0, or -1 when the comm was aborted or this

@@ -38,9 +38,9 @@ static void on_event(void *user, const run_event *ev)
                 ev->gamma, ev->rho, ev->images_per_sec, ev->eta_s);
     else if (ev->kind == RUN_EV_EVAL)
         fprintf(stderr, "epoch %.6g/%d done: test error %.2f%% test loss %.4f (%s, %.1fs, "
-                "steps %.2fs, sync %.2fs, loader wait %.2fs)\n",
+                "steps %.2fs, sync %.2fs, loader wait %.2fs, evaluations %.2fs)\n",
                 ev->epoch, ev->epochs, 100.0 * ev->test_error, ev->test_loss, ev->message,
-                ev->elapsed_s, ev->compute_s, ev->sync_s, ev->wait_s);
+                ev->elapsed_s, ev->compute_s, ev->sync_s, ev->wait_s, ev->eval_s);
 }
 
 /* Test error of saved weights on the job's test set. */

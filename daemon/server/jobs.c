@@ -225,6 +225,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     add_num_or_null(e, "compute_s", ev->compute_s);
     add_num_or_null(e, "sync_s", ev->sync_s);
     add_num_or_null(e, "wait_s", ev->wait_s);
+    add_num_or_null(e, "eval_s", ev->eval_s);
     cJSON_AddNumberToObject(e, "reseeds", (double)ev->reseeds);
     add_rule_json(e, ev);
     if (ev->kind == RUN_EV_EVAL) {

@@ -181,7 +181,7 @@ echo "bob's file" >"$TMP/shared/bobs/keep" && chown -R "$bob" "$TMP/shared/bobs"
 as "$bob" ln -s "$TMP/shared/bobs" "$TMP/shared/runs/$q" || fail "bob's planted run folder"
 out=$(ctl_as "$alice" tensorboard "$q" -o "$TMP/shared/runs" 2>&1) &&
     fail "tensorboard wrote into a linked run folder"
-echo "$out" | grep -q "runs/$q is a symbolic link" || fail "tensorboard's refusal: $out"
+echo "$out" | grep -q "runs/$q: it is a symbolic link" || fail "tensorboard's refusal: $out"
 [ "$(ls "$TMP/shared/bobs")" = keep ] || fail "tensorboard wrote into bob's folder: $(ls "$TMP/shared/bobs")"
 
 kill "$LISTER"

@@ -38,8 +38,12 @@ for f in job.json status.json metrics.jsonl log.txt; do
 done
 grep -q '"state":[[:space:]]*"done"' "$dir/status.json" || fail "status.json does not say done"
 grep -q '"event":"progress"' "$dir/metrics.jsonl" || fail "no progress line in metrics.jsonl"
-# Four evaluations an epoch (eval.every_passes' default).
-[ "$(grep -c '"event":"eval"' "$dir/metrics.jsonl")" = 8 ] || fail "expected 8 eval lines"
+# One evaluation an epoch: eval.every_passes' default spaces them ten
+# evaluations' cost apart, (2000 + 1000) / (2 x 128) steps x 10, more than a
+# one-pass epoch of 16 steps. Each line says the seconds evaluating so far.
+[ "$(grep -c '"event":"eval"' "$dir/metrics.jsonl")" = 2 ] || fail "expected 2 eval lines"
+[ "$(grep '"event":"eval"' "$dir/metrics.jsonl" | grep -c '"eval_s":[0-9]')" = 2 ] ||
+    fail "eval lines without eval_s"
 ctl logs "$id" | grep -q "done: 2 epochs" || fail "logs lack the end"
 
 # wait and watch on a job that has already ended answer at once.

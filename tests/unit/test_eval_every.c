@@ -81,12 +81,50 @@ int main(void)
     expect_steps(&off, (const long[]){9, 18, 24, 33, 42, 48, 57, 66, 72, 81, 90, 96}, 12, 48,
                  "L 3, every 0.5 passes");
 
-    /* The default: four an epoch. */
+    /* The default: four an epoch, but at least ten times an evaluation's
+     * cost apart. With eval.bn "recompute" that cost is the forward passes
+     * over the 512 training and 256 test images, 768 / (2 x 32) = 12 steps:
+     * 120 steps apart. An epoch of 48 steps (L = 3) evaluates at its end
+     * only; one of 160 (L = 10) every 120 steps; one of 640 (L = 40) every
+     * quarter, 160 steps. */
     test_watch quarter = {0};
     job(&cfg, 3, 0, seed);
     run(&cfg, NULL, &quarter, "L 3, default");
-    expect_steps(&quarter, (const long[]){12, 24, 36, 48, 60, 72, 84, 96}, 8, 48, "L 3, default");
+    expect_steps(&quarter, (const long[]){48, 96}, 2, 48, "L 3, default");
     expect_same(&off, &quarter, "every 0.5 passes against the default");
+    test_watch spaced = {0}, parle = {0};
+    job(&cfg, 10, 0, seed);
+    run(&cfg, NULL, &spaced, "L 10, default");
+    expect_steps(&spaced, (const long[]){120, 160, 240, 320}, 4, 160, "L 10, default");
+    job(&cfg, 40, 0, seed);
+    cfg.epochs = 1;
+    run(&cfg, NULL, &parle, "L 40, default");
+    expect_steps(&parle, (const long[]){160, 320, 480, 640}, 4, 640, "L 40, default");
+    /* With eval.bn "average" only the test set's pass: 256 / 64 = 4 steps,
+     * so 40 steps apart (the first outer-iteration boundary from each). */
+    test_watch average = {0};
+    job(&cfg, 3, 0, seed);
+    strcpy(cfg.eval.bn, "average");
+    run(&cfg, NULL, &average, "L 3, default, eval.bn average");
+    expect_steps(&average, (const long[]){42, 48, 81, 96}, 4, 48,
+                 "L 3, default, eval.bn average");
+
+    /* images_per_sec is the training rate: evaluated after every step, on a
+     * test set 8 times an epoch's images, the job spends most of its time in
+     * evaluations, which the rates leave out (and eval_s counts). The
+     * seconds the rates account for are within twice replica 0's time in
+     * steps, syncs and loader waits; counting the evaluations, about ten. */
+    test_watch busy = {0};
+    job(&cfg, 0, 1.0 / 16, seed);
+    cfg.data.test_limit = 4096;
+    run(&cfg, NULL, &busy, "evaluated every step");
+    double rated_s = busy.steps_over_rate * cfg.optim.batch * cfg.algorithm.replicas;
+    CHECK(rated_s < 2 * busy.busy_s + 0.05,
+          "images_per_sec accounts for %.3f s, replica 0 trained for %.3f s", rated_s,
+          busy.busy_s);
+    CHECK(busy.eval_s > busy.busy_s && busy.eval_s < busy.eval_elapsed_s,
+          "eval_s %.3f s: want more than the training's %.3f s, less than the elapsed %.3f s",
+          busy.eval_s, busy.busy_s, busy.eval_elapsed_s);
 
     /* Only at epoch ends against every half pass, for each eval.bn: the
      * evaluations touch no replica's state. */
@@ -127,6 +165,10 @@ int main(void)
     free(half.final);
     free(off.final);
     free(quarter.final);
+    free(spaced.final);
+    free(parle.final);
+    free(average.final);
+    free(busy.final);
     free(stopped.final);
     free(resumed.final);
     return test_main_end();

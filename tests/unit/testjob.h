@@ -43,7 +43,8 @@ void test_synthetic_job(job_config *cfg, const char *arch, int replicas, int epo
  * stop_after_eval > 0 asks for a stop with a checkpoint after the
  * evaluation at that many epochs (a fraction: within an epoch);
  * print_evals prints each evaluation; reseeds: the job's re-seeded
- * replicas at its last progress event. */
+ * replicas at its last progress event. Events come from replica 0's thread
+ * alone. */
 enum { TEST_MAX_EVALS = 64 };
 typedef struct test_watch {
     float *final;
@@ -56,6 +57,12 @@ typedef struct test_watch {
     double eval_epoch[TEST_MAX_EVALS], eval_error[TEST_MAX_EVALS];
     long eval_step[TEST_MAX_EVALS];
     char rule_json[1024];
+    /* Progress events: the steps each one covers over its images_per_sec,
+     * summed (times the images a step takes, the seconds the reported rates
+     * account for), the last one's step and replica 0's compute_s + sync_s +
+     * wait_s; the last evaluation's eval_s and elapsed_s. */
+    double steps_over_rate, busy_s, eval_s, eval_elapsed_s;
+    long progress_step;
 } test_watch;
 
 /* Runs cfg with w's hooks, checkpoints in checkpoint_dir (NULL: none), on

@@ -85,6 +85,8 @@ static void watch_event(void *user, const run_event *ev)
             w->eval_error[i] = ev->test_error;
         }
         snprintf(w->rule_json, sizeof w->rule_json, "%s", ev->rule);
+        w->eval_s = ev->eval_s;
+        w->eval_elapsed_s = ev->elapsed_s;
         if (w->stop_after_eval > 0 && ev->epoch == w->stop_after_eval)
             __atomic_store_n(&w->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
         if (w->print_evals)
@@ -93,8 +95,12 @@ static void watch_event(void *user, const run_event *ev)
     }
     if (ev->kind == RUN_EV_RESUME)
         __atomic_fetch_add(&w->resumes, 1, __ATOMIC_RELAXED);
-    if (ev->kind == RUN_EV_PROGRESS)
+    if (ev->kind == RUN_EV_PROGRESS) {
         __atomic_store_n(&w->reseeds, ev->reseeds, __ATOMIC_RELAXED);
+        w->steps_over_rate += (double)(ev->step - w->progress_step) / ev->images_per_sec;
+        w->progress_step = ev->step;
+        w->busy_s = ev->compute_s + ev->sync_s + ev->wait_s;
+    }
     if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
         __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED);
 }
