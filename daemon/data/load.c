@@ -81,7 +81,8 @@ static int make_synthetic(const job_config *cfg, dataset *train, dataset *test,
     data_claim c;
     data_claim_default(cfg, &c);
     if (cfg->data.train_limit > 0 || cfg->data.test_limit > 0)
-        snprintf(c.source, sizeof c.source, "data.train_limit and data.test_limit");
+        snprintf(c.source, sizeof c.source, "%s",
+                 c.ntrain >= c.ntest ? "data.train_limit" : "data.test_limit");
     if (data_admit(&c, err, errlen) != 0 ||
         synthetic_make(train, (int)c.ntrain, c.c, c.h, c.w, c.classes, cfg->seed, 0, stop, err,
                        errlen) != 0)

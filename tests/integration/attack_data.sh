@@ -5,7 +5,7 @@
 #   1. data files whose headers (IDX) or sizes (CIFAR) claim a million
 #      images, sparse files of the right size: refused before anything is
 #      loaded, naming the file, the count and both figures; parled's peak
-#      resident memory stays small;
+#      resident memory stays small; a synthetic set counted at its size;
 #   2. data files linked to /proc/self/maps and /proc/self/fd/2 (parled's
 #      own memory map and log): refused, quoting none of their bytes;
 #   3. a symlink planted at the name `plot -o` writes through: untouched,
@@ -115,6 +115,13 @@ job_file "$TMP/cifar.json" cifar10 "$TMP/alice/cifar"
 j=$(ctl_as "$alice" submit -q "$TMP/cifar.json") || fail "submit the forged CIFAR job"
 failed_with "$j" "data_batch_1.bin's size (with its set's other files) claims 1000000 examples of 3x32x32" \
     "are available now (MemAvailable)"
+# A synthetic set is as large as its limit says, and counted so at submit.
+mlp_job "$TMP/synth.json" 1
+chmod 644 "$TMP/synth.json"
+out=$(ctl_as "$alice" submit -q "$TMP/synth.json" --set data.train_limit=2000000 2>&1) &&
+    fail "a synthetic set of 2,000,000 examples was queued"
+echo "$out" | grep -q "memory: needs 5.8.* GiB on cpu .* but the machine has 4.00 GiB (MemTotal)" ||
+    fail "the synthetic set's refusal: $out"
 peak=$(peak_kib)
 [ -n "$peak" ] && [ "$peak" -lt 262144 ] || fail "parled's peak resident memory is $peak KiB"
 check_alive "the forged sets"
