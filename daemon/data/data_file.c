@@ -140,14 +140,15 @@ static const char *virtual_fs_of(int fd)
 
 /* open(path) that never follows a /proc magic link (/proc/PID/fd/N, exe,
  * cwd, root: they reach files by what a process holds, not by the path's
- * rights). A kernel before openat2 (Linux 5.6) opens as open(2) does; the
+ * rights). A kernel before openat2 (Linux 5.6) opens as open(2) does, as
+ * under a seccomp filter older than openat2 (which answers EPERM); the
  * file-system check after the open still refuses /proc itself. */
 static int open_no_magic_links(const char *path, int flags)
 {
     struct open_how how = {.flags = (unsigned long long)flags,
                            .resolve = RESOLVE_NO_MAGICLINKS};
     long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-    if (fd < 0 && errno == ENOSYS)
+    if (fd < 0 && (errno == ENOSYS || errno == EPERM))
         return open(path, flags);
     return (int)fd;
 }
