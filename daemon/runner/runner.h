@@ -29,7 +29,7 @@ typedef struct run_event {
     double images_per_sec;      /* all replicas together, training alone: the time in
                                    evaluations and checkpoints left out */
     double lr, gamma, rho;
-    double test_error, test_loss, train_error; /* RUN_EV_EVAL: the master's */
+    double test_error, test_loss; /* RUN_EV_EVAL: the master's */
     double elapsed_s, eta_s;
     /* Replica 0's seconds so far: in gradient steps and the rule's per-step
      * update, in the rule's sync (waiting for peers included), and waiting

@@ -231,7 +231,6 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     if (ev->kind == RUN_EV_EVAL) {
         add_num_or_null(e, "test_error", ev->test_error);
         add_num_or_null(e, "test_loss", ev->test_loss);
-        add_num_or_null(e, "train_error", ev->train_error);
         add_num_or_null(e, "dist_to_master", ev->dist_to_master);
         job_log(j, "epoch %.6g/%d: test error %.2f%%, test loss %.4f, train loss %.4f", ev->epoch,
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);

@@ -44,6 +44,8 @@ grep -q '"event":"progress"' "$dir/metrics.jsonl" || fail "no progress line in m
 [ "$(grep -c '"event":"eval"' "$dir/metrics.jsonl")" = 2 ] || fail "expected 2 eval lines"
 [ "$(grep '"event":"eval"' "$dir/metrics.jsonl" | grep -c '"eval_s":[0-9]')" = 2 ] ||
     fail "eval lines without eval_s"
+# No training error is computed: none is written (it read 0 for every job).
+! grep -q train_error "$dir/metrics.jsonl" || fail "metrics.jsonl has a train_error"
 ctl logs "$id" | grep -q "done: 2 epochs" || fail "logs lack the end"
 
 # wait and watch on a job that has already ended answer at once.
