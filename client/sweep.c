@@ -103,6 +103,22 @@ static void print_counts(const cJSON *counts)
         }
 }
 
+/* Columns on a terminal: UTF-8 characters (a continuation byte starts none;
+ * "±" is two bytes, one column). */
+static int display_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* "  " and s, padded with spaces to `width` columns. */
+static void print_cell(const char *s, int width)
+{
+    printf("  %s%*s", s, width > display_width(s) ? width - display_width(s) : 0, "");
+}
+
 /* A value of a point as a table cell: its JSON, at most 24 bytes. */
 static void cell(const cJSON *v, char *out, size_t len)
 {
@@ -120,11 +136,11 @@ static void print_points(const cJSON *sw)
     cJSON_ArrayForEach(k, keys) {
         if (nk == 16)
             break;
-        width[nk] = (int)strlen(k->valuestring);
+        width[nk] = display_width(k->valuestring);
         cJSON_ArrayForEach(p, points) {
             cell(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "values"),
                                                   k->valuestring), buf, sizeof buf);
-            width[nk] = (int)strlen(buf) > width[nk] ? (int)strlen(buf) : width[nk];
+            width[nk] = display_width(buf) > width[nk] ? display_width(buf) : width[nk];
         }
         nk++;
     }
@@ -132,7 +148,7 @@ static void print_points(const cJSON *sw)
     nk = 0;
     cJSON_ArrayForEach(k, keys)
         if (nk < 16)
-            printf("  %-*s", width[nk++], k->valuestring);
+            print_cell(k->valuestring, width[nk++]);
     printf("  %-13s  %-5s  %-17s  %-8s  %s\n", "STATE", "DONE", "TEST ERROR", "WALL", "JOBS");
     cJSON_ArrayForEach(p, points) {
         char mean[32], sd[32], err[80], wall[32], done[16];
@@ -144,7 +160,7 @@ static void print_points(const cJSON *sw)
                 break;
             cell(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "values"),
                                                   k->valuestring), buf, sizeof buf);
-            printf("  %-*s", width[nk++], buf);
+            print_cell(buf, width[nk++]);
         }
         fmt_percent(num(p, "test_error_mean"), mean, sizeof mean);
         fmt_percent(num(p, "test_error_std"), sd, sizeof sd);
@@ -154,8 +170,11 @@ static void print_points(const cJSON *sw)
             snprintf(err, sizeof err, "%s ± %s", mean, sd);
         const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
         snprintf(done, sizeof done, "%.0f/%d", num(p, "done"), cJSON_GetArraySize(jobs));
-        printf("  %-13s  %-5s  %-17s  %-8s  ", str(p, "state"), done, err,
-               fmt_duration(num(p, "wall_s"), wall, sizeof wall));
+        print_cell(str(p, "state"), 13);
+        print_cell(done, 5);
+        print_cell(err, 17);
+        print_cell(fmt_duration(num(p, "wall_s"), wall, sizeof wall), 8);
+        printf("  ");
         const char *sep = "";
         cJSON_ArrayForEach(j, jobs) {
             printf("%s%s", sep, cJSON_GetStringValue(j));

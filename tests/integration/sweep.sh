@@ -54,6 +54,20 @@ PY
 best=$(field "$TMP/sweep.json" best)
 ctl sweep status s0001 | grep -Eq "^\* $best +" || fail "the best point is not marked: $(ctl sweep status s0001)"
 ctl sweep status s0001 | grep -q " ± " || fail "no mean ± std: $(ctl sweep status s0001)"
+# Columns by what a terminal shows: each row's WALL and JOBS start under
+# their headers, "±" (two bytes) or not.
+ctl sweep status s0001 >"$TMP/table.txt"
+python3 - "$TMP/table.txt" <<'PY' || fail "sweep status columns drift: $(cat "$TMP/table.txt")"
+import re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+head = next(i for i, l in enumerate(lines) if "POINT" in l and "JOBS" in l)
+rows = [l for l in lines[head + 1:] if re.match(r"^[* ] \d", l)]
+assert len(rows) == 4 and all("±" in r for r in rows), rows
+for col in ("WALL", "JOBS"):
+    at = lines[head].index(col)
+    for r in rows:
+        assert r[at - 2:at] == "  " and r[at] != " ", (col, lines[head], r)
+PY
 ctl sweep ls | grep -Eq "^s0001 +lr-mom +root +done +4 +12 +12 +point $best" ||
     fail "sweep ls: $(ctl sweep ls)"
 ctl status j0001 --json | grep -q '"sweep":[[:space:]]*"s0001"' || fail "a job's status lacks its sweep"
