@@ -117,7 +117,8 @@ const char *sweep_id(const sweep *s);
 const job_owner *sweep_owner(const sweep *s);
 /* Cancel every queued and running job of the sweep and mark it cancelled
  * (durably: a restart queues none of its missing jobs). The number of jobs
- * cancelled, or -1 with a message when the sweep was cancelled before. */
+ * cancelled, or -1 with a message when the sweep was cancelled before or
+ * has ended (its state is left as it is). */
 int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen);
 /* One row per point: mean and standard deviation of the final test error
  * over its seeds, wall time, state, the best point; and the sweeps' list. */

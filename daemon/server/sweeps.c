@@ -317,10 +317,27 @@ void sweep_submission_free(sweep_submission *sub)
     free(sub);
 }
 
+/* Has the sweep a job not yet ended, or jobs still to queue? */
+static int sweep_unended(const jobs *js, const sweep *s)
+{
+    for (const job *j = js->first; j; j = j->next)
+        if (j->sweep == s && !job_state_final(j->state))
+            return 1;
+    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+        if (sub->s == s)
+            return 1;
+    return 0;
+}
+
 int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen)
 {
     if (s->cancelled) {
         snprintf(err, errlen, "sweep %s has already been cancelled", s->id);
+        return -1;
+    }
+    if (!sweep_unended(js, s)) {
+        snprintf(err, errlen, "sweep %s has ended (every job of it is done, failed or "
+                 "cancelled): nothing to cancel", s->id);
         return -1;
     }
     return cancel_jobs(js, s);

@@ -71,6 +71,11 @@ PY
 ctl sweep ls | grep -Eq "^s0001 +lr-mom +root +done +4 +12 +12 +point $best" ||
     fail "sweep ls: $(ctl sweep ls)"
 ctl status j0001 --json | grep -q '"sweep":[[:space:]]*"s0001"' || fail "a job's status lacks its sweep"
+# A sweep that has ended has nothing to cancel: refused, its state kept.
+out=$(ctl sweep cancel s0001 2>&1) && fail "cancelling a done sweep succeeded: $out"
+echo "$out" | grep -q "sweep s0001 has ended .*nothing to cancel" || fail "cancel of a done sweep: $out"
+[ "$(sweep_field s0001 state)" = done ] && [ "$(sweep_field s0001 cancelled)" = false ] ||
+    fail "a refused cancel changed the sweep: $(ctl sweep status s0001)"
 
 # plot of a sweep: one curve per point, its seeds as a band in each panel.
 ctl plot s0001 -o "$TMP/s.svg" --json >"$TMP/plot.json" || fail "plot s0001"
