@@ -43,7 +43,9 @@ static int read_base(cJSON *sweep, const char *file)
 }
 
 /* --set on the sweep's base job. A key the grid varies is refused: the
- * grid's values would replace it at every point. 0, or -1 after a message. */
+ * grid's values would replace it at every point. `name` names the sweep too
+ * (the sweep names its jobs after itself, so the file's name would hide the
+ * base job's). 0, or -1 after a message. */
 static int set_base(cJSON *sweep, const args *a)
 {
     cJSON *base = cJSON_GetObjectItemCaseSensitive(sweep, "base");
@@ -62,6 +64,11 @@ static int set_base(cJSON *sweep, const args *a)
         }
         if (set_path(base, a->sets[i]) != 0)
             return -1;
+        if (plen == 4 && strncmp(a->sets[i], "name", 4) == 0 &&
+            cJSON_GetObjectItemCaseSensitive(sweep, "name")) {
+            cJSON_ReplaceItemInObjectCaseSensitive(
+                sweep, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(base, "name"), 1));
+        }
     }
     return 0;
 }

@@ -169,6 +169,16 @@ for set in optim.lr=0.1 optim={} optim.lr.x=1; do
     echo "$out" | grep -q "^parlectl: --set ${set%%=*}: the sweep's grid varies optim.lr$" ||
         fail "--set $set: $out"
 done
+# --set name names the sweep and its jobs, over the sweep file's name.
+cat >"$TMP/named.json" <<'SWEEP'
+{"name": "in-file", "base": "base.json", "grid": {"optim.lr": [0.01]}, "seeds": 1}
+SWEEP
+e=$(ctl sweep -q "$TMP/named.json" --set name=renamed) || fail "sweep --set name"
+[ "$(sweep_field "$e" name)" = renamed ] || fail "--set name: the sweep is named $(sweep_field "$e" name)"
+wait_sweep "$e" done 60
+ej=$(ctl sweep status "$e" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["points"][0]["jobs"][0])')
+ctl status "$ej" --json >"$TMP/ej.json"
+[ "$(field "$TMP/ej.json" name)" = "renamed p0 s0" ] || fail "--set name: its job is $(field "$TMP/ej.json" name)"
 out=$(ctl sweep ls --set optim.lr=1 2>&1); [ $? = 2 ] || fail "sweep ls took --set: $out"
 check_alive "sweeps"
 stop_daemon
