@@ -97,17 +97,23 @@ static int sweep_submit(const char *file, const args *a)
     return EXIT_OK;
 }
 
-/* "4 done, 1 running, ..." of a sweep's counts. */
+/* "4 done, 1 running, ..." of a sweep's counts, each job counted once: the
+ * jobs the early stop cancelled (counts.early_stopped, a part of
+ * counts.cancelled) as early_stopped, the others as cancelled. */
 static void print_counts(const cJSON *counts)
 {
     static const char *const states[] = {"queued", "running", "done", "failed", "cancelled",
                                          "early_stopped"};
     const char *sep = "";
-    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
-        if (num(counts, states[i]) > 0) {
-            printf("%s%.0f %s", sep, num(counts, states[i]), states[i]);
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        double n = num(counts, states[i]);
+        if (strcmp(states[i], "cancelled") == 0)
+            n -= num(counts, "early_stopped");
+        if (n > 0) {
+            printf("%s%.0f %s", sep, n, states[i]);
             sep = ", ";
         }
+    }
 }
 
 /* Columns on a terminal: UTF-8 characters (a continuation byte starts none;

@@ -83,7 +83,8 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s)
         count[j->state]++;
         njobs++;
         r->early_stopped += j->early_stopped;
-        early += j->early_stopped;
+        /* Among the cancelled: a stopped job's cancel may not have landed yet. */
+        early += j->early_stopped && j->state == JOB_CANCELLED;
         cJSON_AddItemToArray(r->ids, cJSON_CreateString(j->id));
         if (j->started_at > 0) {
             r->wall_s += job_elapsed(j);

@@ -46,6 +46,9 @@ PY
 stopped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["points"][2]["jobs"][0])' "$TMP/s.json")
 grep -q "early stop: test error" "$STATE/jobs/$stopped/log.txt" || fail "the log does not say why"
 ctl sweep status "$id" | grep -Eq "^  2 +1e-05 +early_stopped" || fail "table: $(ctl sweep status "$id")"
+# The summary counts each job once: the stopped job as early_stopped alone.
+ctl sweep status "$id" | head -n 1 | grep -q " 4 jobs: 3 done, 1 early_stopped; " ||
+    fail "summary: $(ctl sweep status "$id" | head -n 1)"
 # Jobs so short that a stopped one may end before its cancel lands: either
 # way the record agrees with the job (early_stopped with a cancelled job, or
 # a done job with no error and no early stop).
