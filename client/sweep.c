@@ -2,10 +2,12 @@
  * names are read here, with the client's rights, and sent as one object
  * (`sweep_submit`); the daemon expands and keeps the sweep. Also a sweep's
  * status table, the list, cancel, and a sweep's points as plot curves. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "plot_svg.h"
@@ -35,11 +37,20 @@ static int read_base(cJSON *sweep, const char *file)
         snprintf(path, sizeof path, "%s", base);
     else
         snprintf(path, sizeof path, "%.*s/%s", (int)(slash - file), file, base);
+    /* Say where the name comes from: the path may be no file the user typed. */
+    if (access(path, R_OK) != 0)
+        return fail("cannot read %s: %s (the sweep's \"base\" names it)", path, strerror(errno));
     cJSON *job = read_json_object(path, "a job file");
     if (!job)
         return -1;
     cJSON_ReplaceItemInObjectCaseSensitive(sweep, "base", job);
     return 0;
+}
+
+/* The plural's "s" after a count of n. */
+static const char *plural(double n)
+{
+    return n == 1 ? "" : "s";
 }
 
 /* --set on the sweep's base job. A key the grid varies is refused: the
@@ -91,8 +102,10 @@ static int sweep_submit(const char *file, const args *a)
     else if (a->quiet)
         puts(str(reply, "id"));
     else
-        printf("sweep %s (%s): %.0f points x %.0f seeds, %.0f jobs queued\n", str(reply, "id"),
-               str(reply, "name"), num(reply, "npoints"), num(reply, "seeds"), num(reply, "jobs"));
+        printf("sweep %s (%s): %.0f point%s x %.0f seed%s, %.0f job%s queued\n", str(reply, "id"),
+               str(reply, "name"), num(reply, "npoints"), plural(num(reply, "npoints")),
+               num(reply, "seeds"), plural(num(reply, "seeds")), num(reply, "jobs"),
+               plural(num(reply, "jobs")));
     cJSON_Delete(reply);
     return EXIT_OK;
 }
@@ -208,9 +221,10 @@ static int sweep_status(const char *id, const args *a)
         print_json(sw);
     } else {
         const cJSON *owner = cJSON_GetObjectItemCaseSensitive(sw, "owner");
-        printf("sweep %s (%s) of %s: %s; %.0f points x %.0f seeds, %.0f jobs: ", str(sw, "id"),
-               str(sw, "name"), str(owner, "user"), str(sw, "state"), num(sw, "npoints"),
-               num(sw, "seeds"), num(sw, "jobs"));
+        printf("sweep %s (%s) of %s: %s; %.0f point%s x %.0f seed%s, %.0f job%s: ",
+               str(sw, "id"), str(sw, "name"), str(owner, "user"), str(sw, "state"),
+               num(sw, "npoints"), plural(num(sw, "npoints")), num(sw, "seeds"),
+               plural(num(sw, "seeds")), num(sw, "jobs"), plural(num(sw, "jobs")));
         print_counts(cJSON_GetObjectItemCaseSensitive(sw, "counts"));
         printf("; %s\n", fmt_duration(num(sw, "elapsed_s"), t, sizeof t));
         const cJSON *early = cJSON_GetObjectItemCaseSensitive(sw, "early_stop");

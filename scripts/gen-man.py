@@ -96,7 +96,13 @@ def help_to_roff(name, section, text, details=None):
                 cmd = term.split()[0]
                 dl = details(cmd).rstrip("\n").split("\n")
                 out += [".TP", "\\fB" + esc(dl[0][len("usage: parlectl "):]) + "\\fR"]
-                out += [line(l) for l in dl[1:]]
+                # Further usage lines (indented), each a line of its own above
+                # the description.
+                more = 1
+                while more < len(dl) and dl[more].startswith(" "):
+                    out += ["\\fB" + esc(dl[more].strip()) + "\\fR", ".br"]
+                    more += 1
+                out += [line(l) for l in dl[more:]]
             continue
         out.append(".SH " + esc(heading))
         for term, text_lines in items(body):

@@ -134,7 +134,8 @@ bad '{"base": "base.json", "grid": {"optim.lr": []}}' 'grid."optim.lr": must be 
 bad '{"base": "base.json", "grid": {"optim.lrr": [0.1]}}' 'grid."optim.lrr": unknown key'
 bad '{"base": "base.json", "grid": {"optim.lr": [0.1, -1]}}' 'point 1 (optim.lr=-1): optim.lr: must be > 0'
 bad '{"base": "base.json", "grid": {}, "seedz": 3}' 'seedz: unknown field'
-bad '{"base": "nope.json", "grid": {}}' "cannot read $TMP/nope.json"
+bad '{"base": "nope.json", "grid": {}}' \
+    "cannot read $TMP/nope.json: No such file or directory (the sweep's \"base\" names it)"
 bad '{"base": "base.json", "grid": {"devices": ["cpu", "7"]}}' 'point 1 (devices="7"), seed 1 of 1: devices:'
 bad '{"base": "base.json", "grid": {"optim.lr": [1,2,3,4,5,6,7,8,9,10,11]}, "seeds": 91}' \
     'grid: 11 points x 91 seeds is 1001 jobs, more than the 1000 a sweep may queue'
@@ -173,9 +174,14 @@ done
 cat >"$TMP/named.json" <<'SWEEP'
 {"name": "in-file", "base": "base.json", "grid": {"optim.lr": [0.01]}, "seeds": 1}
 SWEEP
-e=$(ctl sweep -q "$TMP/named.json" --set name=renamed) || fail "sweep --set name"
+out=$(ctl sweep "$TMP/named.json" --set name=renamed) || fail "sweep --set name: $out"
+e=${out#sweep }; e=${e%% *}
+# One of each, said in the singular.
+[ "$out" = "sweep $e (renamed): 1 point x 1 seed, 1 job queued" ] || fail "reply: $out"
 [ "$(sweep_field "$e" name)" = renamed ] || fail "--set name: the sweep is named $(sweep_field "$e" name)"
 wait_sweep "$e" done 60
+ctl sweep status "$e" | head -n 1 | grep -q ": done; 1 point x 1 seed, 1 job: 1 done; " ||
+    fail "summary: $(ctl sweep status "$e" | head -n 1)"
 ej=$(ctl sweep status "$e" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["points"][0]["jobs"][0])')
 ctl status "$ej" --json >"$TMP/ej.json"
 [ "$(field "$TMP/ej.json" name)" = "renamed p0 s0" ] || fail "--set name: its job is $(field "$TMP/ej.json" name)"
