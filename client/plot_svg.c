@@ -51,7 +51,9 @@ void plot_job_free(plot_job *j)
 
 int plot_band(plot_job *out, const plot_job *runs, int n)
 {
-    for (int p = 0; p < PLOT_PANELS; p++) {
+    /* Every curve, the master's test loss too; a band for the panels' own. */
+    for (int p = 0; p < PLOT_CURVES; p++) {
+        int band = n > 1 && p < PLOT_PANELS;
         int len = runs[0].c[p].n;
         for (int r = 1; r < n; r++)
             len = runs[r].c[p].n < len ? runs[r].c[p].n : len;
@@ -62,8 +64,8 @@ int plot_band(plot_job *out, const plot_job *runs, int n)
                 sum += y, lo = fmin(lo, y), hi = fmax(hi, y);
             }
             if (plot_curve_add(&out->c[p], x, sum / n) != 0 ||
-                (n > 1 && (plot_curve_add(&out->lo[p], x, lo) != 0 ||
-                           plot_curve_add(&out->hi[p], x, hi) != 0)))
+                (band && (plot_curve_add(&out->lo[p], x, lo) != 0 ||
+                          plot_curve_add(&out->hi[p], x, hi) != 0)))
                 return -1;
         }
     }

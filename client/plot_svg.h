@@ -27,9 +27,10 @@ typedef struct plot_job {
 /* Append (x, y) to a curve; non-finite points are skipped. -1 out of memory. */
 int plot_curve_add(plot_curve *c, double x, double y);
 void plot_job_free(plot_job *j);
-/* The mean of n runs' curves into out (which gets no label), point by point
- * in their order (seeds of one job file log at the same steps), as far as
- * the shortest; with n > 1 their range as out's band. -1 out of memory. */
+/* The mean of n runs' curves (the master's test loss included) into out
+ * (which gets no label), point by point in their order (seeds of one job
+ * file log at the same steps), as far as the shortest; with n > 1 the
+ * panels' curves' range as out's band. -1 out of memory. */
 int plot_band(plot_job *out, const plot_job *runs, int n);
 
 /* The colour of job i ("#rrggbb"), distinct for the first 10 jobs. */

@@ -81,6 +81,10 @@ echo "$out" | grep -q "sweep s0001 has ended .*nothing to cancel" || fail "cance
 ctl plot s0001 -o "$TMP/s.svg" --json >"$TMP/plot.json" || fail "plot s0001"
 [ "$(field "$TMP/plot.json" jobs)" = 4 ] || fail "plot: not 4 curves: $(cat "$TMP/plot.json")"
 [ "$(grep -c "<polygon" "$TMP/s.svg")" = 12 ] || fail "plot: not 3 bands for each of 4 points"
+# The master's curves, dashed, as a single job's plot has them: each point's
+# test loss (in the loss panel) and test error.
+[ "$(grep -c '<polyline.*stroke-dasharray' "$TMP/s.svg")" = 8 ] ||
+    fail "plot: not 2 dashed master curves for each of 4 points"
 grep -q "s0001 point 3 {&quot;optim.lr&quot;:0.01,&quot;optim.momentum&quot;:0.9} (3 seeds)" \
     "$TMP/s.svg" || fail "plot: no legend for point 3"
 
