@@ -14,6 +14,7 @@
 #include "async.h"
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct adpsgd_state {
     comm_peer *peer;  /* holds x_i, which peers average with */
@@ -28,20 +29,13 @@ static int adpsgd_steps_per_sync(const job_config *cfg)
 
 static int adpsgd_init(replica *r, char *err, size_t errlen)
 {
-    adpsgd_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for AD-PSGD's state", r->rank);
+    adpsgd_state *s = rule_state_new(r, sizeof *s, "AD-PSGD", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_PAIR,
                          r->model.params, &s->peer, err, errlen) != 0)
         return -1;
-    if (!(s->u = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: AD-PSGD's momentum: %s", r->rank, r->ctx.err);
-        return -1;
-    }
-    return 0;
+    return rule_state_vectors(r, "AD-PSGD", RULE_VECTORS(&s->u), err, errlen);
 }
 
 /* The gradient's point: x_i as it is now (after a resume, as restored). */
@@ -119,7 +113,7 @@ static void adpsgd_free(replica *r)
 {
     adpsgd_state *s = r->rule_state;
     if (s)
-        async_release(r, s->peer, &s->u, NULL);
+        async_release(r, s->peer, RULE_VECTORS(&s->u));
 }
 
 static void adpsgd_validate(job_config *cfg, rule_check *c)

@@ -9,6 +9,7 @@
 
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct allreduce_state {
     float *u; /* momentum, the same on every replica */
@@ -22,13 +23,8 @@ static int allreduce_steps_per_sync(const job_config *cfg)
 
 static int allreduce_init(replica *r, char *err, size_t errlen)
 {
-    allreduce_state *s = calloc(1, sizeof(*s));
-    if (!s || !(r->rule_state = s, s->u = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: all-reduce's momentum: %s", r->rank,
-                 s ? r->ctx.err : "out of memory");
-        return -1;
-    }
-    return 0;
+    allreduce_state *s = rule_state_new(r, sizeof *s, "all-reduce", err, errlen);
+    return s ? rule_state_vectors(r, "all-reduce", RULE_VECTORS(&s->u), err, errlen) : -1;
 }
 
 static void allreduce_begin(replica *r) { (void)r; }
@@ -84,11 +80,8 @@ static int allreduce_state_buffers(replica *r, const char **names, float **bufs)
 static void allreduce_free(replica *r)
 {
     allreduce_state *s = r->rule_state;
-    if (!s)
-        return;
-    rule_vector_free(r, &s->u);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        rule_state_free(r, NULL, RULE_VECTORS(&s->u));
 }
 
 static void allreduce_validate(job_config *cfg, rule_check *c)

@@ -40,14 +40,10 @@ int async_quiesce(replica *r)
     return rc;
 }
 
-void async_release(replica *r, comm_peer *peer, float **u, float **extra)
+void async_release(replica *r, comm_peer *peer, float **const vecs[], int n)
 {
     comm_peer_detach(peer, r->rank, &r->ctx);
-    rule_vector_free(r, u);
-    if (extra)
-        rule_vector_free(r, extra);
-    free(r->rule_state);
-    r->rule_state = NULL;
+    rule_state_free(r, NULL, vecs, n);
 }
 
 int async_json_out(cJSON *o, char *json, size_t len)

@@ -7,6 +7,7 @@
 #include "comm_peer.h"
 #include "coupling.h"
 #include "replica.h"
+#include "rule_state.h"
 
 /* The u-th uniform in [0, 1) of this replica's step r->step, from Philox
  * keyed by (seed, r->id, RNG_STREAM_PEER): the same choices on every run of a
@@ -24,9 +25,9 @@ int async_quiesce(replica *r);
  * Returns whether algorithm.replicas is good (not already reported). */
 int async_validate(const job_config *cfg, rule_check *c);
 
-/* The end of a rule: leave the peers (comm_peer_detach), free the momentum u
- * and one more vector of the rule's (extra may be NULL), then the state. */
-void async_release(replica *r, comm_peer *peer, float **u, float **extra);
+/* The end of a rule: leave the peers (comm_peer_detach), then free the
+ * rule's vectors (RULE_VECTORS) and its state (rule_state_free). */
+void async_release(replica *r, comm_peer *peer, float **const vecs[], int n);
 
 /* Status: the object's text in json (len bytes), or "" when it does not
  * fit; frees o. Returns the length written. */

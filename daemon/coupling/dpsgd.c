@@ -11,6 +11,7 @@
 
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct dpsgd_state {
     float *u;   /* momentum, never mixed */
@@ -27,18 +28,11 @@ static int dpsgd_steps_per_sync(const job_config *cfg)
 
 static int dpsgd_init(replica *r, char *err, size_t errlen)
 {
-    dpsgd_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for D-PSGD's state", r->rank);
+    dpsgd_state *s = rule_state_new(r, sizeof *s, "D-PSGD", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     s->ring = strcmp(r->cfg->algorithm.graph, "ring") == 0;
-    if (!(s->u = rule_vector(r)) || !(s->mix = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: D-PSGD's buffers: %s", r->rank, r->ctx.err);
-        return -1;
-    }
-    return 0;
+    return rule_state_vectors(r, "D-PSGD", RULE_VECTORS(&s->u, &s->mix), err, errlen);
 }
 
 static void dpsgd_begin(replica *r) { (void)r; }
@@ -118,13 +112,8 @@ static int dpsgd_state_buffers(replica *r, const char **names, float **bufs)
 static void dpsgd_free(replica *r)
 {
     dpsgd_state *s = r->rule_state;
-    if (!s)
-        return;
-    rule_vector_free(r, &s->u);
-    rule_vector_free(r, &s->mix);
-    rule_peers_free(r, &s->peers);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        rule_state_free(r, &s->peers, RULE_VECTORS(&s->u, &s->mix));
 }
 
 static void dpsgd_validate(job_config *cfg, rule_check *c)

@@ -22,6 +22,7 @@
 #include "async.h"
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct easgd_state {
     comm_peer *peer;  /* holds the centre */
@@ -37,22 +38,15 @@ static int easgd_steps_per_sync(const job_config *cfg)
 
 static int easgd_init(replica *r, char *err, size_t errlen)
 {
-    easgd_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for EASGD's state", r->rank);
+    easgd_state *s = rule_state_new(r, sizeof *s, "EASGD", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     s->async = strcmp(r->cfg->algorithm.variant, "async") == 0;
     unsigned parts = PEER_CENTRE | (s->async ? PEER_CENTRE_ASYNC : 0);
     if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, parts, r->model.params,
                          &s->peer, err, errlen) != 0)
         return -1;
-    if (!(s->u = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: EASGD's momentum: %s", r->rank, r->ctx.err);
-        return -1;
-    }
-    return 0;
+    return rule_state_vectors(r, "EASGD", RULE_VECTORS(&s->u), err, errlen);
 }
 
 static void easgd_begin(replica *r) { (void)r; }
@@ -148,7 +142,7 @@ static void easgd_free(replica *r)
 {
     easgd_state *s = r->rule_state;
     if (s)
-        async_release(r, s->peer, &s->u, NULL);
+        async_release(r, s->peer, RULE_VECTORS(&s->u));
 }
 
 /* EASGD's rho is the paper's: alpha = lr rho, beta = n alpha <= 1. */

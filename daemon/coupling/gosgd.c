@@ -17,6 +17,7 @@
 #include "async.h"
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct gosgd_state {
     comm_peer *peer;
@@ -33,21 +34,14 @@ static int gosgd_steps_per_sync(const job_config *cfg)
 
 static int gosgd_init(replica *r, char *err, size_t errlen)
 {
-    gosgd_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for GoSGD's state", r->rank);
+    gosgd_state *s = rule_state_new(r, sizeof *s, "GoSGD", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     s->a = 1.0 / r->n;
     if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_MAILBOX, NULL,
                          &s->peer, err, errlen) != 0)
         return -1;
-    if (!(s->u = rule_vector(r)) || !(s->scaled = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: GoSGD's buffers: %s", r->rank, r->ctx.err);
-        return -1;
-    }
-    return 0;
+    return rule_state_vectors(r, "GoSGD", RULE_VECTORS(&s->u, &s->scaled), err, errlen);
 }
 
 /* a_i from the last boundary: 1/n, or the checkpoint's after a resume. */
@@ -145,7 +139,7 @@ static void gosgd_free(replica *r)
 {
     gosgd_state *s = r->rule_state;
     if (s)
-        async_release(r, s->peer, &s->u, &s->scaled);
+        async_release(r, s->peer, RULE_VECTORS(&s->u, &s->scaled));
 }
 
 static void gosgd_validate(job_config *cfg, rule_check *c) { async_validate(cfg, c); }

@@ -20,6 +20,7 @@
 #include "async.h"
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 enum { LOSS_WINDOW = 10, SCORE_MAX = 1000, SCORE_MIN = 10, SCORE_UP = 10, SCORE_DOWN = 100 };
 
@@ -43,19 +44,14 @@ static int gossip_steps_per_sync(const job_config *cfg)
 
 static int gossip_init(replica *r, char *err, size_t errlen)
 {
-    gossip_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for gossip's state", r->rank);
+    gossip_state *s = rule_state_new(r, sizeof *s, "gossip", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     if (comm_peer_attach(r->comm, r->rank, &r->ctx, r->model.nparams, PEER_SNAPSHOT, NULL,
                          &s->peer, err, errlen) != 0)
         return -1;
-    if (!(s->u = rule_vector(r)) || !(s->fetched = rule_vector(r))) {
-        snprintf(err, errlen, "replica %d: gossip's buffers: %s", r->rank, r->ctx.err);
+    if (rule_state_vectors(r, "gossip", RULE_VECTORS(&s->u, &s->fetched), err, errlen) != 0)
         return -1;
-    }
     for (int j = 0; j < r->n; j++)
         comm_peer_set_score(s->peer, r->rank, j, SCORE_MAX);
     return 0;
@@ -216,7 +212,7 @@ static void gossip_free(replica *r)
 {
     gossip_state *s = r->rule_state;
     if (s)
-        async_release(r, s->peer, &s->u, &s->fetched);
+        async_release(r, s->peer, RULE_VECTORS(&s->u, &s->fetched));
 }
 
 static void gossip_validate(job_config *cfg, rule_check *c) { async_validate(cfg, c); }

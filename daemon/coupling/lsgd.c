@@ -17,6 +17,7 @@
 
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 typedef struct lsgd_state {
     float *u;
@@ -43,12 +44,9 @@ static int lsgd_steps_per_sync(const job_config *cfg)
 static int lsgd_init(replica *r, char *err, size_t errlen)
 {
     const job_config *cfg = r->cfg;
-    lsgd_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for LSGD's state", r->rank);
+    lsgd_state *s = rule_state_new(r, sizeof *s, "LSGD", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     s->group_leader = s->global_leader = -1;
     for (int j = 0; j < 64; j++)
         s->seen_leaders[j] = -1;
@@ -56,13 +54,10 @@ static int lsgd_init(replica *r, char *err, size_t errlen)
         snprintf(err, errlen, "replica %d: LSGD's shared scores: the job stopped", r->rank);
         return -1;
     }
-    if (!(s->u = rule_vector(r)) || !(s->tmp = rule_vector(r)) ||
-        (cfg->algorithm.p1 > 0 && !(s->seen_group = rule_vector(r))) ||
-        (cfg->algorithm.p2 > 0 && !(s->seen_global = rule_vector(r)))) {
-        snprintf(err, errlen, "replica %d: LSGD's buffers: %s", r->rank, r->ctx.err);
-        return -1;
-    }
-    return 0;
+    return rule_state_vectors(r, "LSGD", RULE_VECTORS(&s->u, &s->tmp,
+                                                      cfg->algorithm.p1 > 0 ? &s->seen_group : NULL,
+                                                      cfg->algorithm.p2 > 0 ? &s->seen_global : NULL),
+                              err, errlen);
 }
 
 static void lsgd_begin(replica *r) { (void)r; }
@@ -264,15 +259,9 @@ static int lsgd_describe(replica *r, char *json, size_t len)
 static void lsgd_free(replica *r)
 {
     lsgd_state *s = r->rule_state;
-    if (!s)
-        return;
-    rule_vector_free(r, &s->u);
-    rule_vector_free(r, &s->tmp);
-    rule_vector_free(r, &s->seen_group);
-    rule_vector_free(r, &s->seen_global);
-    rule_peers_free(r, &s->peers);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        rule_state_free(r, &s->peers,
+                        RULE_VECTORS(&s->u, &s->tmp, &s->seen_group, &s->seen_global));
 }
 
 static void lsgd_validate(job_config *cfg, rule_check *c)

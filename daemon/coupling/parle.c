@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 #include "parle.h"
 
 extern const coupling_rule coupling_parle;
@@ -40,37 +41,22 @@ void parle_report(const job_config *cfg, const coupling_rule *rule, int replicas
 
 static int parle_steps_per_sync(const job_config *cfg) { return cfg->algorithm.L > 0 ? cfg->algorithm.L : 1; }
 
-/* A state vector in the replica's memory (its GPU's or the host's), zeroed. */
-static float *state_vector(replica *r)
-{
-    size_t bytes = r->model.nparams * sizeof(float);
-    float *v = backend_alloc(&r->ctx, bytes);
-    if (v)
-        backend_zero(&r->ctx, v, bytes);
-    return v;
-}
-
 static int parle_init(replica *r, char *err, size_t errlen)
 {
-    parle_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for Parle's state", r->rank);
+    parle_state *s = rule_state_new(r, sizeof *s, "Parle", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
-    if (!(s->u = state_vector(r)))
-        goto fail;
-    if (r->cfg->algorithm.L == 0) {
+    /* With L = 0 (plain SGD) x is the model's own weights, and z, v unused. */
+    int inner = r->cfg->algorithm.L > 0;
+    if (rule_state_vectors(r, "Parle", RULE_VECTORS(&s->u, inner ? &s->x : NULL,
+                                                    inner ? &s->z : NULL, inner ? &s->v : NULL),
+                           err, errlen) != 0)
+        return -1;
+    if (inner)
+        backend_copy(&r->ctx, s->x, r->model.params, r->model.nparams * sizeof(float));
+    else
         s->x = r->model.params;
-        return 0;
-    }
-    if (!(s->x = state_vector(r)) || !(s->z = state_vector(r)) || !(s->v = state_vector(r)))
-        goto fail;
-    backend_copy(&r->ctx, s->x, r->model.params, r->model.nparams * sizeof(float));
     return 0;
-fail:
-    snprintf(err, errlen, "replica %d: Parle's buffers: %s", r->rank, r->ctx.err);
-    return -1;
 }
 
 /* x_hat = x ; y = x ; z = x */
@@ -169,15 +155,9 @@ static int parle_state_buffers(replica *r, const char **names, float **bufs)
 static void parle_free(replica *r)
 {
     parle_state *s = r->rule_state;
-    if (!s)
-        return;
-    if (s->x != r->model.params)
-        backend_free(&r->ctx, s->x);
-    backend_free(&r->ctx, s->z);
-    backend_free(&r->ctx, s->v);
-    backend_free(&r->ctx, s->u);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        rule_state_free(r, NULL, RULE_VECTORS(&s->u, s->x != r->model.params ? &s->x : NULL,
+                                              &s->z, &s->v));
 }
 
 /* Independent starts are the Parle reference's; every other rule starts equal. */

@@ -18,6 +18,7 @@
 
 #include "coupling.h"
 #include "graph.h"
+#include "rule_state.h"
 
 /* Host numbers in comm_shared_rows, entry i written by replica i only; the
  * others read only pub_w and shown_*, between an exchange's two barriers.
@@ -48,12 +49,9 @@ static int sgp_steps_per_sync(const job_config *cfg)
 
 static int sgp_start(replica *r, int overlap, char *err, size_t errlen)
 {
-    sgp_state *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, errlen, "replica %d: out of memory for SGP's state", r->rank);
+    sgp_state *s = rule_state_new(r, sizeof *s, "SGP", err, errlen);
+    if (!s)
         return -1;
-    }
-    r->rule_state = s;
     s->overlap = overlap;
     double *sh = comm_shared_rows(r->comm, r->rank, 5);
     if (!sh) {
@@ -62,11 +60,10 @@ static int sgp_start(replica *r, int overlap, char *err, size_t errlen)
     }
     s->sh = (sgp_shared){sh, sh + r->n, sh + 2 * r->n, sh + 3 * r->n, sh + 4 * r->n};
     s->sh.w[r->id] = 1.0;
-    if (!(s->z = rule_vector(r)) || !(s->u = rule_vector(r)) || !(s->tmp = rule_vector(r)) ||
-        (s->overlap && !(s->inbox = rule_vector(r)))) {
-        snprintf(err, errlen, "replica %d: SGP's buffers: %s", r->rank, r->ctx.err);
+    if (rule_state_vectors(r, "SGP", RULE_VECTORS(&s->z, &s->u, &s->tmp,
+                                                  s->overlap ? &s->inbox : NULL),
+                           err, errlen) != 0)
         return -1;
-    }
     backend_copy(&r->ctx, s->z, r->model.params, r->model.nparams * sizeof(float));
     s->fresh = 1;
     return 0;
@@ -253,15 +250,8 @@ static int sgp_describe(replica *r, char *json, size_t len)
 static void sgp_free(replica *r)
 {
     sgp_state *s = r->rule_state;
-    if (!s)
-        return;
-    rule_vector_free(r, &s->z);
-    rule_vector_free(r, &s->u);
-    rule_vector_free(r, &s->tmp);
-    rule_vector_free(r, &s->inbox);
-    rule_peers_free(r, &s->peers);
-    free(s);
-    r->rule_state = NULL;
+    if (s)
+        rule_state_free(r, &s->peers, RULE_VECTORS(&s->z, &s->u, &s->tmp, &s->inbox));
 }
 
 /* floor(log2(n - 1)) + 1: the distances of the exponential graph. */
