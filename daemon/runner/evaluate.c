@@ -49,7 +49,7 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
                         double train_loss)
 {
     const job_config *cfg = run->cfg;
-    double t_begin = now_s();
+    double t_begin = comm_now_s();
     model *em = &run->eval_model;
     size_t np = r->model.nparams;
     /* The mean of the replicas, unless the rule names its own master. */
@@ -79,7 +79,7 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
     }
     if (!is_master(run, r))
         return 0;
-    double t0 = now_s();
+    double t0 = comm_now_s();
     if (strcmp(cfg->eval.bn, "recompute") == 0)
         model_recompute_bn(em, &r->ctx, run->train->images, run->train->n);
     else if (strcmp(cfg->eval.bn, "replica0") == 0)
@@ -100,12 +100,12 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
     run->result.test_error = ev.test_error;
     run->result.test_loss = ev.test_loss;
     run->result.epochs_done = (int)epochs_done;
-    ev.elapsed_s = now_s() - run->t_start;
+    ev.elapsed_s = comm_now_s() - run->t_start;
     ev.compute_s = r->step_s;
     ev.sync_s = r->sync_s;
     ev.wait_s = r->wait_s;
-    ev.eval_s = r->eval_s + (now_s() - t_begin);
-    snprintf(ev.message, sizeof ev.message, "eval took %.2f s", now_s() - t0);
+    ev.eval_s = r->eval_s + (comm_now_s() - t_begin);
+    snprintf(ev.message, sizeof ev.message, "eval took %.2f s", comm_now_s() - t0);
     run_emit(run, &ev);
     if (run->hooks && run->hooks->on_master) {
         /* The hook gets the master on the host, wherever it was evaluated. */
@@ -114,6 +114,6 @@ int run_evaluate_master(job_run *run, replica *r, double epochs_done, long step,
         run->hooks->on_master(run->hooks->user, em, run->master_params, run->master_stats,
                               epochs_done, r->k == run->total_outer);
     }
-    r->eval_s += now_s() - t_begin;
+    r->eval_s += comm_now_s() - t_begin;
     return 0;
 }

@@ -153,7 +153,7 @@ int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, lo
                             .epochs_done = run->result.epochs_done,
                             .test_error = run->result.test_error,
                             .test_loss = run->result.test_loss,
-                            .elapsed_s = now_s() - run->t_start, .reseeds = r->reseeds};
+                            .elapsed_s = comm_now_s() - run->t_start, .reseeds = r->reseeds};
     if (checkpoint_commit(run->hooks->checkpoint_dir, &info, run->cfg->checkpoint.keep, err,
                           sizeof err) != 0)
         run_emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",

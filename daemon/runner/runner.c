@@ -9,7 +9,6 @@
 #include "runner.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,20 +28,6 @@ model_spec run_model_spec(const job_config *cfg, const dataset *train)
     return spec;
 }
 
-void run_fail(job_run *run, const char *fmt, ...)
-{
-    pthread_mutex_lock(&run->lock);
-    if (!run->failed && !run->stopped_now) {
-        run->failed = 1;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(run->err, sizeof run->err, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&run->lock);
-    comm_abort(&run->comm, "job failed");
-}
-
 /* The device is gone for the whole process, whatever failed the job first:
  * the daemon must not run anything more on it (run_result.device_fault). */
 static void note_device_fault(job_run *run, const backend_ctx *ctx)
@@ -55,12 +40,6 @@ static void note_device_fault(job_run *run, const backend_ctx *ctx)
         snprintf(run->result.device_fault, sizeof run->result.device_fault, "%s: %s", dev,
                  ctx->err);
     pthread_mutex_unlock(&run->lock);
-}
-
-void run_emit(job_run *run, const run_event *ev)
-{
-    if (run->hooks && run->hooks->on_event)
-        run->hooks->on_event(run->hooks->user, ev);
 }
 
 /* What a replica holds in its context's memory, as far as the runner can
@@ -106,16 +85,6 @@ static void memory_json(job_run *run, char *out, size_t len)
         out[0] = '\0'; /* too many devices for the field: say nothing rather than half */
     else
         memcpy(out + at, "}", 2);
-}
-
-void run_emit_log(job_run *run, const char *fmt, ...)
-{
-    run_event ev = {.kind = RUN_EV_LOG, .epochs = run->cfg->epochs};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ev.message, sizeof ev.message, fmt, ap);
-    va_end(ap);
-    run_emit(run, &ev);
 }
 
 /* A stuck replica (fault injection): it comes back only once the job ends. */
@@ -223,7 +192,7 @@ static void *replica_main(void *p)
     long window_steps = 0;
     /* window_paused: the window's seconds in evaluations and checkpoints,
      * left out of its images_per_sec (the training rate). */
-    double window_loss = 0.0, window_t0 = now_s(), window_paused = 0.0, epoch_loss = 0.0;
+    double window_loss = 0.0, window_t0 = comm_now_s(), window_paused = 0.0, epoch_loss = 0.0;
     long epoch_steps = 0;
     const int every = cfg->checkpoint.every_epochs;
     const int checkpoints = run->hooks && run->hooks->checkpoint_dir;
@@ -239,20 +208,20 @@ static void *replica_main(void *p)
             slot = (slot + 1) % BACKEND_STAGE_SLOTS;
             if (run->scheduled) {
                 /* Waiting for a core is waiting for peers: it counts as sync. */
-                double tw = now_s();
+                double tw = comm_now_s();
                 int on = step_schedule_wait(&run->sched, r.rank, k, l);
                 if (on < 0)
                     goto out;
-                r.sync_s += now_s() - tw;
+                r.sync_s += comm_now_s() - tw;
                 /* On its slot's core the kernel moves it no more: 3% faster. */
                 if (on != turn_slot)
                     run_pin_to_core(run->where.cores[on]);
                 turn_slot = on;
             }
             /* At most two held (cur and next): take cannot fail here. */
-            double t0 = now_s();
+            double t0 = comm_now_s();
             (void)batch_loader_take(&loader, &next);
-            double t1 = now_s();
+            double t1 = comm_now_s();
             r.wait_s += t1 - t0;
             model_stage_batch(&r.model, &r.ctx, slot, next.x, next.y, next.n);
             model_set_dropout_step(&r.model, dkey, (uint64_t)step);
@@ -287,7 +256,7 @@ static void *replica_main(void *p)
             /* A failing replica's updates wait for its re-seed (reseed.c). */
             if (!r.failing || run->rule->step_meets)
                 run->rule->step(&r);
-            r.step_s += now_s() - t1;
+            r.step_s += comm_now_s() - t1;
             if (run->scheduled)
                 step_schedule_done(&run->sched, r.rank, l);
             if (r.failing)
@@ -314,7 +283,7 @@ static void *replica_main(void *p)
         if (comm_aborted(&run->comm) || run_reseed_point(run, &r, step) != 0)
             goto out;
         if (is_master(run, &r) && (window_steps >= cfg->log_every || k % nb == 0)) {
-            double t = now_s(), elapsed = t - run->t_start;
+            double t = comm_now_s(), elapsed = t - run->t_start;
             double done = (double)k / (double)run->total_outer;
             run_event ev = {
                 .kind = RUN_EV_PROGRESS, .epoch = epoch, .epochs = cfg->epochs, .step = step,
@@ -337,7 +306,7 @@ static void *replica_main(void *p)
             window_paused = 0.0;
         }
         int checkpointed = 0;
-        double paused_t0 = now_s();
+        double paused_t0 = comm_now_s();
         /* Where step crossed a multiple of eval_steps: a function of the step
          * alone, so a resumed run evaluates where an uninterrupted one does. */
         if ((k % nb == 0 || step / run->eval_steps > (step - S) / run->eval_steps) &&
@@ -354,7 +323,7 @@ static void *replica_main(void *p)
                 checkpointed = 1;
             }
         }
-        window_paused += now_s() - paused_t0;
+        window_paused += comm_now_s() - paused_t0;
         /* Everyone agrees whether to stop here (a daemon shutdown; a cancel
          * aborts the comm instead, and failures abort it where they happen). */
         int asked = run->hooks && run->hooks->stop
@@ -449,7 +418,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.comm.first = run.first;
     pthread_mutex_init(&run.lock, NULL);
     pthread_cond_init(&run.ended, NULL);
-    run.t_start = now_s();
+    run.t_start = comm_now_s();
     if (hooks && hooks->checkpoint_dir)
         run_checkpoint_find(&run);
     /* Out of memory for it, the kernel's time slices share the cores. */

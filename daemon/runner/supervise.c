@@ -25,7 +25,7 @@ void run_supervise(job_run *run)
             run->stopped_now = run->failed ? 0 : stop;
             pthread_mutex_unlock(&run->lock);
             comm_abort(&run->comm, "stopped");
-        } else if (comm_overdue(&run->comm, now_s(), timeout, &missing, &what) > 0) {
+        } else if (comm_overdue(&run->comm, comm_now_s(), timeout, &missing, &what) > 0) {
             run_fail(run, "replica %d did not reach the %s within comm.timeout_s = %g s "
                      "(it was last seen at step %ld): the job is stopped", run->first + missing, what,
                      timeout, __atomic_load_n(&run->at_step[missing], __ATOMIC_RELAXED));
