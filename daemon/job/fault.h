@@ -29,6 +29,13 @@
  *               replica's would: the step's loss is NaN, and with
  *               algorithm.on_replica_failure "reseed" the replica is
  *               re-seeded (docs/architecture.md "Failure model")
+ *   park        the K-th job this process runs for parled (from 1; jobs
+ *               with a stop flag) stops at the first outer-iteration
+ *               boundary after replica RANK's step STEP, once that step's
+ *               progress is reported, logs "parked after step N", and
+ *               waits there until the job is stopped (a cancel, a shutdown,
+ *               which then checkpoints as usual) or parled dies: tests hold
+ *               a job mid-run with it instead of racing to catch one
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H
@@ -37,7 +44,7 @@
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
                    FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_OOM, FAULT_LOAD,
-                   FAULT_NAN };
+                   FAULT_NAN, FAULT_PARK };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */
@@ -50,7 +57,9 @@ typedef struct fault_point {
 int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen);
 
 /* Does the fault strike replica `rank` in `phase` at (k, step)? step is
- * ignored for phases that have none, rank for FAULT_LOAD (k counts loads). */
+ * ignored for phases that have none, rank for FAULT_LOAD (k counts loads);
+ * for FAULT_PARK k is the job's number in the process, step ignored (the
+ * caller compares its steps with fp->step). */
 int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long k, int step);
 
 const char *fault_phase_name(enum fault_phase phase);

@@ -39,6 +39,9 @@ typedef struct job_run {
     float *master_params, *master_stats; /* its host copy for on_master */
     checkpoint_info resume;   /* resume.k > 0: continue from this checkpoint */
     fault_point fault;        /* PARLE_FAULT_REPLICA (tests) */
+    long number;              /* the job's number among parled's in this process
+                                 (from 1; 0: a job without a stop flag) */
+    long reported_step;       /* the step of replica 0's last progress event */
     long *at_step;            /* each replica's last step, for the watchdog's message */
     size_t *mem_bytes;        /* each replica's peak memory as note_memory counts it */
     step_schedule sched;      /* turns on the cores for floating replicas (step_schedule.h) */

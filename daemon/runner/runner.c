@@ -94,6 +94,27 @@ static void hang_until_aborted(job_run *run)
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
 }
 
+/* Jobs with a stop flag (parled's) run so far in this process: the park
+ * fault picks one. */
+static long jobs_numbered;
+
+/* PARLE_FAULT_REPLICA's park (fault.h): once replica 0 has reported a step
+ * at or past the fault's, the chosen replica waits until the job is stopped
+ * (a checkpointing stop goes on to its checkpoint) or aborted. Returns 1
+ * when it parked (it parks once). */
+static int park_if_asked(job_run *run, replica *r)
+{
+    if (!fault_strikes(&run->fault, r->rank, FAULT_PARK, run->number, 0) ||
+        __atomic_load_n(&run->reported_step, __ATOMIC_RELAXED) < run->fault.step)
+        return 0;
+    run_emit_log(run, "replica %d parked after step %ld (PARLE_FAULT_REPLICA park): it waits "
+                 "until the job is stopped", r->rank, r->step);
+    while (!comm_aborted(&run->comm) &&
+           !(__atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) & RUN_STOP_CHECKPOINT))
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    return 1;
+}
+
 /* The replica's context (its GPU, or its share of the cores), model, sampler
  * and rule state; rank 0 also builds the master it evaluates. */
 static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size_t errlen)
@@ -189,6 +210,7 @@ static void *replica_main(void *p)
                                                   : job_lr_at_epoch(cfg, 0);
     r.inner_lr = (float)inner_lr;
     int turn_slot = -1; /* the turns' slot (core) this replica last ran on */
+    int parked = 0;     /* PARLE_FAULT_REPLICA's park is behind it */
     long window_steps = 0;
     /* window_paused: the window's seconds in evaluations and checkpoints,
      * left out of its images_per_sec (the training rate). */
@@ -300,11 +322,13 @@ static void *replica_main(void *p)
                 run->rule->describe(&r, ev.rule, sizeof ev.rule);
             memory_json(run, ev.memory, sizeof ev.memory);
             run_emit(run, &ev);
+            __atomic_store_n(&run->reported_step, step, __ATOMIC_RELAXED);
             window_steps = 0;
             window_loss = 0.0;
             window_t0 = t;
             window_paused = 0.0;
         }
+        parked = parked || park_if_asked(run, &r);
         int checkpointed = 0;
         double paused_t0 = comm_now_s();
         /* Where step crossed a multiple of eval_steps: a function of the step
@@ -396,6 +420,8 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     }
     if (fault_parse(getenv("PARLE_FAULT_REPLICA"), &run.fault, err, errlen) != 0)
         return -1;
+    if (hooks && hooks->stop)
+        run.number = __atomic_add_fetch(&jobs_numbered, 1, __ATOMIC_RELAXED);
     run.reseeding = strcmp(cfg->algorithm.on_replica_failure, "reseed") == 0;
     if (run.reseeding && where->net && where->ngpus > 0) {
         snprintf(err, errlen, "algorithm.on_replica_failure: \"reseed\" across MPI ranks runs on "

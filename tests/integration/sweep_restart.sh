@@ -5,14 +5,15 @@
 # while it queues the sweep) is queued again from the sweep's own record.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sweep_lib.sh"
-start_daemon
+# The sweep's third job (this parled's third) parks once it has reported its
+# step 4, so the kill lands while it runs however loaded the machine is.
+PARLE_FAULT_REPLICA=0:park:3:4 start_daemon
 sweep_base "$TMP/base.json" 2 2048
 cat >"$TMP/sweep.json" <<'SWEEP'
 {"name": "restart", "base": "base.json", "grid": {"optim.lr": [0.01, 0.02, 0.03]}, "seeds": 2}
 SWEEP
 id=$(ctl sweep -q "$TMP/sweep.json") || fail "sweep"
-wait_state j0003 running 60
-wait_steps j0003 60
+wait_log j0003 "parked after step" 120
 kill_daemon
 grep -q '"state":[[:space:]]*"running"' "$STATE/jobs/j0003/status.json" || fail "j0003 was not running"
 [ -f "$STATE/sweeps/$id/sweep.json" ] && [ -f "$STATE/sweeps/$id/state.json" ] ||

@@ -7,7 +7,7 @@
  * cores (step_schedule.h): a failure or hang in a turn that another replica
  * waits for ends the job the same way. Each run is bounded by RUN_LIMIT_S; meson's
  * timeout catches a true hang. The load phase holds data_load_job until its
- * stop flag is set. */
+ * stop flag is set; the park phase holds a running job until it is stopped. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +146,37 @@ static void test_load_phase(void)
           "a load asked to stop before it began: rc %d: %s", rc, err);
 }
 
+/* The park phase, before any other job with a stop flag runs here: the
+ * first such job waits once replica 0 has reported step 8, until a
+ * checkpointing stop ends it as at any boundary (stopped, not failed); the
+ * second is not the one chosen and runs to its end. */
+static void test_park_phase(void)
+{
+    job_config cfg;
+    base_config(&cfg);
+    cfg.log_every = 4;
+    volatile int stop = 0;
+    pthread_t t;
+    delayed_stop ds = {&stop, RUN_STOP_CHECKPOINT, 0.5};
+    pthread_create(&t, NULL, stop_later, &ds);
+    outcome o = run_with(&cfg, "0:park:1:8", NULL, &stop);
+    pthread_join(t, NULL);
+    CHECK(o.rc == 0 && o.res.stopped && o.res.epochs_done == 0,
+          "a parked job, stopped: rc %d, stopped %d, epochs %d: %s", o.rc, o.res.stopped,
+          o.res.epochs_done, o.err);
+    CHECK(o.seconds >= 0.45 && o.seconds < RUN_LIMIT_S, "parked for %.2f s", o.seconds);
+    printf("parked after step 8, stopped after 0.5 s -> ended in %.2f s\n", o.seconds);
+    stop = 0;
+    o = run_with(&cfg, "0:park:1:8", NULL, &stop);
+    CHECK(o.rc == 0 && !o.res.stopped && o.res.epochs_done == 3,
+          "the second job: rc %d, stopped %d, epochs %d: %s", o.rc, o.res.stopped,
+          o.res.epochs_done, o.err);
+}
+
 int main(void)
 {
     test_init("faults");
+    test_park_phase();
     test_load_phase();
     char dir[] = "/tmp/parle-test-faults-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp failed");
