@@ -2,7 +2,9 @@
 # Bit-for-bit resume at the daemon level: a 2-replica Parle job stopped by
 # SIGTERM (a checkpoint mid-epoch) and resumed by the next parled ends with an
 # exported master identical to the same job run without a stop, and with the
-# same evaluations (four an epoch: steps, epochs, test errors and losses).
+# same evaluations (four an epoch of L = 2 passes, eval.every_passes 0.5, so
+# that some fall mid-epoch after the resume: steps, epochs, test errors and
+# losses).
 # Each replica gets one core (parled is held to 2 cores where the machine has
 # more).
 . "$(dirname "$0")/lib.sh"
@@ -14,7 +16,7 @@ cat >"$TMP/job.json" <<JOB
  "data": {"dataset": "synthetic", "train_limit": 1024, "test_limit": 256},
  "algorithm": {"name": "parle", "replicas": 2, "L": 2, "gamma": 0.01, "rho": 1.0},
  "optim": {"lr": 0.02, "momentum": 0.9, "nesterov": true, "batch": 32},
- "epochs": 20, "seed": 11, "devices": "cpu", "log_every": 8}
+ "epochs": 20, "seed": 11, "devices": "cpu", "log_every": 8, "eval": {"every_passes": 0.5}}
 JOB
 
 # Never interrupted, in its own state dir (so the job id, in the file's
