@@ -34,8 +34,10 @@
  *               boundary after replica RANK's step STEP, once that step's
  *               progress is reported, logs "parked after step N", and
  *               waits there until the job is stopped (a cancel, a shutdown,
- *               which then checkpoints as usual) or parled dies: tests hold
- *               a job mid-run with it instead of racing to catch one
+ *               which then checkpoints as usual), the file that
+ *               PARLE_FAULT_RELEASE names exists (the test releases it: the
+ *               job goes on) or parled dies: tests hold a job mid-run with
+ *               it instead of racing to catch one
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H

@@ -42,6 +42,7 @@ typedef struct job_run {
     long number;              /* the job's number among parled's in this process
                                  (from 1; 0: a job without a stop flag) */
     long reported_step;       /* the step of replica 0's last progress event */
+    const char *park_release; /* PARLE_FAULT_RELEASE: a park ends once this file exists */
     long *at_step;            /* each replica's last step, for the watchdog's message */
     size_t *mem_bytes;        /* each replica's peak memory as note_memory counts it */
     step_schedule sched;      /* turns on the cores for floating replicas (step_schedule.h) */

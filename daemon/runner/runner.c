@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "parle.h"
 #include "runner_impl.h"
@@ -100,17 +101,19 @@ static long jobs_numbered;
 
 /* PARLE_FAULT_REPLICA's park (fault.h): once replica 0 has reported a step
  * at or past the fault's, the chosen replica waits until the job is stopped
- * (a checkpointing stop goes on to its checkpoint) or aborted. Returns 1
- * when it parked (it parks once). */
+ * (a checkpointing stop goes on to its checkpoint), aborted, or released
+ * (PARLE_FAULT_RELEASE's file exists). Returns 1 when it parked (it parks
+ * once). */
 static int park_if_asked(job_run *run, replica *r)
 {
     if (!fault_strikes(&run->fault, r->rank, FAULT_PARK, run->number, 0) ||
         __atomic_load_n(&run->reported_step, __ATOMIC_RELAXED) < run->fault.step)
         return 0;
     run_emit_log(run, "replica %d parked after step %ld (PARLE_FAULT_REPLICA park): it waits "
-                 "until the job is stopped", r->rank, r->step);
+                 "until the job is stopped or released", r->rank, r->step);
     while (!comm_aborted(&run->comm) &&
-           !(__atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) & RUN_STOP_CHECKPOINT))
+           !(__atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) & RUN_STOP_CHECKPOINT) &&
+           !(run->park_release && access(run->park_release, F_OK) == 0))
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     return 1;
 }
@@ -422,6 +425,7 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
         return -1;
     if (hooks && hooks->stop)
         run.number = __atomic_add_fetch(&jobs_numbered, 1, __ATOMIC_RELAXED);
+    run.park_release = getenv("PARLE_FAULT_RELEASE");
     run.reseeding = strcmp(cfg->algorithm.on_replica_failure, "reseed") == 0;
     if (run.reseeding && where->net && where->ngpus > 0) {
         snprintf(err, errlen, "algorithm.on_replica_failure: \"reseed\" across MPI ranks runs on "

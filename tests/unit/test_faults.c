@@ -96,6 +96,19 @@ static void *stop_later(void *p)
     return NULL;
 }
 
+typedef struct released { const char *file; double after_s; } released;
+
+/* Makes the release file after a while. */
+static void *release_later(void *p)
+{
+    released *d = p;
+    usleep((useconds_t)(d->after_s * 1e6));
+    FILE *f = fopen(d->file, "w");
+    if (f)
+        fclose(f);
+    return NULL;
+}
+
 /* The load phase: parsed, striking the K-th load whatever the rank; the
  * first load with a stop flag, held, ends once the stop is set, with
  * nothing loaded; a load with no stop flag is not held, nor the second; a
@@ -149,7 +162,8 @@ static void test_load_phase(void)
 /* The park phase, before any other job with a stop flag runs here: the
  * first such job waits once replica 0 has reported step 8, until a
  * checkpointing stop ends it as at any boundary (stopped, not failed); the
- * second is not the one chosen and runs to its end. */
+ * second is not the one chosen and runs to its end; the third, parked,
+ * goes on to its end once its release file is made. */
 static void test_park_phase(void)
 {
     job_config cfg;
@@ -171,6 +185,23 @@ static void test_park_phase(void)
     CHECK(o.rc == 0 && !o.res.stopped && o.res.epochs_done == 3,
           "the second job: rc %d, stopped %d, epochs %d: %s", o.rc, o.res.stopped,
           o.res.epochs_done, o.err);
+
+    char dir[] = "/tmp/parle-test-park-XXXXXX", file[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp failed");
+    snprintf(file, sizeof file, "%s/release", dir);
+    setenv("PARLE_FAULT_RELEASE", file, 1);
+    released r = {file, 0.5};
+    pthread_create(&t, NULL, release_later, &r);
+    o = run_with(&cfg, "0:park:3:8", NULL, &stop);
+    pthread_join(t, NULL);
+    unsetenv("PARLE_FAULT_RELEASE");
+    CHECK(o.rc == 0 && !o.res.stopped && o.res.epochs_done == 3,
+          "a released job: rc %d, stopped %d, epochs %d: %s", o.rc, o.res.stopped,
+          o.res.epochs_done, o.err);
+    CHECK(o.seconds >= 0.45 && o.seconds < RUN_LIMIT_S, "parked until released for %.2f s",
+          o.seconds);
+    printf("parked after step 8, released after 0.5 s -> done in %.2f s\n", o.seconds);
+    CHECK(unlink(file) == 0 && rmdir(dir) == 0, "cleanup");
 }
 
 int main(void)
