@@ -3,6 +3,7 @@
  * on the loop thread. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,14 @@ void job_log(job *j, const char *fmt, ...)
     struct tm tm;
     strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
     if (j->log) {
-        fprintf(j->log, "%s %s\n", stamp, text);
-        fflush(j->log);
+        char line[sizeof(text) + sizeof(stamp) + 2];
+        int n = snprintf(line, sizeof line, "%s %s\n", stamp, text);
+        int fd = open(j->log, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            ssize_t rc = write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+            (void)rc;
+            close(fd);
+        }
     }
     if (j->js->listener.on_log) {
         char line[sizeof(text) + sizeof(stamp) + 2];
@@ -38,6 +45,21 @@ void job_log(job *j, const char *fmt, ...)
         j->js->listener.on_log(j->js->listener.user, j, line);
     }
 }
+
+int job_log_start(job *j, char *err, size_t errlen)
+{
+    job_file_path(j, "log.txt", j->log_path, sizeof j->log_path);
+    int fd = open(j->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", j->log_path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    j->log = j->log_path;
+    return 0;
+}
+
+void job_log_stop(job *j) { j->log = NULL; }
 
 /* status.json is what a restart reloads; a failed write is logged and the
  * job goes on (the next write may succeed). */

@@ -53,10 +53,9 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
         *code = ERR_BAD_STATE;
         return -1;
     }
-    if (!j->log) {
-        char path[1200];
-        job_file_path(j, "log.txt", path, sizeof path);
-        j->log = fopen(path, "a");
+    if (!j->log && job_log_start(j, err, errlen) != 0) {
+        *code = ERR_INTERNAL;
+        return -1;
     }
     if (from_scratch) {
         job_remove_checkpoints(j);

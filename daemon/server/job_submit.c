@@ -95,12 +95,8 @@ int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, 
     if (mkdir_p(j->dir, err, errlen) != 0 ||
         atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
         goto fail;
-    job_file_path(j, "log.txt", path, sizeof(path));
-    j->log = fopen(path, "a");
-    if (!j->log) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    if (job_log_start(j, err, errlen) != 0)
         goto fail;
-    }
     free(pretty);
     j->submitted_at = jobs_now_s();
     if (js->last)

@@ -296,10 +296,8 @@ static void finish_job(jobs *js, job *j, const pending *p)
                 100 * p->result.test_error);
         set_state(j, JOB_DONE);
     }
-    if (job_state_final(j->state) && j->log) {
-        fclose(j->log);
-        j->log = NULL;
-    }
+    if (job_state_final(j->state))
+        job_log_stop(j);
     if (js->listener.on_end)
         js->listener.on_end(js->listener.user, j);
 }
@@ -344,8 +342,6 @@ static void free_jobs(jobs *js)
     job *j = js->first;
     while (j) {
         job *next = j->next;
-        if (j->log)
-            fclose(j->log);
         free(j);
         j = next;
     }
@@ -428,9 +424,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
     if (j->state == JOB_QUEUED) {
         job_log(j, "cancelled while queued");
         set_state(j, JOB_CANCELLED);
-        if (j->log)
-            fclose(j->log);
-        j->log = NULL;
+        job_log_stop(j);
         if (js->listener.on_end)
             js->listener.on_end(js->listener.user, j);
         jobs_schedule(js);

@@ -57,7 +57,12 @@ struct job {
     int run_pending;        /* an interrupted run has not yet said where it starts */
     int thread_running;
     pthread_t thread;
-    FILE *log, *metrics;
+    FILE *metrics;
+    /* log.txt's path while the job writes its log (from its submit until it
+     * ends), else NULL. job_log opens it for each line: a queued job holds
+     * no descriptor. */
+    const char *log;
+    char log_path[1200];
     double status_written_at;
     /* Written and read only on the replica thread that evaluates the master:
      * the last evaluation, for the exported file's metadata. */
@@ -126,6 +131,10 @@ struct jobs {
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The job writes its log from now on (log.txt created if need be): 0, or -1
+ * with a message. job_log_stop: it no longer does (it ended). */
+int job_log_start(job *j, char *err, size_t errlen);
+void job_log_stop(job *j);
 int write_status(job *j);                 /* status.json; a failure is logged */
 /* metrics.jsonl: one line per event, fsync'd when `durable` (evaluations). */
 void job_write_metrics(job *j, cJSON *ev, int durable);

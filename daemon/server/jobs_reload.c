@@ -151,9 +151,9 @@ fail:
  * resumes. One whose devices the daemon no longer has fails. */
 static void requeue(jobs *js, job *j)
 {
-    char path[1200];
-    job_file_path(j, "log.txt", path, sizeof(path));
-    j->log = fopen(path, "a");
+    char why[1400];
+    if (job_log_start(j, why, sizeof why) != 0)
+        server_log(LOG_WARN, "job %s: its log: %s", j->id, why);
     j->state = JOB_QUEUED;
     j->interrupted = j->started_at > 0;
     if (j->interrupted)
@@ -165,9 +165,7 @@ static void requeue(jobs *js, job *j)
     }
     job_log(j, "failed: %s", j->error);
     set_state(j, JOB_FAILED);
-    if (j->log)
-        fclose(j->log);
-    j->log = NULL;
+    job_log_stop(j);
 }
 
 int numbered_id(const char *name, char prefix)

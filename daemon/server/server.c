@@ -124,7 +124,8 @@ static void on_written(uv_write_t *req, int status)
     free(w->data);
     free(w);
     if (status < 0 && status != UV_ECANCELED) {
-        server_log(LOG_DEBUG, "write to a client failed: %s", uv_strerror(status));
+        if (!c->closing) /* once, not for each write queued behind */
+            server_log(LOG_DEBUG, "write to a client failed: %s", uv_strerror(status));
         conn_close(c);
     } else if (c->paused && !c->closing &&
                uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) < READ_PAUSE_OUTPUT / 2) {
