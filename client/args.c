@@ -54,6 +54,15 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             if (a->nsets == (int)(sizeof(a->sets) / sizeof(a->sets[0])))
                 return usage_error(cmd, "too many --set options", ""), -1;
             a->sets[a->nsets++] = s[5] == '=' ? (char *)s + 6 : argv[++i];
+        } else if ((strcmp(s, "--priority") == 0 || strncmp(s, "--priority=", 11) == 0) &&
+                   strchr(allowed, 'p')) {
+            if (s[10] == '\0' && i + 1 >= argc)
+                return usage_error(cmd, "--priority needs a number", ""), -1;
+            if (a->nsets == (int)(sizeof(a->sets) / sizeof(a->sets[0])))
+                return usage_error(cmd, "too many --set options", ""), -1;
+            snprintf(a->priority_set, sizeof a->priority_set, "priority=%.30s",
+                     s[10] == '=' ? s + 11 : argv[++i]);
+            a->sets[a->nsets++] = a->priority_set;
         } else if (strcmp(s, "-o") == 0 && strchr(allowed, 'o')) {
             if (i + 1 >= argc)
                 return usage_error(cmd, "-o needs a file name", ""), -1;
@@ -63,7 +72,8 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             if (s[7] == '\0' && i + 1 >= argc)
                 return usage_error(cmd, "--state needs a state", ""), -1;
             a->state = s[7] == '=' ? s + 8 : argv[++i];
-        } else if (s[0] == '-' && s[1] != '\0') {
+        } else if (s[0] == '-' && s[1] != '\0' && !(s[1] >= '0' && s[1] <= '9')) {
+            /* (a negative number, `priority ID -5`, is an argument) */
             return usage_error(cmd, "unknown option ", s), -1;
         } else if (a->npos < maxpos) {
             a->pos[a->npos++] = argv[i];

@@ -65,7 +65,8 @@ void print_job_table(const cJSON *jobs);
 int watch_job(const char *id, int quiet, int json);
 
 /* Flags common to the commands: --json, -q, -f (or --follow), --watch,
- * --wait, --set, -o FILE, --state S, --from-scratch. */
+ * --wait, --set, -o FILE, --state S, --from-scratch, --priority N (a --set
+ * of "priority"). */
 #define ARGS_MAX_POS 16 /* positional arguments */
 typedef struct args {
     int json, quiet, follow, watch, wait, from_scratch;
@@ -73,13 +74,15 @@ typedef struct args {
     int npos;
     char *sets[64];
     int nsets;
+    char priority_set[48]; /* --priority N as "priority=N", one of sets */
     const char *out;   /* -o FILE */
     const char *state; /* --state S */
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwWsoSF": --json -q -f/--follow --watch --wait --set -o --state
- * --from-scratch). Prints the usage error and returns -1, or 1 for --help. */
+ * ("jqfwWsoSFp": --json -q -f/--follow --watch --wait --set -o --state
+ * --from-scratch --priority). Prints the usage error and returns -1, or 1
+ * for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);
 
@@ -136,6 +139,10 @@ const cJSON *sweep_points(conn *c, const char *id, cJSON **reply);
 /* plot.c: job id's status (its label) and metrics into pj: 0, or -1 after
  * a message. */
 int plot_fetch(conn *c, const char *id, struct plot_job *pj);
+
+/* client/queue.c: priority ID N; hold ID and release ID (cmd->name says which). */
+int cmd_priority(const command *cmd, int argc, char **argv);
+int cmd_hold(const command *cmd, int argc, char **argv);
 
 /* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);

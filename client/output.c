@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cjson/cJSON.h>
 
 #include "ctl.h"
@@ -64,8 +65,8 @@ void print_job(const cJSON *j)
 {
     char a[32], b[32], c[32], d[32];
     const cJSON *owner = cJSON_GetObjectItemCaseSensitive(j, "owner");
-    printf("%s  %s  %s  (%s)\n", str(j, "id"), str(j, "name"), str(j, "state"),
-           str(owner, "user"));
+    printf("%s  %s  %s  (%s)  priority %.0f\n", str(j, "id"), str(j, "name"), str(j, "state"),
+           str(owner, "user"), num(j, "priority"));
     printf("  %s x%.0f, %s on %s, devices %s\n", str(j, "algorithm"), num(j, "replicas"),
            str(j, "model"), str(j, "dataset"), str(j, "devices"));
     printf("  epoch %.0f/%.0f  step %.0f  data passes %s\n", num(j, "epoch"), num(j, "epochs"),
@@ -88,6 +89,9 @@ void print_job(const cJSON *j)
         printf("  replicas re-seeded: %.0f\n", num(j, "reseeds"));
     if (*str(j, "waiting"))
         printf("  waiting: %s\n", str(j, "waiting"));
+    if (*str(j, "preempted_by"))
+        printf("  last preempted by %s, %s ago\n", str(j, "preempted_by"),
+               fmt_duration(time(NULL) - num(j, "preempted_at"), a, sizeof(a)));
     if (*str(j, "error"))
         printf("  error: %s\n", str(j, "error"));
 }
@@ -95,16 +99,17 @@ void print_job(const cJSON *j)
 void print_job_table(const cJSON *jobs)
 {
     char a[32], b[32];
-    printf("%-8s %-10s %-12s %-28s %-14s %-9s %-10s %s\n", "ID", "STATE", "USER", "NAME",
-           "ALGORITHM", "EPOCH", "TEST ERR", "ELAPSED");
+    printf("%-8s %-10s %4s %-12s %-28s %-14s %-9s %-10s %-8s %s\n", "ID", "STATE", "PRI",
+           "USER", "NAME", "ALGORITHM", "EPOCH", "TEST ERR", "ELAPSED", "WAITING FOR");
     const cJSON *j;
     cJSON_ArrayForEach(j, jobs) {
         char algo[32], epoch[24];
         snprintf(algo, sizeof(algo), "%s x%.0f", str(j, "algorithm"), num(j, "replicas"));
         snprintf(epoch, sizeof(epoch), "%.0f/%.0f", num(j, "epoch"), num(j, "epochs"));
-        printf("%-8s %-10s %-12.12s %-28.28s %-14s %-9s %-10s %s\n", str(j, "id"),
-               str(j, "state"), str(cJSON_GetObjectItemCaseSensitive(j, "owner"), "user"),
-               str(j, "name"), algo, epoch, fmt_percent(num(j, "test_error"), a, sizeof(a)),
-               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)));
+        printf("%-8s %-10s %4.0f %-12.12s %-28.28s %-14s %-9s %-10s %-8s %s\n", str(j, "id"),
+               str(j, "state"), num(j, "priority"),
+               str(cJSON_GetObjectItemCaseSensitive(j, "owner"), "user"), str(j, "name"), algo,
+               epoch, fmt_percent(num(j, "test_error"), a, sizeof(a)),
+               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)), str(j, "waiting"));
     }
 }

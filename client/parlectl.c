@@ -154,7 +154,7 @@ cJSON *read_json_object(const char *path, const char *what)
 
 static int cmd_submit(const command *cmd, int argc, char **argv)
 {
-    PARSE("qjswW", 1, 1);
+    PARSE("qjswWp", 1, 1);
     if (a.watch && a.wait)
         return usage_error(cmd, "--watch and --wait exclude each other", "");
     cJSON *job = read_json_object(a.pos[0], "a job file");
@@ -420,12 +420,14 @@ static int cmd_shutdown(const command *cmd, int argc, char **argv)
 
 static const command commands[] = {
     {"submit", cmd_submit,
-     "submit FILE [-q] [--set key.path=value]... [--watch|--wait] [--json]\n"
+     "submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
      "Queue the job in FILE ('-' for stdin) and print its id (-q: only the id).\n"
      "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
-     "else a string. --watch then follows the job like 'watch', --wait blocks\n"
-     "silently like 'wait'; either exits like 'wait' (0 done, 1 failed,\n"
-     "3 cancelled, 4 parled gone); --wait --json prints the job as it ended."},
+     "else a string. --priority N is --set priority=N (higher runs first; above 0\n"
+     "only for root, parled's user and its --admin-group). --watch then follows\n"
+     "the job like 'watch', --wait blocks silently like 'wait'; either exits like\n"
+     "'wait' (0 done, 1 failed, 3 cancelled, 4 parled gone); --wait --json prints\n"
+     "the job as it ended."},
     {"status", cmd_status,
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
     {"list", cmd_list,
@@ -489,6 +491,16 @@ static const command commands[] = {
      "eval/dist_to_master\nfrom evaluations. A run folder must hold no event file yet. "
      "--follow (-f) keeps\nappending, every second, until every job has ended. Then "
      "'tensorboard --logdir DIR'."},
+    {"priority", cmd_priority,
+     "priority ID N [--json]\nSet a queued or running job's priority (-1000..1000; higher runs\n"
+     "first, and a queued job preempts running ones of lower priority: they\n"
+     "checkpoint, go back into the queue as 'preempted' and resume later). Its owner\n"
+     "may lower it; root, parled's user and its --admin-group may set any value."},
+    {"hold", cmd_hold,
+     "hold ID [--json]\nKeep a queued job from starting (it keeps its place); a running job\n"
+     "checkpoints at its next step and goes back into the queue, held. 'release'\n"
+     "lets it run again."},
+    {"release", cmd_hold, "release ID [--json]\nLet a held job run again (from its checkpoint if it ran)."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,

@@ -10,6 +10,9 @@
 
 #define JOB_MAX_SCHEDULE 16
 #define JOB_PATH_MAX 1024
+/* A job's priority (`priority`, `parlectl priority`). */
+#define JOB_PRIORITY_MIN (-1000)
+#define JOB_PRIORITY_MAX 1000
 
 /* A `devices` string: "cpu", "auto" (the GPUs if there are any, else the
  * CPU), "gpu" (every GPU) or distinct GPU ids "0,1" / "cuda:0,1" (bit i of
@@ -75,6 +78,7 @@ typedef struct job_config {
     char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
     char conv_algorithms[12];       /* GPU: "timed" (cuDNN's find calls) or "heuristic" */
+    int priority;                   /* higher runs first; above 0 only for admins (docs/architecture.md) */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
     struct {

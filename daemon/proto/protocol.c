@@ -12,7 +12,8 @@ static const char *const op_names[] = {
     [OP_EXPORT] = "export", [OP_DEVICES] = "devices", [OP_VERSION] = "version",
     [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics", [OP_SWEEP_SUBMIT] = "sweep_submit",
     [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
-    [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume",
+    [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume", [OP_PRIORITY] = "priority",
+    [OP_HOLD] = "hold", [OP_RELEASE] = "release",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -21,14 +22,15 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
 enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64,
-       F_FROM_SCRATCH = 128 };
+       F_FROM_SCRATCH = 128, F_PRIORITY = 256 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
     [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
     [OP_EXPORT] = F_ID | F_OFFSET | F_VERSION, [OP_DEVICES] = 0, [OP_VERSION] = 0,
     [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET, [OP_SWEEP_SUBMIT] = F_SWEEP,
     [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
-    [OP_RESUME] = F_ID | F_FROM_SCRATCH,
+    [OP_RESUME] = F_ID | F_FROM_SCRATCH, [OP_PRIORITY] = F_ID | F_PRIORITY, [OP_HOLD] = F_ID,
+    [OP_RELEASE] = F_ID,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,
@@ -94,6 +96,13 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                 return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be a whole number >= 0", k);
             req->offset = (long long)it->valuedouble;
             req->has_offset = 1;
+        } else if (strcmp(k, "priority") == 0 && (allowed & F_PRIORITY)) {
+            /* An integer well inside int: the queue checks the job's range. */
+            if (!cJSON_IsNumber(it) || it->valuedouble > 1e9 || it->valuedouble < -1e9 ||
+                it->valuedouble != (double)(long long)it->valuedouble)
+                return fail(code, ERR_BAD_REQUEST, msg, msglen, "%s: must be an integer", k);
+            req->priority = (int)it->valuedouble;
+            req->has_priority = 1;
         } else if (strcmp(k, "version") == 0 && (allowed & F_VERSION)) {
             if (!cJSON_IsString(it) || strlen(it->valuestring) >= PROTO_VERSION_TAG_MAX)
                 return fail(code, ERR_BAD_REQUEST, msg, msglen,
@@ -108,6 +117,9 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
     }
     if ((allowed & F_ID) && !req->id[0])
         return fail(code, ERR_BAD_REQUEST, msg, msglen, "id: missing (op \"%s\" needs an id)",
+                    op_names[req->op]);
+    if ((allowed & F_PRIORITY) && !req->has_priority)
+        return fail(code, ERR_BAD_REQUEST, msg, msglen, "priority: missing (op \"%s\" needs it)",
                     op_names[req->op]);
     if ((allowed & F_JOB) && !cJSON_GetObjectItemCaseSensitive(root, "job"))
         return fail(code, ERR_BAD_REQUEST, msg, msglen, "job: missing%s", "");

@@ -15,9 +15,9 @@
 enum proto_op {
     OP_SUBMIT, OP_STATUS, OP_LIST, OP_WATCH, OP_LOGS, OP_CANCEL, OP_EXPORT, OP_DEVICES,
     OP_VERSION, OP_SHUTDOWN, OP_METRICS, OP_SWEEP_SUBMIT, OP_SWEEP_STATUS, OP_SWEEP_LIST,
-    OP_SWEEP_CANCEL, OP_RESUME,
+    OP_SWEEP_CANCEL, OP_RESUME, OP_PRIORITY, OP_HOLD, OP_RELEASE,
 };
-#define OP_COUNT (OP_RESUME + 1)
+#define OP_COUNT (OP_RELEASE + 1)
 /* export with an offset and metrics: the most file bytes one reply carries
  * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
 #define PROTO_CHUNK_MAX (512u << 10)
@@ -39,8 +39,11 @@ enum proto_op {
 
 typedef struct proto_request {
     enum proto_op op;
-    char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, resume, export;
-                              sweep_status, sweep_cancel: a sweep's */
+    char id[PROTO_ID_MAX]; /* status (optional: "" = all), watch, logs, cancel, resume, export,
+                              priority, hold, release; sweep_status, sweep_cancel: a sweep's */
+    int priority;          /* priority: the job's new priority (an integer; range checked by
+                              the queue) */
+    int has_priority;
     int follow;            /* logs: stream new lines until the job ends */
     int from_scratch;      /* resume: start over from step 0, without its checkpoints */
     int has_offset;        /* export: a chunk of the file is asked for */

@@ -16,8 +16,6 @@ typedef struct pool {
     uint64_t kept;            /* GPUs kept for a waiting job: keeper[g] */
     int keeper[SCHED_GPUS];
     int cpu_keeper;           /* -1, or the waiting job that keeps the free cores */
-    size_t host_free;
-    size_t gpu_free[SCHED_GPUS];
 } pool;
 
 static int gpu_fits(double held, double share)
@@ -172,34 +170,6 @@ static int keeper_of(const pool *p, const sched_job *j)
     return j->cores ? p->cpu_keeper : -1;
 }
 
-/* Memory for q on the host and each of its GPUs: 1, or 0 with d's figures. */
-static int memory_fits(const pool *p, const sched_job *j, sched_decision *d)
-{
-    if (j->host_need > p->host_free) {
-        d->memory_gpu = -1;
-        d->memory_need = j->host_need;
-        d->memory_free = p->host_free;
-        return 0;
-    }
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if ((j->gpus >> g & 1) && j->gpu_need > p->gpu_free[g]) {
-            d->memory_gpu = g;
-            d->memory_need = j->gpu_need;
-            d->memory_free = p->gpu_free[g];
-            return 0;
-        }
-    return 1;
-}
-
-static void take_memory(pool *p, const sched_job *j)
-{
-    if (p->host_free != SIZE_MAX)
-        p->host_free -= j->host_need;
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if ((j->gpus >> g & 1) && p->gpu_free[g] != SIZE_MAX)
-            p->gpu_free[g] -= j->gpu_need;
-}
-
 /* Queued job q's turn: start it, or say why it waits. */
 static void decide_queued(const sched_input *in, pool *p, int q, unsigned char *gone, int *work,
                           sched_decision *out)
@@ -227,12 +197,9 @@ static void decide_queued(const sched_input *in, pool *p, int q, unsigned char *
         }
     } else if (in->one_at_a_time && p->running > 0) {
         d->wait = SCHED_ONE_AT_A_TIME;
-    } else if (!memory_fits(p, j, d)) {
-        d->wait = SCHED_MEMORY;
     } else {
         d->action = SCHED_START;
         hold(p, j, 1);
-        take_memory(p, j);
         return;
     }
     keep(p, j, q);
@@ -252,11 +219,9 @@ int sched_decide(const sched_input *in, sched_decision *out)
     pool p;
     memset(&p, 0, sizeof p);
     p.cpu_keeper = -1;
-    p.host_free = in->host_free;
-    memcpy(p.gpu_free, in->gpu_free, sizeof p.gpu_free);
     int queued = 0;
     for (int i = 0; i < n; i++) {
-        out[i] = (sched_decision){.action = SCHED_KEEP, .preempted_for = -1, .memory_gpu = -1};
+        out[i] = (sched_decision){.action = SCHED_KEEP, .preempted_for = -1, .turn = -1};
         if (in->jobs[i].running) {
             hold(&p, &in->jobs[i], 1);
             gone[i] = (unsigned char)(in->jobs[i].stopping != 0);
@@ -265,8 +230,10 @@ int sched_decide(const sched_input *in, sched_decision *out)
         }
     }
     qsort_r(turn, (size_t)queued, sizeof *turn, by_turn, (void *)in->jobs);
-    for (int k = 0; k < queued; k++)
+    for (int k = 0; k < queued; k++) {
+        out[turn[k]].turn = k;
         decide_queued(in, &p, turn[k], gone, work, out);
+    }
     free(turn);
     free(gone);
     return 0;

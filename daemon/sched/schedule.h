@@ -11,11 +11,12 @@
  *   (less first: fair share), then by submission.
  * - No starvation. A job that cannot start keeps what it wants from every
  *   job after it in that order: its GPUs, and the CPU's free cores if it
- *   waits for cores. A job that waits for memory keeps its devices too.
+ *   waits for cores.
  * - Sharing. On the CPU a job takes `cores` of the daemon's cores (all of
  *   them for a whole-CPU job); jobs whose cores fit run at once. A GPU is
- *   held whole (share 1), or shared by jobs whose shares sum to at most 1,
- *   each within the GPU's free memory.
+ *   held whole (share 1), or shared by jobs whose shares sum to at most 1.
+ * Memory is the job store's to check, for each job this decides to start
+ * (a job it holds back keeps its devices as here). 
  * - Preemption. A job that waits for devices held by lower-priority running
  *   jobs has the fewest of them stopped (lowest priority first, then the
  *   youngest run) if that makes it fit; it then waits for them, keeping its
@@ -24,7 +25,6 @@
 #ifndef PARLE_SCHEDULE_H
 #define PARLE_SCHEDULE_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 enum { SCHED_GPUS = 63, SCHED_BLOCKERS = 4 };
@@ -42,8 +42,6 @@ typedef struct sched_job {
     uint64_t gpus;        /* GPUs it holds or wants */
     double gpu_share;     /* of each of its GPUs, (0, 1]: 1 holds them whole */
     int cores;            /* CPU cores it holds or wants (0: none) */
-    size_t host_need;     /* queued: host bytes it will take */
-    size_t gpu_need;      /* queued: bytes it will take on each of its GPUs */
 } sched_job;
 
 typedef struct sched_input {
@@ -51,8 +49,6 @@ typedef struct sched_input {
     int njobs;
     int ncores;            /* the daemon's cores */
     uint64_t faulted;      /* GPUs that never come back in this process */
-    size_t host_free;      /* host bytes free for new jobs now (SIZE_MAX: unknown) */
-    size_t gpu_free[SCHED_GPUS]; /* each GPU's free bytes now (SIZE_MAX: unknown) */
     int one_at_a_time;     /* only one job may run (under MPI) */
     int preempt;           /* preemption allowed */
 } sched_input;
@@ -64,7 +60,6 @@ enum sched_wait {
     SCHED_HOLD,        /* held */
     SCHED_DEVICES,     /* its devices are held by running jobs (blockers) */
     SCHED_QUEUE,       /* its devices are kept for a job before it (blockers[0]) */
-    SCHED_MEMORY,      /* not enough memory (memory_need, memory_free, on memory_gpu) */
     SCHED_STOPPING,    /* waiting for running jobs that are stopping (blockers): preempted for it, or cancelled */
     SCHED_FAULTED,     /* it wants a GPU that faulted */
     SCHED_ONE_AT_A_TIME, /* a job runs and only one may (MPI) */
@@ -76,8 +71,7 @@ typedef struct sched_decision {
     int preempted_for;          /* SCHED_PREEMPT: the job it makes room for */
     int blockers[SCHED_BLOCKERS]; /* the jobs it waits for or behind, by index */
     int nblockers;              /* how many (may exceed SCHED_BLOCKERS: the first are kept) */
-    int memory_gpu;             /* SCHED_MEMORY: the GPU short of memory, -1: the host */
-    size_t memory_need, memory_free;
+    int turn;                   /* queued: its place in the order (0 first), else -1 */
 } sched_decision;
 
 /* One decision per job (out[njobs]). 0, or -1 when out of memory for the

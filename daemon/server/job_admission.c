@@ -103,7 +103,7 @@ int job_waits_for_memory(jobs *js, job *j)
         j->waiting[0] = '\0';
         return 0;
     }
-    int newly = !j->waiting[0];
+    int newly = strncmp(j->waiting, "memory:", 7) != 0; /* it may have waited for devices */
     snprintf(j->waiting, sizeof j->waiting, "memory: %s", why);
     /* Logged and persisted once per wait: the figures change at every retry. */
     if (newly) {

@@ -72,6 +72,7 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         goto fail;
     j->js = js;
     j->test_error = j->test_loss = NAN;
+    j->priority = j->cfg.priority;
     return j;
 fail:
     free(j);
@@ -126,6 +127,10 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     if (jobs_may_queue(js, owner, 1, code, err, errlen) != 0)
         return NULL;
     job *j = job_prepare(js, job_json, code, err, errlen);
+    if (j && job_priority_allowed(j, owner, code, err, errlen) != 0) {
+        free(j);
+        return NULL;
+    }
     *code = j ? ERR_INTERNAL : *code;
     if (!j || job_commit(js, j, job_json, owner, err, errlen) != 0)
         return NULL;

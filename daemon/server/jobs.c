@@ -94,13 +94,13 @@ void set_state(job *j, enum job_state s)
     if (write_status(j) == 0 && (s == JOB_DONE || s == JOB_CANCELLED))
         job_remove_checkpoints(j);
     cJSON *ev = event_json(j, "state");
-    cJSON_AddStringToObject(ev, "state", job_state_name(s));
+    cJSON_AddStringToObject(ev, "state", job_shown_state(j));
     if (j->error[0])
         cJSON_AddStringToObject(ev, "error", j->error);
     emit_line(j->js, j, ev);
 }
 
-static void start_job(jobs *js, job *j)
+void job_start(jobs *js, job *j)
 {
     char path[1200];
     job_file_path(j, "metrics.jsonl", path, sizeof(path));
@@ -112,6 +112,7 @@ static void start_job(jobs *js, job *j)
     j->run_started_at = jobs_now_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
+    j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
     j->memory_reported = 0;
     js->busy |= j->devices;
     j->thread_running = 1;
@@ -132,32 +133,6 @@ static void start_job(jobs *js, job *j)
     devices_text(j->devices, dev, sizeof(dev));
     job_log(j, "started on %s (%d cores)", dev, js->ncores);
     set_state(j, JOB_RUNNING);
-}
-
-/* FIFO: a job starts when its devices are free and no earlier waiting job
- * wants any of them, so a big job is never starved by later small ones.
- * Jobs interrupted by a daemon stop come before every other queued job. */
-/* Queued jobs start in order (interrupted ones first) on free devices.
- * Under MPI the other ranks serve one job at a time, so one job runs: jobs
- * on disjoint GPUs of rank 0 would still meet at a rank > 0. A faulted
- * device is never free again in this process: its jobs wait for the next.
- * A job whose devices are free but whose memory is not (job_admission.c)
- * holds them like a busy one: later jobs on them wait behind it. */
-void jobs_schedule(jobs *js)
-{
-    uint64_t wanted = 0;
-    int one_at_a_time = mpi_node_size() > 1;
-    for (int pass = 0; pass < 2; pass++)
-        for (job *j = js->first; j && !js->stopping; j = j->next) {
-            if (j->state != JOB_QUEUED || j->interrupted != (pass == 0))
-                continue;
-            if (!((js->busy | wanted | js->faulted) & j->devices) &&
-                !(one_at_a_time && js->running) && !job_waits_for_memory(js, j))
-                start_job(js, j);
-            else
-                wanted |= j->devices;
-        }
-    job_memory_retry(js);
 }
 
 /* The first event of a run after an interruption says where it starts: a
@@ -261,6 +236,7 @@ static void mark_faulted(jobs *js, job *j, const char *why)
 
 static void finish_job(jobs *js, job *j, const pending *p)
 {
+    jobs_usage_update(js); /* the job's last seconds count for its owner */
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
@@ -280,6 +256,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
     } else if (p->result.stopped && j->cancel_requested) {
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
+    } else if (p->result.stopped && j->requeue_asked_at > 0 && !js->stopping) {
+        job_requeued(j); /* preempted or held: back in the queue, still watched */
+        return;
     } else if (p->result.stopped) {
         /* Stopped by a daemon shutdown: status.json keeps "running" so the
          * next start resumes it from the checkpoint just taken. */
@@ -346,6 +325,7 @@ static void free_jobs(jobs *js)
         j = next;
     }
     free(js->cores);
+    free(js->usage);
     free(js);
 }
 
@@ -397,6 +377,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     }
     js->async.data = js;
     job_memory_retry_init(js);
+    jobs_schedule_init(js);
     *out = js;
     return 0;
 fail:
@@ -503,7 +484,8 @@ static void on_handle_closed(uv_handle_t *h)
 
 void jobs_close(jobs *js)
 {
-    js->open_handles = 2;
+    js->open_handles = 3;
     uv_close((uv_handle_t *)&js->async, on_handle_closed);
     uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
+    uv_close((uv_handle_t *)&js->requeue_check, on_handle_closed);
 }

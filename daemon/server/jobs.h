@@ -21,11 +21,15 @@ enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
 typedef struct job_owner {
     unsigned uid, gid;
     char user[64];          /* the name at submit, or the uid in digits */
+    int privileged;         /* submitted by root, parled's uid or --admin-group: may give a
+                               priority above 0 (not kept: a reloaded job's is 0) */
 } job_owner;
 
 /* Bounds of the queue (parled's flags). */
 typedef struct jobs_limits {
     int jobs_per_user;      /* queued + running jobs of one user */
+    double usage_half_life_s; /* fair share: an owner's device use halves in this time */
+    double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
@@ -90,6 +94,21 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen);
  * longer has; ERR_LIMIT, ERR_SHUTTING_DOWN as for submit. */
 int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_step,
                const char **code, char *err, size_t errlen);
+
+/* Scheduling (job_schedule.c; docs/architecture.md, "Scheduling"). A job's
+ * priority set to `priority`: raised only when `privileged` (root, parled's
+ * uid, --admin-group), lowered by anyone allowed to act on it; a queued or
+ * running job only. Held (hold 1): a queued job keeps its place but does not
+ * start, a running one checkpoints and goes back into the queue held;
+ * released (hold 0): it may start again. 0, or -1 with *code (ERR_BAD_STATE,
+ * ERR_FORBIDDEN, ERR_BAD_REQUEST) and a message. */
+int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
+                     char *err, size_t errlen);
+int job_set_hold(jobs *js, job *j, int hold, const char **code, char *err, size_t errlen);
+/* Whether owner may queue job j at its priority: above 0 only when
+ * privileged. 0, or -1 with *code ERR_FORBIDDEN and a message. */
+int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
+                         size_t errlen);
 
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);

@@ -82,7 +82,24 @@ struct job {
     int seed_index;
     double sweep_error;
     int sweep_error_known, early_stopped;
+    /* Scheduling (job_schedule.c): the priority (the job file's, then as
+     * `priority` sets it), held, and a requeue: asked (the time the job was
+     * asked to checkpoint and go back into the queue, 0 if not), for whom
+     * (preempted_by, "" when held) and, once back, shown "preempted" since
+     * preempted_at. */
+    int priority;
+    int held;
+    double requeue_asked_at;
+    char preempted_by[PROTO_ID_MAX];
+    int preempted;
+    double preempted_at;
 };
+
+/* An owner's device use (device-seconds, decayed; job_schedule.c). */
+typedef struct owner_usage {
+    unsigned uid;
+    double usage;
+} owner_usage;
 
 /* One hand-over from a job's threads to the loop. */
 typedef struct pending {
@@ -117,7 +134,7 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_admission.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
-    int open_handles;       /* async and timer, until both are closed */
+    int open_handles;       /* async and the two timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
     sweep *sweeps;
     int next_sweep_id;
@@ -127,6 +144,13 @@ struct jobs {
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
+    /* Fair share (job_schedule.c): each owner's decayed device use, as of
+     * usage_at; and the timer that watches requeues for --preempt-grace. */
+    owner_usage *usage;
+    int nusage, capusage;
+    double usage_at;
+    uv_timer_t requeue_check;
+    int requeue_check_on;
 };
 
 /* job_files.c: the job's files in the state dir. */
@@ -155,8 +179,24 @@ void set_state(job *j, enum job_state s);
 int check_ranks(const job_config *cfg, char *err, size_t errlen);
 
 double jobs_now_s(void);                  /* wall clock, unix seconds */
-/* Start what can run of the queue (FIFO over devices, then memory). */
+/* Start the job's thread on its devices (the scheduler said it may). */
+void job_start(jobs *js, job *j);
+
+/* job_schedule.c: the queue's scheduling (docs/architecture.md,
+ * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
+ * jobs to make room, and says in each queued job's status why it waits. */
+void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
+/* A job asked to go back into the queue stopped at its checkpoint: queued
+ * again, to resume from it ("preempted", or "held"). */
+void job_requeued(job *j);
+/* The state shown in status and list: "held" and "preempted" for such
+ * queued jobs, else the state's name. */
+const char *job_shown_state(const job *j);
+/* The owner's decayed device use (device-seconds); every owner's brought up
+ * to now (also as a job ends, before it stops counting as running). */
+double jobs_owner_usage(const jobs *js, unsigned uid);
+void jobs_usage_update(jobs *js);
 
 /* job_admission.c: admission by memory (docs/architecture.md). At submit:
  * 0, or -1 with a message naming both figures when the job can never fit. */

@@ -88,8 +88,16 @@ cJSON *job_status_json(const job *j)
     devices_text(j->devices, dev, sizeof(dev));
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
-    cJSON_AddStringToObject(o, "state", job_state_name(j->state));
+    cJSON_AddStringToObject(o, "state", job_shown_state(j));
     cJSON_AddItemToObject(o, "owner", owner_json(&j->owner));
+    cJSON_AddNumberToObject(o, "priority", j->priority);
+    cJSON_AddBoolToObject(o, "held", j->held);
+    /* The job's last preemption, if any: by whom and when it went back. */
+    if (j->preempted_by[0])
+        cJSON_AddStringToObject(o, "preempted_by", j->preempted_by);
+    else
+        cJSON_AddNullToObject(o, "preempted_by");
+    add_num_or_null(o, "preempted_at", j->preempted_at > 0 ? j->preempted_at : NAN);
     if (j->error[0])
         cJSON_AddStringToObject(o, "error", j->error);
     else

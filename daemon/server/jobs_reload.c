@@ -49,14 +49,37 @@ void owner_from_json(job_owner *owner, const cJSON *o)
     }
 }
 
+/* The scheduling fields of status.json (job_schedule.c): the priority as
+ * last set (the job file's when missing or out of range), held, the last
+ * preemption. */
+static void restore_schedule(job *j, const cJSON *st, int preempted)
+{
+    const double priority = status_num(st, "priority", j->cfg.priority);
+    j->priority = priority >= JOB_PRIORITY_MIN && priority <= JOB_PRIORITY_MAX &&
+                          priority == floor(priority)
+                      ? (int)priority
+                      : j->cfg.priority;
+    j->held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
+    const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "preempted_by"));
+    if (by && numbered_id(by, 'j') >= 0)
+        snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by);
+    j->preempted = preempted;
+    j->preempted_at = status_num(st, "preempted_at", 0);
+}
+
 /* Fill j from its status.json: state, error, times and last values. */
 static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
 {
     cJSON *st = cJSON_ParseWithLength(text, len);
     const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
+    /* "held" and "preempted" are queued jobs shown so (job_shown_state). */
+    const int preempted = state && strcmp(state, "preempted") == 0;
     int s = 0;
-    while (state && s <= JOB_CANCELLED && strcmp(state, job_state_name((enum job_state)s)) != 0)
-        s++;
+    if (preempted || (state && strcmp(state, "held") == 0))
+        s = JOB_QUEUED;
+    else
+        while (state && s <= JOB_CANCELLED && strcmp(state, job_state_name((enum job_state)s)) != 0)
+            s++;
     long epoch = status_count(st, "epoch"), step = status_count(st, "step");
     if (!cJSON_IsObject(st) || !state || s > JOB_CANCELLED || epoch < 0 || epoch > INT32_MAX ||
         step < 0) {
@@ -67,6 +90,7 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     }
     j->state = (enum job_state)s;
     owner_from_json(&j->owner, cJSON_GetObjectItemCaseSensitive(st, "owner"));
+    restore_schedule(j, st, preempted);
     /* A sweep's job: sweeps_reload links it to its sweep by this tag. */
     const char *tag = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "sweep"));
     double point = status_num(st, "point", -1), seed_index = status_num(st, "seed_index", -1);
@@ -154,9 +178,10 @@ static void requeue(jobs *js, job *j)
     char why[1400];
     if (job_log_start(j, why, sizeof why) != 0)
         server_log(LOG_WARN, "job %s: its log: %s", j->id, why);
+    const int was_running = j->state == JOB_RUNNING;
     j->state = JOB_QUEUED;
     j->interrupted = j->started_at > 0;
-    if (j->interrupted)
+    if (was_running)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");
     if (job_devices_now(js, j, j->error, sizeof j->error) == 0) {

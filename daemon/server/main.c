@@ -44,6 +44,13 @@ static const char usage[] =
     "                     jobs to checkpoint; then stop them at once (they resume\n"
     "                     from their last checkpoint). Clients get 5 s to read their\n"
     "                     last replies, then are disconnected\n"
+    "  --preempt-grace S  a job preempted by a higher priority (or held while it\n"
+    "                     runs) has S seconds (default 300) to checkpoint; then it\n"
+    "                     stops at once and resumes from its last checkpoint\n"
+    "  --usage-half-life S  fair share: among jobs of equal priority the next to\n"
+    "                     start is the one whose owner used the least device time\n"
+    "                     recently, each second of use weighing half as much after\n"
+    "                     S seconds (default 86400, a day)\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -198,6 +205,8 @@ int main(int argc, char **argv)
         {"max-connections", required_argument, 0, 'C'},
         {"max-connections-per-user", required_argument, 0, 'U'},
         {"stop-timeout", required_argument, 0, 't'},
+        {"preempt-grace", required_argument, 0, 'P'},
+        {"usage-half-life", required_argument, 0, 'H'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -214,7 +223,8 @@ int main(int argc, char **argv)
         snprintf(default_state, sizeof(default_state), "%s/.local/state/parled",
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
-                         .devices = "auto", .stop_timeout_s = 300, .max_jobs_per_user = 100,
+                         .devices = "auto", .stop_timeout_s = 300, .preempt_grace_s = 300,
+                         .usage_half_life_s = 86400, .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -240,11 +250,16 @@ int main(int argc, char **argv)
                                                            : &cfg.max_conns_per_user) = (int)n;
             break;
         }
-        case 't': {
+        case 't':
+        case 'P':
+        case 'H': {
             char *end;
-            cfg.stop_timeout_s = strtod(optarg, &end);
-            if (*end || !(cfg.stop_timeout_s >= 0 && cfg.stop_timeout_s <= 1e6)) {
-                fprintf(stderr, "parled: --stop-timeout: expected seconds in 0..1e6, got %s\n",
+            double *to = c == 't' ? &cfg.stop_timeout_s
+                         : c == 'P' ? &cfg.preempt_grace_s : &cfg.usage_half_life_s;
+            *to = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(*to >= 0 && *to <= 1e8)) {
+                fprintf(stderr, "parled: --%s: expected seconds in 0..1e8, got %s\n",
+                        c == 't' ? "stop-timeout" : c == 'P' ? "preempt-grace" : "usage-half-life",
                         optarg);
                 return 2;
             }

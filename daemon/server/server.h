@@ -18,6 +18,8 @@ typedef struct server_config {
     int max_conns, max_conns_per_user; /* connections at once; 0: no bound */
     int max_jobs_per_user; /* queued + running jobs of one user; 0: no bound */
     double stop_timeout_s; /* a shutdown's grace for checkpointing before jobs stop at once */
+    double preempt_grace_s; /* a preempted job's grace for checkpointing (jobs_limits) */
+    double usage_half_life_s; /* fair share's half-life (jobs_limits) */
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
                               binding socket_path (and never unlinked) */
 } server_config;

@@ -77,7 +77,7 @@ static sweep *find_sweep(conn *c, const char *id)
 
 static job_owner peer_owner(const conn *c)
 {
-    job_owner owner = {.uid = c->peer_uid, .gid = c->peer_gid};
+    job_owner owner = {.uid = c->peer_uid, .gid = c->peer_gid, .privileged = c->admin};
     snprintf(owner.user, sizeof owner.user, "%s", c->peer_user);
     return owner;
 }
@@ -310,6 +310,35 @@ static void op_sweep_cancel(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* priority, hold and release: {"id", "state", "priority", "held"} as they
+ * are after the change (a running job asked to hold is still running). */
+static void op_schedule(conn *c, proto_request *req)
+{
+    static const char *const verbs[] = {[OP_PRIORITY] = "change the priority of",
+                                        [OP_HOLD] = "hold", [OP_RELEASE] = "release"};
+    job *j = own_job(c, req->id, verbs[req->op]);
+    if (!j)
+        return;
+    char err[512];
+    const char *code;
+    int rc = req->op == OP_PRIORITY
+                 ? job_set_priority(c->srv->jobs, j, req->priority, c->admin, &code, err,
+                                    sizeof err)
+                 : job_set_hold(c->srv->jobs, j, req->op == OP_HOLD, &code, err, sizeof err);
+    if (rc != 0) {
+        send_error(c, code, err);
+        return;
+    }
+    server_log(LOG_INFO, "job %s: %s by %s (uid %u)", job_id(j), proto_op_name(req->op),
+               c->peer_user, c->peer_uid);
+    cJSON *status = job_status_json(j), *o = cJSON_CreateObject();
+    const char *const keep[] = {"id", "state", "priority", "held"};
+    for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+        cJSON_AddItemToObject(o, keep[k], cJSON_DetachItemFromObjectCaseSensitive(status, keep[k]));
+    cJSON_Delete(status);
+    conn_send(c, proto_reply_ok(o));
+}
+
 void server_handle_request(conn *c, char *line, size_t len)
 {
     server *s = c->srv;
@@ -367,6 +396,11 @@ void server_handle_request(conn *c, char *line, size_t len)
     }
     case OP_SWEEP_CANCEL:
         op_sweep_cancel(c, &req);
+        break;
+    case OP_PRIORITY:
+    case OP_HOLD:
+    case OP_RELEASE:
+        op_schedule(c, &req);
         break;
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();

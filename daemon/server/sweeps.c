@@ -99,6 +99,10 @@ static job *prepare_point(jobs *js, const sweep *s, long point, int k, cJSON **j
     if (!(*json = sweep_job(&s->spec, point, k, err, errlen)))
         return NULL;
     job *j = job_prepare(js, *json, code, why, sizeof why);
+    if (j && job_priority_allowed(j, &s->owner, code, why, sizeof why) != 0) {
+        free(j);
+        j = NULL;
+    }
     if (!j) {
         *code = strcmp(*code, ERR_INVALID_JOB) == 0 ? ERR_INVALID_SWEEP : *code;
         snprintf(err, errlen, "point %ld (%s), seed %d of %d: %.4000s", point,
@@ -476,6 +480,7 @@ static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "sweep.json: %.2000s", why);
     } else {
         owner_from_json(&s->owner, cJSON_GetObjectItemCaseSensitive(s->doc, "owner"));
+        s->owner.privileged = 1; /* its priorities were allowed when it was submitted */
         s->created_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s->doc, "created_at"));
         s->created_at = isfinite(s->created_at) ? s->created_at : 0;
         return s;

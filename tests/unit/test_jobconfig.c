@@ -155,7 +155,7 @@ static void test_defaults(void)
         JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
         JOB("\"devices\": \"0,1,7\""),
         JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true, "
-            "\"conv_algorithms\": \"heuristic\""),
+            "\"conv_algorithms\": \"heuristic\", \"priority\": -1000"),
         JOB("\"devices\": \"gpu\", \"precision\": \"bf16\", \"comm\": {\"timeout_s\": 0.5}"),
         JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
         "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
@@ -172,13 +172,13 @@ static void test_defaults(void)
     CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
     CHECK(parse(valid[3], &cfg, err, sizeof err) == 0 && cfg.deterministic &&
               job_precision(&cfg) == PRECISION_FP32 &&
-              strcmp(cfg.conv_algorithms, "heuristic") == 0,
-          "precision fp32, deterministic, conv_algorithms");
+              strcmp(cfg.conv_algorithms, "heuristic") == 0 && cfg.priority == -1000,
+          "precision fp32, deterministic, conv_algorithms, priority");
     CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.comm.timeout_s == 0.5 &&
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
-              strcmp(cfg.conv_algorithms, "timed") == 0,
+              strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0,
           "defaults");
     CHECK(parse(valid[6], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
               cfg.model.width == 10 && cfg.model.dropout == 0,
@@ -309,6 +309,8 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"63\""), "devices: \"63\" is not"},
     {JOB("\"precision\": \"fp16\""), "precision: unknown \"fp16\"; known: fp32, tf32, bf16"},
     {JOB("\"deterministic\": 1"), "deterministic: must be a boolean"},
+    {JOB("\"priority\": 1001"), "priority: must be an integer in -1000..1000"},
+    {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
      "conv_algorithms: unknown \"fastest\"; known: timed, heuristic"},
     {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},

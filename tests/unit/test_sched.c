@@ -1,7 +1,7 @@
 /* The scheduler's decision (daemon/sched/schedule.c) as a table of cases: each
  * a queue (running and queued jobs), the machine, and what must be decided
- * for every job; then random queues against the rules' invariants, and the
- * usage's decay. */
+ * for every job; then fair share, random queues against the rules'
+ * invariants, and the usage's decay. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +94,8 @@ static const sched_case cases[] = {
 static int check_case(const sched_case *c)
 {
     sched_input in = {.jobs = c->jobs, .njobs = c->njobs, .ncores = c->ncores,
-                      .faulted = c->faulted, .host_free = SIZE_MAX,
-                      .one_at_a_time = c->one_at_a_time, .preempt = c->preempt};
-    for (int g = 0; g < SCHED_GPUS; g++)
-        in.gpu_free[g] = SIZE_MAX;
+                      .faulted = c->faulted, .one_at_a_time = c->one_at_a_time,
+                      .preempt = c->preempt};
     sched_decision out[MAXJ];
     int bad = sched_decide(&in, out) != 0;
     for (int i = 0; i < c->njobs && !bad; i++) {
@@ -129,9 +127,7 @@ static void test_fair_share(void)
     for (int i = 0; i < 8; i++)
         jobs[i] = (sched_job){.uid = i < 6 ? 1000 : 1001, .usage = i < 6 ? 3600 : 60,
                               .order = i, .cores = 2};
-    sched_input in = {.jobs = jobs, .njobs = 8, .ncores = 2, .host_free = SIZE_MAX, .preempt = 1};
-    for (int g = 0; g < SCHED_GPUS; g++)
-        in.gpu_free[g] = SIZE_MAX;
+    sched_input in = {.jobs = jobs, .njobs = 8, .ncores = 2, .preempt = 1};
     sched_decision out[8];
     CHECK(sched_decide(&in, out) == 0, "decided");
     CHECK(out[6].action == SCHED_START, "the light user's first job starts");
@@ -148,39 +144,6 @@ static void test_fair_share(void)
     CHECK(sched_decide(&in, out) == 0 && out[5].action == SCHED_START, "resuming first");
     jobs[3].priority = 1;
     CHECK(sched_decide(&in, out) == 0 && out[3].action == SCHED_START, "priority before all");
-}
-
-/* Memory: a job that does not fit waits with the figures and keeps its GPU;
- * a job that fits takes its share of what is free. */
-static void test_memory(void)
-{
-    sched_job jobs[4] = {
-        {.gpus = 1, .gpu_share = 1, .host_need = 20},
-        {.gpus = 1, .gpu_share = 1, .host_need = 1, .order = 1},
-        {.gpus = 2, .gpu_share = 1, .host_need = 6, .order = 2},
-        {.gpus = 4, .gpu_share = 1, .host_need = 6, .order = 3},
-    };
-    sched_input in = {.jobs = jobs, .njobs = 4, .ncores = 2, .host_free = 10, .preempt = 1};
-    for (int g = 0; g < SCHED_GPUS; g++)
-        in.gpu_free[g] = SIZE_MAX;
-    sched_decision out[4];
-    CHECK(sched_decide(&in, out) == 0, "decided");
-    CHECK(out[0].wait == SCHED_MEMORY && out[0].memory_gpu == -1 && out[0].memory_need == 20 &&
-              out[0].memory_free == 10, "host memory: need 20, free 10");
-    CHECK(out[1].wait == SCHED_QUEUE && out[1].blockers[0] == 0, "its GPU kept");
-    CHECK(out[2].action == SCHED_START, "another GPU, 6 of 10 fit");
-    CHECK(out[3].wait == SCHED_MEMORY && out[3].memory_free == 4, "then 4 left: %zu",
-          out[3].memory_free);
-    /* GPU memory decides between shares of one GPU. */
-    sched_job shared[2] = {{.gpus = 1, .gpu_share = 0.5, .gpu_need = 30},
-                           {.gpus = 1, .gpu_share = 0.5, .gpu_need = 30, .order = 1}};
-    in.jobs = shared;
-    in.njobs = 2;
-    in.host_free = SIZE_MAX;
-    in.gpu_free[0] = 50;
-    CHECK(sched_decide(&in, out) == 0 && out[0].action == SCHED_START &&
-              out[1].wait == SCHED_MEMORY && out[1].memory_gpu == 0 && out[1].memory_free == 20,
-          "the second share does not fit the GPU's 20 left");
 }
 
 /* Random queues: what starts, with what keeps running, fits the machine;
@@ -206,7 +169,6 @@ static void test_random(void)
                 .gpus = gpu ? (uint64_t)test_uniform(1, 8) : 0,
                 .gpu_share = test_uniform(0, 1) < 0.5 ? 1.0 : 0.25 * (int)test_uniform(1, 4),
                 .cores = gpu ? 0 : (int)test_uniform(1, NCORES + 1),
-                .host_need = (size_t)test_uniform(0, 50),
             };
             if (jobs[i].running)
                 jobs[i].held = 0, jobs[i].stopping = test_uniform(0, 1) < 0.15;
@@ -224,18 +186,15 @@ static void test_random(void)
         }
         if (!ok)
             continue;
-        sched_input in = {.jobs = jobs, .njobs = N, .ncores = NCORES, .host_free = 100,
-                          .preempt = 1, .faulted = round % 7 == 0 ? 4 : 0};
-        for (int g = 0; g < SCHED_GPUS; g++)
-            in.gpu_free[g] = SIZE_MAX;
+        sched_input in = {.jobs = jobs, .njobs = N, .ncores = NCORES, .preempt = 1,
+                          .faulted = round % 7 == 0 ? 4 : 0};
         sched_decision out[N];
         if (sched_decide(&in, out) != 0) {
             CHECK(0, "round %d: out of memory", round);
             return;
         }
         double held[3] = {0};
-        int held_cores = 0;
-        size_t taken = 0;
+        int held_cores = 0, turns = 0, queued = 0;
         for (int i = 0; i < N; i++) {
             const sched_job *j = &jobs[i];
             const sched_decision *d = &out[i];
@@ -245,8 +204,9 @@ static void test_random(void)
                         held[g] += j->gpu_share;
                 held_cores += j->cores;
             }
+            queued += !j->running;
+            turns += !j->running && d->turn >= 0 && d->turn < N;
             if (d->action == SCHED_START) {
-                taken += j->host_need;
                 CHECK(!j->running && !j->held && !(j->gpus & in.faulted),
                       "round %d job %d: started though running, held or faulted", round, i);
             }
@@ -263,7 +223,7 @@ static void test_random(void)
         for (int g = 0; g < 3; g++)
             CHECK(held[g] <= 1 + 1e-9, "round %d: GPU %d over-shared (%g)", round, g, held[g]);
         CHECK(held_cores <= NCORES, "round %d: %d cores of %d", round, held_cores, NCORES);
-        CHECK(taken <= 100, "round %d: %zu bytes of 100", round, taken);
+        CHECK(turns == queued, "round %d: %d of %d queued jobs have a turn", round, turns, queued);
     }
 }
 
@@ -282,7 +242,6 @@ int main(void)
     test_init("sched");
     test_table();
     test_fair_share();
-    test_memory();
     test_random();
     test_usage_decay();
     return test_main_end();

@@ -1,0 +1,360 @@
+/* The queue's scheduling on the loop thread (jobs_impl.h): the queue's
+ * state handed to the scheduler's decision (daemon/sched/schedule.h) and
+ * what it decides carried out: jobs started once admission by memory lets
+ * them, running jobs asked to checkpoint and stop for a higher priority,
+ * and why every other queued job waits, in its status. Also the owners'
+ * decayed device use (fair share), priorities and holds. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+#include "mpi_node.h"
+#include "schedule.h"
+
+/* While a job is asked to stop for another, the queue is looked at this
+ * often: the grace (--preempt-grace) is counted from it. */
+#define PREEMPT_CHECK_MS 1000
+/* An owner's decayed use below this many device-seconds (a millisecond:
+ * about ten half-lives after a second's use), with no job in the queue, is
+ * forgotten: the table holds the owners of recent jobs only. */
+#define USAGE_FORGET_S 1e-3
+
+/* The whole CPU counts as one device, as a GPU does. */
+static double device_units(const job *j)
+{
+    return __builtin_popcountll(j->devices & ~DEV_CPU) + ((j->devices & DEV_CPU) ? 1 : 0);
+}
+
+static owner_usage *usage_entry(jobs *js, unsigned uid)
+{
+    for (int i = 0; i < js->nusage; i++)
+        if (js->usage[i].uid == uid)
+            return &js->usage[i];
+    if (js->nusage == js->capusage) {
+        int cap = js->capusage ? 2 * js->capusage : 16;
+        owner_usage *u = realloc(js->usage, (size_t)cap * sizeof *u);
+        if (!u)
+            return NULL;
+        js->usage = u;
+        js->capusage = cap;
+    }
+    js->usage[js->nusage] = (owner_usage){uid, 0.0};
+    return &js->usage[js->nusage++];
+}
+
+double jobs_owner_usage(const jobs *js, unsigned uid)
+{
+    for (int i = 0; i < js->nusage; i++)
+        if (js->usage[i].uid == uid)
+            return js->usage[i].usage;
+    return 0.0;
+}
+
+/* Every owner's use brought to now: decayed by the half-life, plus what
+ * their running jobs used since the last update. Owners with almost none
+ * left and no job in the queue are forgotten. */
+void jobs_usage_update(jobs *js)
+{
+    const double now = jobs_now_s(), half = js->limits.usage_half_life_s;
+    const double dt = js->usage_at > 0 && now > js->usage_at ? now - js->usage_at : 0;
+    js->usage_at = now;
+    for (int i = 0; i < js->nusage; i++)
+        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt, half, 0);
+    for (job *j = js->first; j; j = j->next) {
+        owner_usage *u = job_state_final(j->state) ? NULL : usage_entry(js, j->owner.uid);
+        if (u && j->thread_running)
+            u->usage += sched_usage_decay(0, dt, half, device_units(j) * dt);
+    }
+    for (int i = 0; i < js->nusage; i++) {
+        int queued = 0;
+        for (job *j = js->first; j && !queued; j = j->next)
+            queued = !job_state_final(j->state) && j->owner.uid == js->usage[i].uid;
+        if (!queued && js->usage[i].usage < USAGE_FORGET_S)
+            js->usage[i--] = js->usage[--js->nusage];
+    }
+}
+
+/* The scheduler's view of job j. */
+static sched_job sched_view(const jobs *js, const job *j, long order)
+{
+    return (sched_job){
+        .running = j->thread_running,
+        .stopping = j->thread_running && j->stop != 0,
+        .held = j->held,
+        .resuming = j->interrupted,
+        .uid = j->owner.uid,
+        .priority = j->priority,
+        .order = order,
+        .started_at = j->run_started_at,
+        .usage = jobs_owner_usage(js, j->owner.uid),
+        .gpus = j->devices & ~DEV_CPU,
+        .gpu_share = 1.0,
+        .cores = (j->devices & DEV_CPU) ? js->ncores : 0,
+    };
+}
+
+/* Why `ahead` comes before `j` in the queue's order. */
+static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
+{
+    if (ahead->priority != j->priority)
+        return "a higher priority";
+    if (ahead->interrupted != j->interrupted)
+        return "it resumes a checkpoint";
+    if (jobs_owner_usage(js, ahead->owner.uid) != jobs_owner_usage(js, j->owner.uid))
+        return "its owner used less device time recently";
+    return "submitted earlier";
+}
+
+/* " j0002 (alice), j0003 (bob) and 2 more" for the decision's blockers. */
+static void blockers_text(job **list, const sched_decision *d, char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS && n < len; k++) {
+        const job *b = list[d->blockers[k]];
+        n += (size_t)snprintf(out + n, len - n, "%s %s (%s)", k ? "," : "", b->id,
+                              b->owner.user);
+    }
+    if (d->nblockers > SCHED_BLOCKERS && n < len)
+        snprintf(out + n, len - n, " and %d more", d->nblockers - SCHED_BLOCKERS);
+}
+
+/* What a queued job waits for, in words, into j->waiting; persisted when
+ * it changed (the figures of a memory wait are admission's, not here). */
+static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
+{
+    char text[sizeof j->waiting], who[384], dev[256];
+    blockers_text(list, d, who, sizeof who);
+    devices_text(j->devices, dev, sizeof dev);
+    const job *first = d->nblockers ? list[d->blockers[0]] : NULL;
+    switch (d->wait) {
+    case SCHED_HOLD:
+        snprintf(text, sizeof text, "held: it runs once released (parlectl release %s)", j->id);
+        break;
+    case SCHED_DEVICES:
+        snprintf(text, sizeof text, "devices: %s held by%s", dev, who);
+        break;
+    case SCHED_QUEUE:
+        snprintf(text, sizeof text, "queue: %s kept for %s (%s), ahead by %s", dev, first->id,
+                 first->owner.user, ahead_because(js, first, j));
+        break;
+    case SCHED_STOPPING:
+        snprintf(text, sizeof text, "stopping: waiting for%s to checkpoint and stop", who);
+        break;
+    case SCHED_FAULTED:
+        snprintf(text, sizeof text, "faulted: a GPU of %s hit a device fault; it runs after "
+                 "parled re-executes itself", dev);
+        break;
+    case SCHED_ONE_AT_A_TIME:
+        snprintf(text, sizeof text, "mpi: one job runs at a time across the ranks");
+        break;
+    default:
+        return;
+    }
+    if (strcmp(text, j->waiting) != 0) {
+        snprintf(j->waiting, sizeof j->waiting, "%s", text);
+        write_status(j);
+    }
+}
+
+/* Ask running job j to checkpoint at its next step boundary and stop, to go
+ * back into the queue (for `by`'s sake, or held when by is NULL). */
+static void ask_requeue(job *j, const job *by)
+{
+    j->requeue_asked_at = jobs_now_s();
+    if (by) {
+        snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by->id);
+        job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
+                "boundary, then back in the queue", by->id, by->owner.user, by->priority,
+                j->priority);
+    } else {
+        job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
+    }
+    __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+}
+
+/* A job asked to go back into the queue that has not checkpointed within
+ * --preempt-grace stops at once, as a shutdown past --stop-timeout does:
+ * it resumes from its last complete checkpoint. 1 while any is asked. */
+static int requeues_pending(jobs *js)
+{
+    int asked = 0;
+    const double now = jobs_now_s();
+    for (job *j = js->first; j; j = j->next) {
+        if (!j->thread_running || j->requeue_asked_at <= 0 || j->cancel_requested)
+            continue;
+        asked = 1;
+        if (!(j->stop & RUN_STOP_NOW) &&
+            now - j->requeue_asked_at > js->limits.preempt_grace_s) {
+            job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
+                    "from its last checkpoint", js->limits.preempt_grace_s);
+            __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
+        }
+    }
+    return asked;
+}
+
+static void on_check(uv_timer_t *t) { jobs_schedule(t->data); }
+
+void jobs_schedule_init(jobs *js)
+{
+    uv_timer_init(js->loop, &js->requeue_check);
+    js->requeue_check.data = js;
+}
+
+/* Carry out the decisions in the queue's order: starts (unless admission
+ * holds the job back for memory), preemptions, and the reasons to wait. */
+static void apply(jobs *js, job **list, const sched_decision *out, int n, int queued)
+{
+    int *by_turn = malloc((size_t)(queued ? queued : 1) * sizeof *by_turn);
+    if (!by_turn)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (out[i].turn >= 0)
+            by_turn[out[i].turn] = i;
+        if (out[i].action == SCHED_PREEMPT)
+            ask_requeue(list[i], list[out[i].preempted_for]);
+    }
+    for (int k = 0; k < queued; k++) {
+        const int i = by_turn[k];
+        if (out[i].action != SCHED_START)
+            set_waiting(js, list[i], list, &out[i]);
+        else if (!job_waits_for_memory(js, list[i]))
+            job_start(js, list[i]);
+    }
+    free(by_turn);
+}
+
+void jobs_schedule(jobs *js)
+{
+    if (js->stopping)
+        return;
+    jobs_usage_update(js);
+    int n = 0, queued = 0;
+    for (job *j = js->first; j; j = j->next)
+        if (j->thread_running || j->state == JOB_QUEUED)
+            n++;
+    job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
+    sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
+    sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    sched_input in = {.jobs = view, .njobs = n, .ncores = js->ncores, .faulted = js->faulted,
+                      .one_at_a_time = mpi_node_size() > 1, .preempt = 1};
+    int ok = list && view && out;
+    long order = 0;
+    n = 0;
+    for (job *j = js->first; j && ok; j = j->next, order++)
+        if (j->thread_running || j->state == JOB_QUEUED) {
+            list[n] = j;
+            view[n++] = sched_view(js, j, order);
+            queued += !j->thread_running;
+        }
+    if (ok && sched_decide(&in, out) == 0)
+        apply(js, list, out, n, queued);
+    free(list);
+    free(view);
+    free(out);
+    job_memory_retry(js);
+    if (requeues_pending(js)) {
+        if (!js->requeue_check_on)
+            uv_timer_start(&js->requeue_check, on_check, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+        js->requeue_check_on = 1;
+    } else if (js->requeue_check_on) {
+        uv_timer_stop(&js->requeue_check);
+        js->requeue_check_on = 0;
+    }
+}
+
+/* ---- what a job asked to go back into the queue becomes ---- */
+
+void job_requeued(job *j)
+{
+    j->requeue_asked_at = 0;
+    j->interrupted = 1; /* it resumes from the checkpoint it just took */
+    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
+    if (j->preempted_by[0] && !j->held) {
+        j->preempted = 1;
+        j->preempted_at = jobs_now_s();
+    }
+    job_log(j, "%s at epoch %.6g, step %ld: back in the queue, to resume from its checkpoint",
+            j->held ? "held" : "preempted", j->last.epoch, j->last.step);
+    set_state(j, JOB_QUEUED);
+}
+
+const char *job_shown_state(const job *j)
+{
+    if (j->state == JOB_QUEUED && j->held)
+        return "held";
+    if (j->state == JOB_QUEUED && j->preempted)
+        return "preempted";
+    return job_state_name(j->state);
+}
+
+/* ---- priorities and holds ---- */
+
+int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
+                     char *err, size_t errlen)
+{
+    if (job_state_final(j->state)) {
+        *code = ERR_BAD_STATE;
+        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
+        return -1;
+    }
+    if (priority < JOB_PRIORITY_MIN || priority > JOB_PRIORITY_MAX) {
+        *code = ERR_BAD_REQUEST;
+        snprintf(err, errlen, "priority: must be an integer in %d..%d", JOB_PRIORITY_MIN,
+                 JOB_PRIORITY_MAX);
+        return -1;
+    }
+    if (!privileged && priority > j->priority) {
+        *code = ERR_FORBIDDEN;
+        snprintf(err, errlen, "job %s has priority %d: only root, parled's user and its "
+                 "--admin-group may raise a priority (you may lower it)", j->id, j->priority);
+        return -1;
+    }
+    job_log(j, "priority %d -> %d", j->priority, priority);
+    j->priority = priority;
+    write_status(j);
+    jobs_schedule(js);
+    return 0;
+}
+
+int job_set_hold(jobs *js, job *j, int hold, const char **code, char *err, size_t errlen)
+{
+    *code = ERR_BAD_STATE;
+    if (job_state_final(j->state)) {
+        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
+        return -1;
+    }
+    if (hold == j->held) {
+        snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
+        return -1;
+    }
+    if (hold && j->thread_running && (j->stop || j->cancel_requested)) {
+        snprintf(err, errlen, "job %s is stopping already", j->id);
+        return -1;
+    }
+    j->held = hold;
+    if (hold && j->thread_running) {
+        j->preempted_by[0] = '\0';
+        ask_requeue(j, NULL);
+    } else {
+        job_log(j, "%s", hold ? "held: it keeps its place but does not start" : "released");
+    }
+    write_status(j);
+    jobs_schedule(js);
+    return 0;
+}
+
+int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
+                         size_t errlen)
+{
+    if (j->priority <= 0 || owner->privileged)
+        return 0;
+    *code = ERR_FORBIDDEN;
+    snprintf(err, errlen, "priority: %d is above 0: only root, parled's user and its "
+             "--admin-group may give a job a higher priority than the default (0); lower ones "
+             "are anyone's", j->priority);
+    return -1;
+}
