@@ -73,6 +73,19 @@ int job_devices_read(const char *s, job_device_spec *d, char *why, size_t whylen
         d->kind = strncmp(strchr(s, ':'), ":gpu", 4) ? DEVICES_CPU : DEVICES_GPU;
         return 0;
     }
+    if (!strncmp(s, "cpu:", 4)) {
+        long k = 0;
+        const char *at = s + 4;
+        for (; isdigit((unsigned char)*at) && k <= JOB_MAX_CORES; at++)
+            k = k * 10 + (*at - '0');
+        if (at == s + 4 || *at || k < 1 || k > JOB_MAX_CORES) {
+            snprintf(why, whylen, "cpu:K takes K of the daemon's cores, K in 1..%d",
+                     JOB_MAX_CORES);
+            return -1;
+        }
+        d->cores = (int)k;
+        return 0;
+    }
     if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
         d->kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
         return 0;

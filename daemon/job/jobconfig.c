@@ -514,8 +514,8 @@ static void finish(parser *p)
     if (devices == -1)
         report(p, "devices: \"%s\": %s", user_text_shown(cfg->devices, buf), why);
     else if (devices != 0)
-        report(p, "devices: \"%s\" is not \"cpu\", \"auto\", \"gpu\" or distinct GPU ids like "
-               "\"0,1\" or \"cuda:0,1\"",
+        report(p, "devices: \"%s\" is not \"cpu\", \"cpu:K\", \"auto\", \"gpu\" or distinct GPU ids "
+               "like \"0,1\" or \"cuda:0,1\"",
                user_text_shown(cfg->devices, buf));
 }
 

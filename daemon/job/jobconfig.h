@@ -10,6 +10,7 @@
 
 #define JOB_MAX_SCHEDULE 16
 #define JOB_PATH_MAX 1024
+#define JOB_MAX_CORES 4096 /* K of devices "cpu:K" */
 /* A job's priority (`priority`, `parlectl priority`). */
 #define JOB_PRIORITY_MIN (-1000)
 #define JOB_PRIORITY_MAX 1000
@@ -22,6 +23,8 @@ typedef struct job_device_spec {
     enum job_devices kind;          /* ranks named: DEVICES_CPU or DEVICES_GPU */
     uint64_t ids;                   /* DEVICES_IDS: bit i for GPU i */
     uint64_t ranks;                 /* bit r for MPI rank r; 0: every rank */
+    int cores;                      /* DEVICES_CPU: K of "cpu:K", cores of the daemon's the job
+                                       takes (jobs whose shares fit run at once); 0: all */
 } job_device_spec;
 
 typedef struct job_config {

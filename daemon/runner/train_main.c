@@ -14,8 +14,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: parle-train [--quiet] JOB.json\n"
             "       parle-train --eval WEIGHTS.safetensors JOB.json\n"
-            "Trains the job in the foreground on all cores this process may use, printing\n"
-            "progress and each epoch's test error of the master, and finally\n"
+            "Trains the job in the foreground on all cores this process may use (the first\n"
+            "K of them for devices \"cpu:K\"), printing progress and each epoch's test\n"
+            "error of the master, and finally\n"
             "  final test error: E%%\n"
             "With --eval, trains nothing: loads the weights and BN statistics (as written by\n"
             "`parlectl export`) into the job's model and prints the test error and loss on\n"
@@ -121,6 +122,9 @@ int main(int argc, char **argv)
     run_devices where = {.gpus = gpus};
     where.ncores = run_cpu_cores(&cores, err, sizeof err);
     where.cores = cores;
+    /* "cpu:K": the first K of them. */
+    if (cfg.device_spec.cores > 0 && cfg.device_spec.cores < where.ncores)
+        where.ncores = cfg.device_spec.cores;
     if (where.ncores >= 1)
         where.ngpus = run_job_gpus(&cfg, gpus, err, sizeof err);
     if (where.ncores < 1 || where.ngpus < 0) {

@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
+#include "mpi_node.h"
 
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)
@@ -48,9 +49,16 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
 {
     char why[256];
-    if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices, DEVICES_OF_DAEMON,
-                            &j->devices, why, sizeof why) == 0 &&
-        check_ranks(&j->cfg, why, sizeof why) == 0)
+    const int cores = j->cfg.device_spec.cores;
+    if (cores && mpi_node_size() > 1)
+        snprintf(why, sizeof why, "\"%s\": a share of the cores is for one parled, not under "
+                 "--mpi (each rank's job takes its whole CPU)", j->cfg.devices);
+    else if (cores > js->ncores)
+        snprintf(why, sizeof why, "\"%s\" asks for %d cores, parled has %d", j->cfg.devices,
+                 cores, js->ncores);
+    else if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices,
+                                 DEVICES_OF_DAEMON, &j->devices, why, sizeof why) == 0 &&
+             check_ranks(&j->cfg, why, sizeof why) == 0)
         return 0;
     snprintf(err, errlen, "devices: %s (parled's devices: %s)", why, js->devices_text);
     return -1;

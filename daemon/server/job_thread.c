@@ -157,7 +157,11 @@ void *job_thread(void *arg)
      * the loader was doing when it saw it. */
     int load_stopped = rc != 0 && data_stop_asked(&j->stop);
     int gpus[DEV_MAX_GPUS], ngpus = job_devices_gpus(j->devices, gpus);
-    run_devices where = {.cores = js->cores, .ncores = js->ncores, .gpus = gpus, .ngpus = ngpus};
+    /* A CPU job on the cores the queue gave it; a GPU job's replicas on the
+     * cores nearest their GPUs, of all the daemon's. */
+    run_devices where = {.cores = j->cores ? j->cores : js->cores,
+                         .ncores = j->cores ? j->ncores_held : js->ncores, .gpus = gpus,
+                         .ngpus = ngpus};
     if (mj && mpi_job_ready(mj, rc != 0, err, &j->cfg, &where, err, sizeof(err)) != 0)
         rc = -1;
     if (rc == 0) {

@@ -120,6 +120,7 @@ void job_start(jobs *js, job *j)
     int rc = pthread_create(&j->thread, NULL, job_thread, j);
     if (rc != 0) {
         js->busy &= ~j->devices;
+        job_cores_release(js, j);
         j->thread_running = 0;
         js->running--;
         snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
@@ -131,7 +132,7 @@ void job_start(jobs *js, job *j)
     }
     char dev[256];
     devices_text(j->devices, dev, sizeof(dev));
-    job_log(j, "started on %s (%d cores)", dev, js->ncores);
+    job_log(j, "started on %s (%d cores)", dev, j->cores ? j->ncores_held : js->ncores);
     set_state(j, JOB_RUNNING);
 }
 
@@ -241,6 +242,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
     j->thread_running = 0;
     js->running--;
     js->busy &= ~j->devices;
+    job_cores_release(js, j);
     j->elapsed_base = job_elapsed(j);
     j->run_started_at = 0;
     j->run_pending = 0;
@@ -325,6 +327,7 @@ static void free_jobs(jobs *js)
         j = next;
     }
     free(js->cores);
+    free(js->core_job);
     free(js->usage);
     free(js);
 }
@@ -348,6 +351,10 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->ncores = run_cpu_cores(&js->cores, err, errlen);
     if (js->ncores < 1)
         goto fail;
+    if (!(js->core_job = calloc((size_t)js->ncores, sizeof *js->core_job))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     /* The daemon's "auto" is its cores and every GPU the driver shows. */
     char why[256];
     int ngpus = backend_cuda_devices();

@@ -93,6 +93,10 @@ struct job {
     char preempted_by[PROTO_ID_MAX];
     int preempted;
     double preempted_at;
+    /* A CPU job's cores while it runs (job_schedule.c): ncores_held ids of
+     * js->cores, disjoint from every other running job's. */
+    int *cores;
+    int ncores_held;
 };
 
 /* An owner's device use (device-seconds, decayed; job_schedule.c). */
@@ -151,6 +155,7 @@ struct jobs {
     double usage_at;
     uv_timer_t requeue_check;
     int requeue_check_on;
+    const job **core_job;   /* per entry of cores: the running job on it, or NULL */
 };
 
 /* job_files.c: the job's files in the state dir. */
@@ -187,6 +192,11 @@ void job_start(jobs *js, job *j);
  * jobs to make room, and says in each queued job's status why it waits. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
+/* The cores a CPU job takes to run (all of the daemon's, or K for "cpu:K"),
+ * disjoint from the other running jobs': 0, or -1 when they are not free.
+ * job_cores_release gives them back as it ends. */
+int job_cores_take(jobs *js, job *j);
+void job_cores_release(jobs *js, job *j);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"). */
 void job_requeued(job *j);

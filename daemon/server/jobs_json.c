@@ -106,7 +106,14 @@ cJSON *job_status_json(const job *j)
     cJSON_AddNumberToObject(o, "replicas", j->cfg.algorithm.replicas);
     cJSON_AddStringToObject(o, "model", j->cfg.model.arch);
     cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
+    if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
+        snprintf(dev, sizeof dev, "cpu:%d", j->cfg.device_spec.cores);
     cJSON_AddStringToObject(o, "devices", dev);
+    /* The core ids a running CPU job holds (disjoint from the others'). */
+    if (j->cores)
+        cJSON_AddItemToObject(o, "cores", cJSON_CreateIntArray(j->cores, j->ncores_held));
+    else
+        cJSON_AddNullToObject(o, "cores");
     cJSON_AddItemToObject(o, "replica_devices", replica_devices_json(j));
     if (j->state == JOB_QUEUED && j->waiting[0])
         cJSON_AddStringToObject(o, "waiting", j->waiting);

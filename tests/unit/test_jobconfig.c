@@ -166,6 +166,7 @@ static void test_defaults(void)
         "\"init\": \"same\", \"gamma\": 0, \"rho\": 0}}",
         JOB("\"devices\": \"rank0:cpu\""),
         JOB("\"devices\": \"rank0:cpu,rank63:cpu,rank2:cpu\""),
+        JOB("\"devices\": \"cpu:3\""),
     };
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
         CHECK(parse(valid[i], &cfg, err, sizeof err) == 0, "valid[%zu]: %s", i, err);
@@ -180,6 +181,9 @@ static void test_defaults(void)
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
               strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0,
           "defaults");
+    CHECK(parse(valid[sizeof valid / sizeof valid[0] - 1], &cfg, err, sizeof err) == 0 &&
+              cfg.device_spec.kind == DEVICES_CPU && cfg.device_spec.cores == 3,
+          "cpu:3");
     CHECK(parse(valid[6], &cfg, err, sizeof err) == 0 && cfg.model.depth == 28 &&
               cfg.model.width == 10 && cfg.model.dropout == 0,
           "wrn-28-10");
@@ -320,6 +324,10 @@ static const bad_case bad_cases[] = {
     {JOB("\"devices\": \"\""), "devices: \"\" is not"},
     {JOB("\"devices\": \"256\""), "devices: \"256\" is not"},
     {JOB("\"devices\": \"rank1:cpu\""), "devices: \"rank1:cpu\": must include rank0"},
+    {JOB("\"devices\": \"cpu:0\""), "devices: \"cpu:0\": cpu:K takes K of the daemon's cores, K in 1..4096"},
+    {JOB("\"devices\": \"cpu:\""), "devices: \"cpu:\": cpu:K takes K"},
+    {JOB("\"devices\": \"cpu:2x\""), "devices: \"cpu:2x\": cpu:K takes K"},
+    {JOB("\"devices\": \"cpu:99999999999\""), "devices: \"cpu:99999999999\": cpu:K takes K"},
     {JOB("\"devices\": \"rank0:cpu,rank0:cpu\""), "devices: \"rank0:cpu,rank0:cpu\": rank0 is named twice"},
     {JOB("\"devices\": \"rank0:cpu,rank64:cpu\""), "devices: \"rank0:cpu,rank64:cpu\": MPI ranks are 0..63"},
     {JOB("\"devices\": \"rank0:0\""), "devices: \"rank0:0\": rank0 must be followed by \":cpu\""},
