@@ -140,9 +140,13 @@ const cJSON *sweep_points(conn *c, const char *id, cJSON **reply);
  * a message. */
 int plot_fetch(conn *c, const char *id, struct plot_job *pj);
 
-/* client/queue.c: priority ID N; hold ID and release ID (cmd->name says which). */
+/* client/queue.c: priority ID N; hold ID and release ID (cmd->name says which);
+ * rm ID... (a sweep's id removes the sweep); one removal (op rm or sweep_rm):
+ * its reply, or NULL after the message, printed unless json. */
 int cmd_priority(const command *cmd, int argc, char **argv);
 int cmd_hold(const command *cmd, int argc, char **argv);
+int cmd_rm(const command *cmd, int argc, char **argv);
+cJSON *remove_one(const char *op, const char *id, int json);
 
 /* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);

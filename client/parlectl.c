@@ -466,7 +466,7 @@ static const command commands[] = {
      "as a band."},
     {"sweep", cmd_sweep,
      "sweep FILE [-q] [--set key.path=value]... [--json]\n"
-     "       sweep status|cancel ID [--json] | sweep ls [--json]\n"
+     "       sweep status|cancel|rm ID [--json] | sweep ls [--json]\n"
      "Queue a sweep (docs/sweeps.md): FILE names a base job file (\"base\", read here,\n"
      "relative to FILE's folder), a grid over its dotted keys ({\"optim.lr\": [0.1, 0.05]}),\n"
      "and optionally \"seeds\": K (each point K times, seeds base + 0..K-1), \"samples\": N\n"
@@ -478,8 +478,9 @@ static const command commands[] = {
      "submit's does (a key the grid varies is refused). 'sweep status' shows one row per\n"
      "point: its values, state, mean +- standard deviation of the final test error\n"
      "over its seeds, wall time; '*' marks the best point. 'sweep ls' lists the\n"
-     "sweeps; 'sweep cancel' cancels a sweep's queued and running jobs. 'plot'\n"
-     "takes a sweep id: one curve per point, its seeds' range as a band."},
+     "sweeps; 'sweep cancel' cancels a sweep's queued and running jobs; 'sweep rm'\n"
+     "removes an ended sweep with its jobs (as 'rm'). 'plot' takes a sweep id: one\n"
+     "curve per point, its seeds' range as a band."},
     {"tensorboard", cmd_tensorboard,
      "tensorboard ID|SWEEP... -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
      "event files, with your permissions:\none run folder per job (DIR/ID; a sweep's jobs "
@@ -501,6 +502,12 @@ static const command commands[] = {
      "checkpoints at its next step and goes back into the queue, held. 'release'\n"
      "lets it run again."},
     {"release", cmd_hold, "release ID [--json]\nLet a held job run again (from its checkpoint if it ran)."},
+    {"rm", cmd_rm,
+     "rm ID... [--json]\nRemove ended jobs: each one's folder in parled's state dir (log, metrics,\n"
+     "checkpoints, exported master) goes, and the job leaves 'list'; prints the space\n"
+     "freed. A queued or running job is refused (cancel it first), as is a sweep's job\n"
+     "alone: a sweep's id (s0001) removes the sweep with all its jobs, once every one\n"
+     "has ended ('sweep rm' is the same). Only the owner, root and --admin-group."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,

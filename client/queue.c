@@ -45,3 +45,35 @@ int cmd_hold(const command *cmd, int argc, char **argv)
     const int hold = strcmp(cmd->name, "hold") == 0;
     return print_reply(&a, call(op_request(cmd->name, a.pos[0])), hold ? "held" : "released");
 }
+
+/* One rm or sweep_rm of id: its reply (without "ok"), or NULL after the
+ * message. Prints what it removed unless json. */
+cJSON *remove_one(const char *op, const char *id, int json)
+{
+    cJSON *reply = call(op_request(op, id));
+    if (!reply)
+        return NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+    if (!json)
+        printf("%s removed: %.0f job(s), %.1f MiB freed\n", id, num(reply, "removed_jobs"),
+               num(reply, "freed_bytes") / (1024.0 * 1024));
+    return reply;
+}
+
+int cmd_rm(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 1, ARGS_MAX_POS);
+    int rc = EXIT_OK;
+    cJSON *all = cJSON_CreateArray();
+    for (int i = 0; i < a.npos; i++) {
+        cJSON *reply = remove_one(is_sweep_id(a.pos[i]) ? "sweep_rm" : "rm", a.pos[i], a.json);
+        if (reply)
+            cJSON_AddItemToArray(all, reply);
+        else
+            rc = EXIT_FAIL;
+    }
+    if (a.json)
+        print_json(all);
+    cJSON_Delete(all);
+    return rc;
+}

@@ -284,7 +284,8 @@ int cmd_sweep(const command *cmd, int argc, char **argv)
 {
     PARSE("jqs", 1, 2);
     const char *what = a.pos[0];
-    int takes_id = strcmp(what, "status") == 0 || strcmp(what, "cancel") == 0;
+    int takes_id = strcmp(what, "status") == 0 || strcmp(what, "cancel") == 0 ||
+                   strcmp(what, "rm") == 0;
     int is_ls = strcmp(what, "ls") == 0 || strcmp(what, "list") == 0;
     if (takes_id && a.npos != 2)
         return usage_error(cmd, what, " needs a sweep id");
@@ -300,6 +301,13 @@ int cmd_sweep(const command *cmd, int argc, char **argv)
         return sweep_status(a.pos[1], &a);
     if (strcmp(what, "cancel") == 0)
         return sweep_cancel(a.pos[1], &a);
+    if (strcmp(what, "rm") == 0) {
+        cJSON *reply = remove_one("sweep_rm", a.pos[1], a.json);
+        if (reply && a.json)
+            print_json(reply);
+        cJSON_Delete(reply);
+        return reply ? EXIT_OK : EXIT_FAIL;
+    }
     return sweep_submit(what, &a);
 }
 

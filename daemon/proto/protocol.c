@@ -13,7 +13,7 @@ static const char *const op_names[] = {
     [OP_SHUTDOWN] = "shutdown", [OP_METRICS] = "metrics", [OP_SWEEP_SUBMIT] = "sweep_submit",
     [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
     [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume", [OP_PRIORITY] = "priority",
-    [OP_HOLD] = "hold", [OP_RELEASE] = "release",
+    [OP_HOLD] = "hold", [OP_RELEASE] = "release", [OP_RM] = "rm", [OP_SWEEP_RM] = "sweep_rm",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -30,7 +30,7 @@ static const int op_fields[] = {
     [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET, [OP_SWEEP_SUBMIT] = F_SWEEP,
     [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
     [OP_RESUME] = F_ID | F_FROM_SCRATCH, [OP_PRIORITY] = F_ID | F_PRIORITY, [OP_HOLD] = F_ID,
-    [OP_RELEASE] = F_ID,
+    [OP_RELEASE] = F_ID, [OP_RM] = F_ID, [OP_SWEEP_RM] = F_ID,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,

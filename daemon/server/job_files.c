@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_tree.h"
 #include "fsutil.h"
 #include "jobs_impl.h"
 
@@ -66,6 +67,7 @@ void job_log_stop(job *j) { j->log = NULL; }
 int write_status(job *j)
 {
     char path[1200], err[512];
+    j->disk_bytes = tree_disk_bytes(j->dir); /* as of this write: status answers from memory */
     cJSON *st = job_status_json(j);
     char *text = cJSON_Print(st);
     cJSON_Delete(st);
@@ -80,30 +82,10 @@ int write_status(job *j)
 
 void job_remove_checkpoints(job *j)
 {
-    char root[1200], dir[1500], file[1800];
+    char root[1200], err[1400];
     job_file_path(j, "ckpt", root, sizeof(root));
-    DIR *d = opendir(root);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] != 'k')
-            continue;
-        snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
-        DIR *k = opendir(dir);
-        struct dirent *f;
-        while (k && (f = readdir(k)))
-            if (f->d_name[0] != '.') {
-                snprintf(file, sizeof(file), "%s/%s", dir, f->d_name);
-                unlink(file);
-            }
-        if (k)
-            closedir(k);
-        rmdir(dir);
-    }
-    closedir(d);
-    if (rmdir(root) != 0)
-        job_log(j, "could not remove the checkpoints in %s: %s", root, strerror(errno));
+    if (remove_tree(root, err, sizeof err) != 0)
+        job_log(j, "could not remove the checkpoints: %s", err);
 }
 
 void job_write_metrics(job *j, cJSON *ev, int durable)

@@ -255,6 +255,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
         snprintf(j->error, sizeof(j->error), "%s", p->err ? p->err : "out of memory");
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);
+        jobs_keep_ended(js); /* one more failed job's checkpoints: the count may pass */
     } else if (p->result.stopped && j->cancel_requested) {
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
@@ -346,6 +347,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     pthread_cond_init(&js->flushed, NULL);
     js->loop = loop;
     js->listener = *listener;
+    js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
     js->next_id = 1;
     snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
     js->ncores = run_cpu_cores(&js->cores, err, errlen);
@@ -385,6 +387,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->async.data = js;
     job_memory_retry_init(js);
     jobs_schedule_init(js);
+    jobs_keep_ended_init(js);
     *out = js;
     return 0;
 fail:
@@ -392,7 +395,11 @@ fail:
     return -1;
 }
 
-void jobs_start(jobs *js) { jobs_schedule(js); }
+void jobs_start(jobs *js)
+{
+    jobs_keep_ended_start(js);
+    jobs_schedule(js);
+}
 
 job *jobs_find(jobs *js, const char *id)
 {
@@ -491,8 +498,9 @@ static void on_handle_closed(uv_handle_t *h)
 
 void jobs_close(jobs *js)
 {
-    js->open_handles = 3;
+    js->open_handles = 4;
     uv_close((uv_handle_t *)&js->async, on_handle_closed);
     uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
     uv_close((uv_handle_t *)&js->requeue_check, on_handle_closed);
+    uv_close((uv_handle_t *)&js->keep_ended_check, on_handle_closed);
 }

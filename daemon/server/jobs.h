@@ -6,6 +6,7 @@
 #define PARLE_JOBS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 #include <cjson/cJSON.h>
 
@@ -30,6 +31,8 @@ typedef struct jobs_limits {
     int jobs_per_user;      /* queued + running jobs of one user */
     double usage_half_life_s; /* fair share: an owner's device use halves in this time */
     double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
+    double keep_ended_s;    /* failed jobs' checkpoints go this long after they end (0: kept) */
+    int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
@@ -110,6 +113,14 @@ int job_set_hold(jobs *js, job *j, int hold, const char **code, char *err, size_
 int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
                          size_t errlen);
 
+/* job_remove.c: an ended job's folder removed and the job forgotten; a
+ * sweep whose jobs have all ended removed with them (its record first).
+ * *freed: the bytes their folders took. 0, or -1 with *code (ERR_BAD_STATE:
+ * not ended, a sweep's job alone, a sweep still being queued;
+ * ERR_INTERNAL) and a message. A removed id is never issued again. */
+int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, size_t errlen);
+int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **code, char *err,
+                 size_t errlen);
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
 

@@ -97,6 +97,7 @@ struct job {
      * js->cores, disjoint from every other running job's. */
     int *cores;
     int ncores_held;
+    uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
 };
 
 /* An owner's device use (device-seconds, decayed; job_schedule.c). */
@@ -138,7 +139,7 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_admission.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
-    int open_handles;       /* async and the two timers, until all are closed */
+    int open_handles;       /* async and the three timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
     sweep *sweeps;
     int next_sweep_id;
@@ -156,6 +157,7 @@ struct jobs {
     uv_timer_t requeue_check;
     int requeue_check_on;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
+    uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
 };
 
 /* job_files.c: the job's files in the state dir. */
@@ -253,6 +255,17 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
  * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
+/* --keep-ended: failed jobs' checkpoints past the age or the count go
+ * (done and cancelled jobs remove theirs as they end). At start, every few
+ * minutes and as a job fails. */
+void jobs_keep_ended(jobs *js);
+void jobs_keep_ended_init(jobs *js);
+void jobs_keep_ended_start(jobs *js);
+/* A folder being removed is first renamed so, and the next issued id is
+ * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */
+#define REMOVING_PREFIX ".removing-"
+#define NEXT_ID_FILE ".next_id"
+
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);
 /* The owner an {"uid", "gid", "user"} object names; root's if damaged. */
@@ -260,7 +273,8 @@ void owner_from_json(job_owner *owner, const cJSON *o);
 /* The number of an id the daemon issued with `prefix` (j0042: 42; a
  * sweep's s0007: 7), or -1. numbered_dirs lists the entries of `dir` so
  * named, in number order (malloc'd; numbered_dirs_free), raising *next_id
- * past each: 0, or -1 with a message. */
+ * past each and to NEXT_ID_FILE's, and finishes removals a crash cut short
+ * (REMOVING_PREFIX): 0, or -1 with a message. */
 int numbered_id(const char *name, char prefix);
 int numbered_dirs(const char *dir, char prefix, char ***names, size_t *n, int *next_id,
                   char *err, size_t errlen);
@@ -293,5 +307,9 @@ void sweeps_free(jobs *js);
 /* The jobs that uid's sweeps being submitted will queue and have not yet:
  * counted as queued by jobs_may_queue. */
 int sweeps_submitting_jobs(const jobs *js, unsigned uid);
+/* Whether sweep s is still being submitted (not all its jobs queued). */
+int sweep_submitting(const jobs *js, const sweep *s);
+/* The sweep out of js's list and freed (its jobs' tags no longer point at it). */
+void sweep_forget(jobs *js, sweep *s);
 
 #endif

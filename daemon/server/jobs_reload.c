@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_tree.h"
 #include "fsutil.h"
 #include "jobs_impl.h"
 #include "log.h"
@@ -216,6 +217,20 @@ void numbered_dirs_free(char **names, size_t n)
     free(names);
 }
 
+/* The next id kept by a removal (job_remove.c), if higher: removed ids are
+ * never issued again. */
+static void raise_to_kept_id(const char *dir, int *next_id)
+{
+    char path[1200], err[256];
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s", dir, NEXT_ID_FILE);
+    char *text = read_file_text(path, 64, &len, err, sizeof err);
+    long kept = text ? strtol(text, NULL, 10) : 0;
+    if (kept > *next_id && kept < 1000000000)
+        *next_id = (int)kept;
+    free(text);
+}
+
 int numbered_dirs(const char *dir, char prefix, char ***names_out, size_t *n_out, int *next_id,
                   char *err, size_t errlen)
 {
@@ -229,6 +244,13 @@ int numbered_dirs(const char *dir, char prefix, char ***names_out, size_t *n_out
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d))) {
+        if (strncmp(e->d_name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0) {
+            char path[1400], why[1400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (remove_tree(path, why, sizeof why) != 0) /* a removal a crash cut short */
+                server_log(LOG_WARN, "could not finish removing %s", why);
+            continue;
+        }
         int num = numbered_id(e->d_name, prefix);
         if (num < 0)
             continue;
@@ -257,6 +279,7 @@ int numbered_dirs(const char *dir, char prefix, char ***names_out, size_t *n_out
     }
     if (n > 0)
         qsort(names, n, sizeof(*names), by_number);
+    raise_to_kept_id(dir, next_id);
     *names_out = names;
     *n_out = n;
     return 0;

@@ -47,6 +47,10 @@ static const char usage[] =
     "  --preempt-grace S  a job preempted by a higher priority (or held while it\n"
     "                     runs) has S seconds (default 300) to checkpoint; then it\n"
     "                     stops at once and resumes from its last checkpoint\n"
+    "  --keep-ended N|AGE  a failed job keeps its checkpoints (for parlectl resume)\n"
+    "                     until it is one of more than N newer failed jobs, or ended\n"
+    "                     more than AGE ago (AGE: a number with s, m, h or d, e.g.\n"
+    "                     7d); by default they stay until resumed or removed\n"
     "  --usage-half-life S  fair share: among jobs of equal priority the next to\n"
     "                     start is the one whose owner used the least device time\n"
     "                     recently, each second of use weighing half as much after\n"
@@ -191,6 +195,28 @@ static int parse_log_level(const char *s)
     return -1;
 }
 
+/* --keep-ended N (a count) or AGE (a number and s, m, h or d). */
+static int parse_keep_ended(const char *s, server_config *cfg)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0 && v <= 1e8))
+        return -1;
+    if (!*end) {
+        if (v != (double)(int)v)
+            return -1;
+        cfg->keep_ended_count = (int)v;
+        return 0;
+    }
+    static const char units[] = "smhd";
+    static const double seconds[] = {1, 60, 3600, 86400};
+    const char *u = end[1] ? NULL : strchr(units, *end);
+    if (!u || !*u || v <= 0)
+        return -1;
+    cfg->keep_ended_s = v * seconds[u - units];
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     backend_openmp_defaults();
@@ -207,6 +233,7 @@ int main(int argc, char **argv)
         {"stop-timeout", required_argument, 0, 't'},
         {"preempt-grace", required_argument, 0, 'P'},
         {"usage-half-life", required_argument, 0, 'H'},
+        {"keep-ended", required_argument, 0, 'K'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -224,7 +251,8 @@ int main(int argc, char **argv)
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
                          .devices = "auto", .stop_timeout_s = 300, .preempt_grace_s = 300,
-                         .usage_half_life_s = 86400, .max_jobs_per_user = 100,
+                         .usage_half_life_s = 86400, .keep_ended_count = -1,
+                         .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -265,6 +293,13 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'K':
+            if (parse_keep_ended(optarg, &cfg) != 0) {
+                fprintf(stderr, "parled: --keep-ended: expected a count (50) or an age with s, "
+                        "m, h or d (7d), got %s\n", optarg);
+                return 2;
+            }
+            break;
         case 'l': {
             int level = parse_log_level(optarg);
             if (level < 0) {

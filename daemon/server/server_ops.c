@@ -339,6 +339,35 @@ static void op_schedule(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* rm and sweep_rm: {"id", "removed_jobs", "freed_bytes"}. */
+static void op_rm(conn *c, proto_request *req)
+{
+    const int whole_sweep = req->op == OP_SWEEP_RM;
+    job *j = NULL;
+    sweep *s = NULL;
+    if (whole_sweep ? !(s = find_sweep(c, req->id)) ||
+                          !may_act(c, sweep_owner(s), "sweep", req->id, "remove")
+                    : !(j = own_job(c, req->id, "remove")))
+        return;
+    char err[1600];
+    const char *code;
+    uint64_t freed;
+    int n = 1;
+    if ((whole_sweep ? sweep_remove(c->srv->jobs, s, &n, &freed, &code, err, sizeof err)
+                     : job_remove(c->srv->jobs, j, &freed, &code, err, sizeof err)) != 0) {
+        send_error(c, code, err);
+        return;
+    }
+    server_log(LOG_INFO, "%s %s removed by %s (uid %u): %d job(s), %llu bytes",
+               whole_sweep ? "sweep" : "job", req->id, c->peer_user, c->peer_uid, n,
+               (unsigned long long)freed);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", req->id);
+    cJSON_AddNumberToObject(o, "removed_jobs", n);
+    cJSON_AddNumberToObject(o, "freed_bytes", (double)freed);
+    conn_send(c, proto_reply_ok(o));
+}
+
 void server_handle_request(conn *c, char *line, size_t len)
 {
     server *s = c->srv;
@@ -401,6 +430,10 @@ void server_handle_request(conn *c, char *line, size_t len)
     case OP_HOLD:
     case OP_RELEASE:
         op_schedule(c, &req);
+        break;
+    case OP_RM:
+    case OP_SWEEP_RM:
+        op_rm(c, &req);
         break;
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();

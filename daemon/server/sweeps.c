@@ -170,6 +170,27 @@ struct sweep_submission {
     sweep_submission *next;
 };
 
+int sweep_submitting(const jobs *js, const sweep *s)
+{
+    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+        if (sub->s == s)
+            return 1;
+    return 0;
+}
+
+void sweep_forget(jobs *js, sweep *s)
+{
+    for (job *j = js->first; j; j = j->next)
+        if (j->sweep == s)
+            j->sweep = NULL;
+    sweep **at = &js->sweeps;
+    while (*at && *at != s)
+        at = &(*at)->next;
+    if (*at)
+        *at = s->next;
+    sweep_free(s);
+}
+
 int sweeps_submitting_jobs(const jobs *js, unsigned uid)
 {
     int n = 0;

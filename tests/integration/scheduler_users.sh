@@ -1,9 +1,9 @@
 #!/bin/bash
 # The scheduler between users (docs/architecture.md, "Scheduling"), as real
-# users made here: a member may only lower priorities (a nice), acts only on
-# their own jobs, an admin may raise; fair share: of two users' jobs queued
-# at equal priority, the user who used less device time recently goes first,
-# even having submitted later.
+# users made here: a member may only lower priorities (a nice), acts (hold,
+# release, rm) only on their own jobs, an admin may raise; fair share: of two
+# users' jobs queued at equal priority, the user who used less device time
+# recently goes first, even having submitted later.
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
     echo "SKIP: needs root, useradd and setpriv"
@@ -87,6 +87,9 @@ awk -v b="$(start "$b1")" -v a="$(start "$a1")" 'BEGIN { exit !(b < a) }' ||
     fail "bob's job started after alice's though alice used more device time"
 awk -v a1="$(start "$a1")" -v a2="$(start "$a2")" 'BEGIN { exit !(a1 < a2) }' ||
     fail "alice's jobs did not start in submission order"
+out=$(ctl_as "$bob" rm "$a2" 2>&1) && fail "bob removed alice's job: $out"
+echo "$out" | grep -q "belongs to $alice" || fail "bob's rm: no clear refusal: $out"
+ctl_as "$alice" rm "$a2" >/dev/null || fail "alice cannot remove her ended job"
 check_alive "the users' requests"
 stop_daemon
 echo PASS

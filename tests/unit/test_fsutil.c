@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_tree.h"
 #include "fsutil.h"
 #include "testutil.h"
 
@@ -161,6 +162,56 @@ static void test_mkdir_p(void)
     CHECK(mkdir_p(path, err, sizeof err) == -1 && strstr(err, file), "under a file: %s", err);
 }
 
+/* A tree with files, nested directories and links out of it: its disk use
+ * counts what is in it, and its removal takes the links, not their targets. */
+static void test_tree(void)
+{
+    char tree[256], path[512], outside[256], err[512];
+    snprintf(tree, sizeof tree, "%s/tree", dir);
+    snprintf(outside, sizeof outside, "%s/outside", dir);
+    snprintf(path, sizeof path, "%s/k1/k2/k3", tree);
+    CHECK(mkdir_p(path, err, sizeof err) == 0 && mkdir_p(outside, err, sizeof err) == 0, "%s", err);
+    char data[20000];
+    memset(data, 7, sizeof data);
+    const char *files[] = {"a", "k1/b", "k1/k2/c", "k1/k2/k3/d"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", tree, files[i]);
+        CHECK(atomic_write_file(path, data, sizeof data, err, sizeof err) == 0, "%s", err);
+    }
+    char target[600];
+    snprintf(target, sizeof target, "%s/keep", outside);
+    CHECK(atomic_write_file(target, data, sizeof data, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/k1/link-file", tree);
+    CHECK(symlink(target, path) == 0, "symlink to a file");
+    snprintf(path, sizeof path, "%s/k1/k2/link-dir", tree);
+    CHECK(symlink(outside, path) == 0, "symlink to a directory");
+    const uint64_t bytes = tree_disk_bytes(tree), out = tree_disk_bytes(outside);
+    CHECK(bytes >= 4 * sizeof data && bytes < 4 * sizeof data + out + (64u << 10),
+          "disk use %llu: the four files, not the linked directory's %llu",
+          (unsigned long long)bytes, (unsigned long long)out);
+    CHECK(tree_disk_bytes("/nonexistent/parle") == 0, "a missing tree uses nothing");
+    CHECK(remove_tree(tree, err, sizeof err) == 0, "remove: %s", err);
+    struct stat st;
+    CHECK(lstat(tree, &st) != 0, "the tree is gone");
+    CHECK(stat(target, &st) == 0 && st.st_size == sizeof data, "the linked file stays");
+    CHECK(stat(outside, &st) == 0, "the linked directory stays");
+    CHECK(remove_tree(tree, err, sizeof err) == 0, "a missing tree: nothing to do");
+    /* What cannot be removed is named (a directory without write permission,
+     * unless we are root, whom it does not stop). */
+    snprintf(path, sizeof path, "%s/locked/inner", tree);
+    CHECK(mkdir_p(path, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/locked", tree);
+    chmod(path, 0500);
+    err[0] = '\0';
+    const int rc = remove_tree(tree, err, sizeof err);
+    if (geteuid() != 0)
+        CHECK(rc == -1 && strstr(err, "locked/inner"), "a locked directory is named: %s", err);
+    else
+        CHECK(rc == 0, "root removes it: %s", err);
+    chmod(path, 0700);
+    CHECK(remove_tree(tree, err, sizeof err) == 0, "unlocked, removed: %s", err);
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -177,6 +228,7 @@ int main(void)
     test_replace_and_fault();
     test_errors();
     test_mkdir_p();
+    test_tree();
     nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     return test_main_end();
 }
