@@ -375,7 +375,12 @@ static int cmd_devices(const command *cmd, int argc, char **argv)
                    num(d, "memory_bytes") / (1024.0 * 1024 * 1024));
         else
             printf("gpu %.0f", num(d, "index"));
-        printf("  %s%s", *job ? "running " : "idle", job);
+        printf("  %s", *job ? "running" : "idle");
+        const cJSON *on = cJSON_GetObjectItemCaseSensitive(d, "jobs"), *id;
+        if (cJSON_IsArray(on))
+            cJSON_ArrayForEach(id, on) printf(" %s", cJSON_GetStringValue(id));
+        else if (*job)
+            printf(" %s", job);
         /* Until parled has re-executed itself (docs/gpu.md "Sticky device faults"). */
         if (*str(d, "faulted"))
             printf("  FAULTED: %s", str(d, "faulted"));

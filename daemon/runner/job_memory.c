@@ -154,11 +154,16 @@ static int place_fits(const job_memory *m, int g, size_t need, size_t has, const
     return 0;
 }
 
-int job_memory_fits(const job_memory *m, int now, size_t host_held, char *why, size_t whylen)
+/* What is free less what is held, at least 0. */
+static size_t less_held(size_t free_b, size_t held) { return free_b > held ? free_b - held : 0; }
+
+int job_memory_fits(const job_memory *m, int now, const memory_held *held, char *why,
+                    size_t whylen)
 {
+    const size_t host_held = held ? held->host : 0;
     size_t total, avail;
     if (job_memory_host(&total, &avail) == 0) {
-        size_t has = now ? (avail > host_held ? avail - host_held : 0) : total;
+        size_t has = now ? less_held(avail, host_held) : total;
         const char *post = !now       ? " (MemTotal)"
                            : host_held ? " are available now (MemAvailable less what jobs "
                                          "starting will take)"
@@ -173,8 +178,14 @@ int job_memory_fits(const job_memory *m, int now, size_t host_held, char *why, s
         char name[256];
         int known = now ? backend_cuda_mem_info(m->gpus[g], &free_b, &total_b) == 0
                         : backend_cuda_device_info(m->gpus[g], name, sizeof name, &total_b) == 0;
-        if (known && !place_fits(m, g, m->gpu[g], now ? free_b : total_b,
-                                 now ? "" : "the GPU has ", now ? " are free there now" : " in all",
+        /* A GPU shared with jobs that are starting (gpu_share): less theirs. */
+        const size_t gpu_held = held && now ? held->gpu[m->gpus[g]] : 0;
+        if (known && !place_fits(m, g, m->gpu[g], now ? less_held(free_b, gpu_held) : total_b,
+                                 now ? "" : "the GPU has ",
+                                 !now      ? " in all"
+                                 : gpu_held ? " are free there now (less what jobs starting "
+                                              "on it will take)"
+                                            : " are free there now",
                                  why, whylen))
             return 0;
     }

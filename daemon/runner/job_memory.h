@@ -50,12 +50,22 @@ size_t job_memory_data_bytes(const job_config *cfg, const data_claim *claim);
  * file cannot be read or lacks either line. */
 int job_memory_host(size_t *total, size_t *available);
 
+/* Memory that jobs already starting are yet to take (the machine does not
+ * show it until they have built their replicas): on the host, and on each
+ * GPU by its id. */
+typedef struct memory_held {
+    size_t host;
+    size_t gpu[JOB_MEMORY_GPUS];
+} memory_held;
+
 /* Does the job fit in what each of its devices has in all (now 0:
- * MemTotal, a GPU's memory) or free now (now 1: MemAvailable less
- * `host_held`, bytes other jobs are yet to take; a GPU's free memory)? 1, or
- * 0 with `why` naming the device, what the job needs there (and of what)
- * and what it has. A figure the machine does not tell counts as fitting. */
-int job_memory_fits(const job_memory *m, int now, size_t host_held, char *why, size_t whylen);
+ * MemTotal, a GPU's memory) or free now (now 1: MemAvailable, a GPU's free
+ * memory, each less what `held` says other jobs are yet to take; NULL:
+ * nothing)? 1, or 0 with `why` naming the device, what the job needs there
+ * (and of what) and what it has. A figure the machine does not tell counts
+ * as fitting. */
+int job_memory_fits(const job_memory *m, int now, const memory_held *held, char *why,
+                    size_t whylen);
 
 /* bytes as "1.50 GiB", "12.3 MiB", "512 KiB". */
 void job_memory_bytes_text(size_t bytes, char *out, size_t len);

@@ -67,7 +67,7 @@ int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen
         memset(&m, 0, sizeof m);
         m.data = m.host = job_memory_data_bytes(&j->cfg, claim);
     }
-    if (within_admitted(j, &m) || job_memory_fits(&m, 1, 0, why, sizeof why))
+    if (within_admitted(j, &m) || job_memory_fits(&m, 1, NULL, why, sizeof why))
         return 0;
     snprintf(err, errlen, "memory: %s claims %ld examples of %dx%dx%d (%ld training and %ld test "
              "examples to load): the job %s", claim->source, claim->claimed, claim->c, claim->h,
@@ -75,22 +75,27 @@ int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen
     return -1;
 }
 
-/* Host memory that running jobs are yet to take: MemAvailable does not show
- * it until they have loaded their data and built their replicas (the first
- * progress event reports their memory). */
-static size_t host_held(const jobs *js)
+/* Memory that running jobs are yet to take: MemAvailable and a GPU's free
+ * memory do not show it until they have loaded their data and built their
+ * replicas (the first progress event reports their memory). On a GPU it
+ * matters where jobs share one (gpu_share). */
+static void held_by_starting(const jobs *js, memory_held *held)
 {
-    size_t held = 0;
-    for (const job *j = js->first; j; j = j->next)
-        if (j->thread_running && j->need_known == 1 && !j->memory_reported)
-            held += j->need.host;
-    return held;
+    memset(held, 0, sizeof *held);
+    for (const job *j = js->first; j; j = j->next) {
+        if (!j->thread_running || j->need_known != 1 || j->memory_reported)
+            continue;
+        held->host += j->need.host;
+        for (int g = 0; g < j->need.ngpus; g++)
+            if (j->need.gpus[g] >= 0 && j->need.gpus[g] < JOB_MEMORY_GPUS)
+                held->gpu[j->need.gpus[g]] += j->need.gpu[g];
+    }
 }
 
 int job_admit(job *j, char *err, size_t errlen)
 {
     char why[sizeof j->waiting];
-    if (estimate(j) != 1 || job_memory_fits(&j->need, 0, 0, why, sizeof why))
+    if (estimate(j) != 1 || job_memory_fits(&j->need, 0, NULL, why, sizeof why))
         return 0;
     snprintf(err, errlen, "memory: %s", why);
     return -1;
@@ -99,7 +104,9 @@ int job_admit(job *j, char *err, size_t errlen)
 int job_waits_for_memory(jobs *js, job *j)
 {
     char why[sizeof j->waiting - 16];
-    if (estimate(j) != 1 || job_memory_fits(&j->need, 1, host_held(js), why, sizeof why)) {
+    memory_held held;
+    held_by_starting(js, &held);
+    if (estimate(j) != 1 || job_memory_fits(&j->need, 1, &held, why, sizeof why)) {
         j->waiting[0] = '\0';
         return 0;
     }

@@ -98,7 +98,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order)
         .started_at = j->run_started_at,
         .usage = jobs_owner_usage(js, j->owner.uid),
         .gpus = j->devices & ~DEV_CPU,
-        .gpu_share = 1.0,
+        .gpu_share = j->cfg.gpu_share,
         .cores = cores_wanted(js, j),
     };
 }

@@ -114,12 +114,10 @@ void job_start(jobs *js, job *j)
     j->interrupted = 0;
     j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
     j->memory_reported = 0;
-    js->busy |= j->devices;
     j->thread_running = 1;
     js->running++;
     int rc = pthread_create(&j->thread, NULL, job_thread, j);
     if (rc != 0) {
-        js->busy &= ~j->devices;
         job_cores_release(js, j);
         j->thread_running = 0;
         js->running--;
@@ -241,7 +239,6 @@ static void finish_job(jobs *js, job *j, const pending *p)
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
-    js->busy &= ~j->devices;
     job_cores_release(js, j);
     j->elapsed_base = job_elapsed(j);
     j->run_started_at = 0;

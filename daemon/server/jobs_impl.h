@@ -124,7 +124,7 @@ struct jobs {
     jobs_listener listener;
     char jobs_dir[1040];
     int *cores, ncores;
-    uint64_t devices, busy;
+    uint64_t devices;
     jobs_limits limits;
     char devices_text[64];
     job *first, *last;

@@ -168,14 +168,6 @@ cJSON *jobs_list_json(const jobs *js)
     return a;
 }
 
-static const job *job_on(const jobs *js, uint64_t dev)
-{
-    for (job *j = js->first; j; j = j->next)
-        if (j->thread_running && (j->devices & dev))
-            return j;
-    return NULL;
-}
-
 /* Under MPI, rank r > 0: what it has, whether it still serves, and the
  * running job it takes part in (one job runs at a time under MPI). */
 static cJSON *rank_json(const jobs *js, int r)
@@ -233,11 +225,17 @@ cJSON *jobs_devices_json(const jobs *js)
                     topology_peer_access(i, p))
                     cJSON_AddItemToArray(peers, cJSON_CreateNumber(p));
         }
-        const job *j = job_on(js, bit);
-        if (j)
-            cJSON_AddStringToObject(d, "job", j->id);
+        /* Every running job on it (several share a GPU by gpu_share, the
+         * CPU by cpu:K); "job" the first, null when idle. */
+        cJSON *on = cJSON_CreateArray();
+        for (const job *j = js->first; j; j = j->next)
+            if (j->thread_running && (j->devices & bit))
+                cJSON_AddItemToArray(on, cJSON_CreateString(j->id));
+        if (cJSON_GetArraySize(on) > 0)
+            cJSON_AddStringToObject(d, "job", cJSON_GetArrayItem(on, 0)->valuestring);
         else
             cJSON_AddNullToObject(d, "job");
+        cJSON_AddItemToObject(d, "jobs", on);
         if (js->faulted & bit)
             cJSON_AddStringToObject(d, "faulted", js->fault[i]);
         else

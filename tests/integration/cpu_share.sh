@@ -22,6 +22,11 @@ ca=$(cores_of "$a") cb=$(cores_of "$b")
 ctl status "$a" --json >"$TMP/a.st"
 [ "$(field "$TMP/a.st" devices)" = cpu:1 ] || fail "status does not show the share"
 grep -q "started on cpu (1 cores)" "$STATE/jobs/$a/log.txt" || fail "a's log does not say 1 core"
+ctl devices --json | python3 -c '
+import json, sys
+cpu = [d for d in json.load(sys.stdin) if d["kind"] == "cpu"][0]
+assert sorted(cpu["jobs"]) == sorted(sys.argv[1:]), cpu' "$a" "$b" || fail "devices does not list both jobs on the cpu"
+ctl devices | grep -q "^cpu .*running $a $b" || fail "parlectl devices does not show both jobs"
 whole=$(ctl submit -q "$TMP/short.json") || fail "submit a whole-CPU job"
 ctl status "$whole" --json >"$TMP/w.st"
 case "$(field "$TMP/w.st" waiting)" in

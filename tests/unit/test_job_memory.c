@@ -171,22 +171,22 @@ static void check_fits(void)
           "meminfo: %zu, %zu", total, avail);
     job_memory m = {.replicas = 2, .model = 300u << 20, .host = 700u << 20};
     char why[1024] = "";
-    CHECK(job_memory_fits(&m, 0, 0, why, sizeof why) == 1, "700 MiB in 1 GiB: %s", why);
-    CHECK(job_memory_fits(&m, 1, 0, why, sizeof why) == 0, "700 MiB in 512 MiB available");
+    CHECK(job_memory_fits(&m, 0, NULL, why, sizeof why) == 1, "700 MiB in 1 GiB: %s", why);
+    CHECK(job_memory_fits(&m, 1, NULL, why, sizeof why) == 0, "700 MiB in 512 MiB available");
     CHECK(strstr(why, "needs 700.0 MiB on cpu (model 300.0 MiB x 2 replicas") &&
           strstr(why, "512.0 MiB are available now (MemAvailable)"), "%s", why);
     write_meminfo(path, 1024 * 1024, 1024 * 1024);
-    CHECK(job_memory_fits(&m, 1, 0, why, sizeof why) == 1, "the file is read at every call");
-    CHECK(job_memory_fits(&m, 1, 400u << 20, why, sizeof why) == 0 &&
+    CHECK(job_memory_fits(&m, 1, NULL, why, sizeof why) == 1, "the file is read at every call");
+    CHECK(job_memory_fits(&m, 1, &(memory_held){.host = 400u << 20}, why, sizeof why) == 0 &&
           strstr(why, "624.0 MiB are available now (MemAvailable less"),
           "jobs starting hold 400 MiB: %s", why);
     m.host = 3ull << 30;
-    CHECK(job_memory_fits(&m, 0, 0, why, sizeof why) == 0 &&
+    CHECK(job_memory_fits(&m, 0, NULL, why, sizeof why) == 0 &&
           strstr(why, "needs 3.00 GiB on cpu") && strstr(why, "the machine has 1.00 GiB (MemTotal)"),
           "%s", why);
     unlink(path);
     CHECK(job_memory_host(&total, &avail) == -1, "an unreadable meminfo is said so");
-    CHECK(job_memory_fits(&m, 0, 0, why, sizeof why) == 1, "what cannot be read holds nothing back");
+    CHECK(job_memory_fits(&m, 0, NULL, why, sizeof why) == 1, "what cannot be read holds nothing back");
     unsetenv("PARLE_MEMINFO");
     CHECK(job_memory_host(&total, &avail) == 0 && total > 0, "/proc/meminfo");
 }

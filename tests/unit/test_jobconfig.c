@@ -166,6 +166,7 @@ static void test_defaults(void)
         "\"init\": \"same\", \"gamma\": 0, \"rho\": 0}}",
         JOB("\"devices\": \"rank0:cpu\""),
         JOB("\"devices\": \"rank0:cpu,rank63:cpu,rank2:cpu\""),
+        JOB("\"devices\": \"gpu\", \"gpu_share\": 0.25"),
         JOB("\"devices\": \"cpu:3\""),
     };
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
@@ -179,8 +180,11 @@ static void test_defaults(void)
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
-              strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0,
+              strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0 &&
+              cfg.gpu_share == 1.0,
           "defaults");
+    CHECK(parse(valid[sizeof valid / sizeof valid[0] - 2], &cfg, err, sizeof err) == 0 &&
+              cfg.gpu_share == 0.25, "gpu_share");
     CHECK(parse(valid[sizeof valid / sizeof valid[0] - 1], &cfg, err, sizeof err) == 0 &&
               cfg.device_spec.kind == DEVICES_CPU && cfg.device_spec.cores == 3,
           "cpu:3");
@@ -314,6 +318,8 @@ static const bad_case bad_cases[] = {
     {JOB("\"precision\": \"fp16\""), "precision: unknown \"fp16\"; known: fp32, tf32, bf16"},
     {JOB("\"deterministic\": 1"), "deterministic: must be a boolean"},
     {JOB("\"priority\": 1001"), "priority: must be an integer in -1000..1000"},
+    {JOB("\"gpu_share\": 0"), "gpu_share: must be in (0, 1]"},
+    {JOB("\"gpu_share\": 1.5"), "gpu_share: must be in (0, 1]"},
     {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
      "conv_algorithms: unknown \"fastest\"; known: timed, heuristic"},
