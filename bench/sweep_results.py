@@ -6,14 +6,17 @@ each over K seeds, as mean +- sample standard deviation of the master's final
 test error.
 
   sweep_results.py [--build DIR] [--seeds K] [--passes P] [--main-devices D]
-                   [--rules-devices D] [--only main,rules] [--root DIR]
+                   [--rules-devices D] [--gpu-share F] [--only main,rules] [--root DIR]
                    [--train-limit M] [--test-limit T] [--keep DIR]
 
 The main comparison: configs/lenet-fmnist-parle.json as shipped (n = 3,
 L = 25, 2 Parle epochs = 50 passes per replica) and Nesterov SGD on the same
 LeNet for the same 50 passes, its lr schedule the same in passes (0.1, then
 0.02 for the last 25). Both on --main-devices; the rules on --rules-devices
-(parled runs CPU jobs one after another, a GPU job beside them). Prints
+(parled runs "cpu" jobs one after another, "cpu:K" shares side by side as
+they fit, a GPU job beside them, GPU jobs with a gpu_share below 1 on one GPU
+together). The last line gives the jobs an hour, for comparing the ways of
+placing them. Prints
 markdown tables and, with --keep, leaves the sweep files, parled's log and
 every sweep's status there."""
 import argparse
@@ -113,6 +116,18 @@ def wait_all(daemon, sweeps, keep):
     return rows
 
 
+def makespan(daemon, sweeps):
+    """Seconds from the first job's submission to the last one's end, from
+    the jobs' own times (the sweeps are polled every few seconds)."""
+    first, last = float("inf"), 0.0
+    for _, _, sid in sweeps:
+        for jid in daemon.json("sweep", "status", sid)["points"][0]["jobs"]:
+            job = daemon.json("status", jid)
+            first = min(first, job["submitted_at"])
+            last = max(last, job["ended_at"] or 0.0)
+    return last - first
+
+
 def row(daemon, sid):
     """Mean, std, each seed's error and the mean wall time of a one-point sweep."""
     st = daemon.json("sweep", "status", sid)
@@ -145,7 +160,9 @@ def main():
     ap.add_argument("--passes", type=int, default=3, help="the rules' passes per replica")
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--main-devices", default="cpu")
-    ap.add_argument("--rules-devices", default="cpu")
+    ap.add_argument("--rules-devices", default="cpu", help="cpu, cpu:K (K cores a job), gpu ids")
+    ap.add_argument("--gpu-share", type=float, default=1.0,
+                    help="the rules' jobs' gpu_share (below 1: several on one GPU)")
     ap.add_argument("--only", default="main,rules")
     ap.add_argument("--root", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--train-limit", type=int, default=0, help="0: all 60,000 (a quick try: fewer)")
@@ -176,12 +193,17 @@ def main():
                 for rule in rules_table.RULES:
                     base = rules_table.job_for(rule, targs)
                     base["devices"] = args.rules_devices
+                    if args.gpu_share != 1.0:
+                        base["gpu_share"] = args.gpu_share
                     sweeps.append(("rules", base, submit(daemon, workdir, base["name"], base,
                                                          args.seeds)))
-            t0 = time.monotonic()
             rows = wait_all(daemon, sweeps, args.keep)
-            print("all sweeps ended in %.0f s; %d seeds each (42, 43, ...)" %
-                  (time.monotonic() - t0, args.seeds))
+            wall = makespan(daemon, sweeps)
+            njobs = len(sweeps) * args.seeds
+            print("all sweeps ended in %.1f s; %d seeds each (42, 43, ...); %d jobs, %.0f jobs "
+                  "an hour (main on %s, rules on %s)" % (wall, args.seeds, njobs,
+                                                         njobs * 3600 / wall, args.main_devices,
+                                                         args.rules_devices))
             for part in ("main", "rules"):
                 chosen = [(b, s) for p, b, s in sweeps if p == part]
                 if not chosen:
