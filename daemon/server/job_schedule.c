@@ -129,8 +129,10 @@ static void blockers_text(job **list, const sched_decision *d, char *out, size_t
         snprintf(out + n, len - n, " and %d more", d->nblockers - SCHED_BLOCKERS);
 }
 
-/* What a queued job waits for, in words, into j->waiting; persisted when
- * it changed (the figures of a memory wait are admission's, not here). */
+/* What a queued job waits for, in words, into j->waiting (the figures of a
+ * memory wait are admission's, not here). Not written to status.json here:
+ * a job's end could change a thousand queued jobs' reasons, and a restart
+ * works them out again. */
 static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 {
     char text[sizeof j->waiting], who[384], dev[256];
@@ -161,10 +163,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     default:
         return;
     }
-    if (strcmp(text, j->waiting) != 0) {
-        snprintf(j->waiting, sizeof j->waiting, "%s", text);
-        write_status(j);
-    }
+    snprintf(j->waiting, sizeof j->waiting, "%s", text);
 }
 
 /* Ask running job j to checkpoint at its next step boundary and stop, to go
