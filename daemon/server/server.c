@@ -106,14 +106,12 @@ static void serve_lines(conn *c);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
-/* Serve what is buffered and read on, unless its replies wait unread or a
- * sweep of its is being submitted. */
-static void conn_resume(conn *c)
+void conn_resume(conn *c)
 {
     if (c->closing)
         return;
     serve_lines(c);
-    if (!c->paused && !c->closing && !c->submitting)
+    if (!c->paused && !c->closing && !c->submitting && !c->yielded)
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 
@@ -209,15 +207,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 }
 
 /* Answer the complete request lines buffered, until the client's unread
- * replies pass READ_PAUSE_OUTPUT (on_written goes on once they drain) or a
- * sweep of its is being submitted (on_submit_step goes on once answered):
- * then stop reading it. */
+ * replies pass READ_PAUSE_OUTPUT (on_written goes on once they drain), a
+ * sweep of its is being submitted (server_turns.c goes on once it is
+ * answered), or its turn of SERVE_SLICE_NS is over (server_turns.c goes on
+ * at the next loop turn, after the others): then stop reading it. */
 static void serve_lines(conn *c)
 {
     char *line;
     size_t len;
     int r;
-    while (!c->closing && !c->paused && !c->submitting &&
+    uint64_t until = uv_hrtime() + SERVE_SLICE_NS;
+    c->yielded = 0;
+    while (!c->closing && !c->paused && !c->submitting && !c->yielded &&
            (r = proto_framer_next(&c->framer, &line, &len)) != 0) {
         if (r < 0) {
             char msg[96];
@@ -229,84 +230,11 @@ static void serve_lines(conn *c)
         if (!c->closing &&
             uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > READ_PAUSE_OUTPUT)
             c->paused = 1;
-        if (!c->closing && (c->paused || c->submitting))
+        else if (!c->closing && !c->submitting && uv_hrtime() >= until)
+            server_yield(c);
+        if (!c->closing && (c->paused || c->submitting || c->yielded))
             uv_read_stop((uv_stream_t *)&c->pipe);
     }
-}
-
-/* ---- sweeps being submitted ---- */
-
-/* How long one step of a sweep's submission holds the loop. */
-#define SUBMIT_STEP_S 0.002
-
-/* One step of the first sweep being submitted, which then goes last: each
- * gets its turn, and the loop serves everyone between two. */
-static void on_submit_step(uv_idle_t *h)
-{
-    server *s = h->data;
-    submitting *w = s->submitting;
-    if (!w) {
-        uv_idle_stop(h);
-        return;
-    }
-    sweep *out;
-    const char *code = ERR_INTERNAL;
-    char err[8192] = "";
-    int done = sweep_submission_step(w->sub, SUBMIT_STEP_S, &out, &code, err, sizeof err);
-    s->submitting = w->next;
-    w->next = NULL;
-    if (!done) {
-        submitting **at = &s->submitting;
-        while (*at)
-            at = &(*at)->next;
-        *at = w;
-        return;
-    }
-    conn *c = w->c;
-    sweep_submission_free(w->sub);
-    free(w);
-    if (!s->submitting)
-        uv_idle_stop(h);
-    if (c) {
-        c->submitting = NULL;
-        sweep_submit_done(c, out, code, err);
-        conn_resume(c);
-    }
-}
-
-void server_submit_sweep(conn *c, sweep_submission *sub)
-{
-    server *s = c->srv;
-    submitting *w = calloc(1, sizeof *w);
-    if (!w) {
-        sweep_submission_free(sub);
-        send_error(c, ERR_INTERNAL, "out of memory");
-        return;
-    }
-    w->sub = sub;
-    w->c = c;
-    c->submitting = w;
-    submitting **at = &s->submitting;
-    while (*at)
-        at = &(*at)->next;
-    *at = w;
-    uv_idle_start(&s->submit_idle, on_submit_step);
-}
-
-/* At a shutdown: a sweep not yet queued is dropped unanswered (its client's
- * connection ends); one whose jobs were being queued gets the rest at the
- * next start. */
-static void drop_submissions(server *s)
-{
-    while (s->submitting) {
-        submitting *w = s->submitting;
-        s->submitting = w->next;
-        if (w->c)
-            w->c->submitting = NULL;
-        sweep_submission_free(w->sub);
-        free(w);
-    }
-    uv_close((uv_handle_t *)&s->submit_idle, NULL);
 }
 
 static int conns_of(const server *s, unsigned uid)
@@ -407,7 +335,7 @@ static void close_listener(server *s)
         s->keep_fd = dup(fd); /* without FD_CLOEXEC: it crosses the exec */
     uv_close((uv_handle_t *)&s->listener, NULL);
     server_remove_socket(s);
-    drop_submissions(s);
+    server_turns_close(s);
     while (s->conns)
         conn_end(s->conns);
 }
@@ -589,8 +517,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     s->stop_timeout_s = cfg->stop_timeout_s;
     uv_timer_init(loop, &s->stop_timer);
     s->stop_timer.data = s;
-    uv_idle_init(loop, &s->submit_idle);
-    s->submit_idle.data = s;
+    server_turns_init(s);
     jobs_start(s->jobs);
     *out = s;
     return 0;

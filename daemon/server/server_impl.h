@@ -36,6 +36,7 @@ struct conn {
     int admin;                   /* root, the daemon's uid or --admin-group: any job */
     int paused;                  /* reading stopped until its replies drain */
     submitting *submitting;      /* reading stopped until its sweep is answered */
+    int yielded;                 /* reading stopped until its next turn (server_turns.c) */
     int closing;
 };
 
@@ -60,7 +61,7 @@ struct server {
     double stop_timeout_s;
     uv_timer_t stop_timer;    /* a shutdown's grace; then running jobs stop at once */
     submitting *submitting;   /* sweeps being submitted, stepped in turn */
-    uv_idle_t submit_idle;    /* active while there are some */
+    uv_idle_t turn_idle;      /* active while a sweep or a connection waits its turn */
     double started_at;
     void (*on_stopped)(void *user);
     void *user;
@@ -87,9 +88,20 @@ int peer_identify(server *s, int fd, conn *c);
  * message naming the option. */
 int resolve_group(const char *option, const char *name, gid_t *gid, char *err, size_t errlen);
 
-/* server.c: carry `sub` on between loop turns; c reads no request until
- * sweep_submit_done has answered it. */
+/* server.c: serve what c has buffered and read on, unless its replies wait
+ * unread, a sweep of its is being submitted or it waits for its turn. */
+void conn_resume(conn *c);
+
+/* server_turns.c. What waits for its next turn of the loop: a connection
+ * that has held it for SERVE_SLICE_NS (server_yield; conn_resume then), and
+ * sweeps being submitted (server_submit_sweep: c reads no request until
+ * sweep_submit_done has answered it). server_turns_close, at a shutdown,
+ * drops the sweeps not yet answered. */
+#define SERVE_SLICE_NS 2000000u
+void server_yield(conn *c);
 void server_submit_sweep(conn *c, sweep_submission *sub);
+void server_turns_init(server *s);
+void server_turns_close(server *s);
 
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);
