@@ -1,19 +1,19 @@
 #!/bin/sh
-# Prepares what a GPU machine without package access needs (docs/gpu.md),
-# on a Debian 12 machine whose package registry is reachable:
+# Makes the offline bundle for a GPU machine without network access
+# (docs/gpu.md), on a Debian 12 machine whose package registry is reachable:
 #   scripts/gpu-carry.sh [DIR]
 #     DIR  a folder inside the checkout that git ignores (default .gpu-carry):
 #          DIR/debs/*.deb            the Debian packages the build links
 #          DIR/fashion-mnist/*.gz    the Fashion-MNIST IDX files
-# It checks that DIR is ignored and under the device tool's 64 MiB, and prints
-# the path to carry. On the GPU machine, scripts/gpu-check.sh --deps DIR/debs
-# unpacks the packages into a prefix of its own (never /) and --data
+# About 37 MiB; refused over 56 MiB, so that bundle and tree copy in under
+# 64 MiB. Prints the folder to copy. On the GPU machine, gpu-check.sh --deps
+# DIR/debs unpacks the packages into a prefix of its own (never /) and --data
 # DIR/fashion-mnist points the Fashion-MNIST runs at the copy.
 set -eu
 cd "$(dirname "$0")/.."
 case ${1:-} in -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 dir=${1:-.gpu-carry}
-limit_mib=64
+limit_mib=64 # bundle and source tree together, with 8 MiB for the tree
 # zlib1g-dev only for zlib.h (its libz.so is an absolute link; gpu-check.sh
 # points it into the prefix, and the machine has libz.so.1 itself).
 # libdnnl2 loads libOpenCL.so.1 (ocl-icd-libopencl1) at start.
@@ -42,7 +42,7 @@ cp "$fmnist"/*-ubyte* "$dir/fashion-mnist/"
 kib=$(du -sk "$dir" | cut -f1)
 echo "gpu-carry: $(ls "$dir/debs" | wc -l) packages, $(ls "$dir/fashion-mnist" | wc -l) data files, $((kib / 1024)) MiB in $dir"
 if [ "$kib" -gt $((limit_mib * 1024 - 8 * 1024)) ]; then
-    echo "gpu-carry: $dir is over $((limit_mib - 8)) MiB, too close to the device tool's $limit_mib MiB with the tree" >&2
+    echo "gpu-carry: $dir is over $((limit_mib - 8)) MiB, leaving too little of $limit_mib MiB for the tree" >&2
     exit 1
 fi
 echo "carry: $dir"

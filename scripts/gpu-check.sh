@@ -1,6 +1,6 @@
 #!/bin/bash
-# Everything a GPU machine should check, in phases that each fit one
-# 10-minute call of a lent machine (docs/gpu.md, "Checking on a GPU machine"):
+# Everything a GPU machine should check, in three phases that can run as
+# separate commands (docs/gpu.md, "Checking on a GPU machine"):
 #   scripts/gpu-check.sh --phase a|b|c [--out DIR] [--deps DIR] [--data DIR]
 #                        [--build DIR] [--archive FILE] [--budget SECONDS]
 #     --phase a     build, the gpu suite, the Fashion-MNIST SGD run, the shipped
@@ -14,11 +14,12 @@
 #                   (never /)
 #     --data DIR    Fashion-MNIST IDX files (scripts/gpu-carry.sh), used as data.root
 #     --build DIR   the build directory (default build-gpu); a later phase reuses it
-#     --archive F   a .tar.gz of OUT's logs at the end (for the device tool's $OUT)
-#     --budget S    wall-clock seconds for the whole phase (default 540): each
-#                   step is killed at what is left, and the summary is still written
+#     --archive F   a .tar.gz of OUT's logs at the end, to take the results away
+#     --budget S    wall-clock seconds for the whole phase (default 540), for a
+#                   machine held for a limited time: each step is killed at what
+#                   is left, and the summary is still written
 #     --tree        print the digest of the tree's files and exit: the summary's
-#                   "tree:" line, to match a lent machine's run to a local tree
+#                   "tree:" line, to match a run on a copied tree to a local one
 # The build has warnings as warnings (-Dwerror=false), counted in the summary,
 # so that a newer host compiler cannot cost the build. Every step leaves one
 # summary line (pass, FAIL or skip). OUT/env.sh sets PATH, LD_LIBRARY_PATH and
@@ -272,9 +273,9 @@ PY
 env_ok=1
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), steps $steps"
-    # A lent machine's checkout is older than the tree copied onto it, so
-    # its HEAD says little: the digest of the files themselves names the
-    # tree (the same command on the machine that sent it gives the same).
+    # A tree copied onto the machine may sit in an older checkout, so its
+    # HEAD says little: the digest of the files themselves names the tree
+    # (the same command on the machine that sent it gives the same).
     echo "tree: $(tree_digest) (HEAD there $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
     if [ -n "$deps" ]; then
         unpack_deps || env_ok=0
@@ -375,7 +376,7 @@ fi
 
 # ---- the shipped Parle job through parled + parlectl, fp32 and tf32 at once ----
 # Two daemons, each with its own socket and state, share the GPU, so that
-# both precisions finish inside one call.
+# both precisions take the time of one.
 run_job() { # run_job PRECISION: parled, submit, watch, final error into OUT/job-P.*
     p=$1 dir=$out/job-$p
     rm -rf "$dir"
