@@ -17,7 +17,7 @@ enum { EVAL_SPACING = 10 };
 /* An evaluation's forward passes (the training set's for eval.bn
  * "recompute", then the test set's), counted in gradient steps of replica 0:
  * a forward pass taken as half a training step per image (forward and
- * backward; a third to a half where measured, bench/README.md). */
+ * backward; about 0.4 where measured, bench/README.md "Evaluation cost"). */
 static double eval_cost_steps(const job_run *run)
 {
     double images = run->test->n;
