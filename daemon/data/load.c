@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cifar.h"
+#include "dataset_table.h"
 #include "fault.h"
 #include "preprocess.h"
 #include "load.h"
@@ -48,20 +49,36 @@ int data_admit(const data_claim *claim, char *err, size_t errlen)
 
 static long limited(int limit, long all) { return limit > 0 && limit < all ? limit : all; }
 
-void data_claim_default(const job_config *cfg, data_claim *out)
+/* A synthetic set's examples: shaped as CIFAR's for the CIFAR networks, as
+ * MNIST's otherwise, with model.classes classes when it is set. */
+static void synthetic_shape(const job_config *cfg, data_claim *c)
 {
-    const char *name = cfg->data.dataset, *arch = cfg->model.arch;
-    data_claim c = {.ntrain = 60000, .ntest = 10000, .c = 1, .h = 28, .w = 28, .classes = 10};
-    if (!strncmp(name, "cifar", 5)) {
-        c = (data_claim){.ntrain = 50000, .ntest = 10000, .c = 3, .h = 32, .w = 32,
-                         .classes = strcmp(name, "cifar100") == 0 ? 100 : 10};
-    } else if (!strcmp(name, "synthetic")) {
-        /* Shaped for the model: CIFAR-like for the CIFAR networks, MNIST-like
-         * otherwise; as many examples as the limits say. */
-        int cifar = !strcmp(arch, "allcnn") || !strcmp(arch, "wrn");
-        c = (data_claim){.ntrain = 4096, .ntest = 1024, .c = cifar ? 3 : 1, .h = cifar ? 32 : 28,
-                         .w = cifar ? 32 : 28,
-                         .classes = cfg->model.classes > 0 ? cfg->model.classes : 10};
+    int cifar = !strcmp(cfg->model.arch, "allcnn") || !strcmp(cfg->model.arch, "wrn");
+    c->c = cifar ? 3 : 1;
+    c->h = c->w = cifar ? 32 : 28;
+    if (cfg->model.classes > 0)
+        c->classes = cfg->model.classes;
+}
+
+/* The job's row of the table, or NULL with why. */
+static const dataset_kind *job_dataset(const job_config *cfg, char *err, size_t errlen)
+{
+    const dataset_kind *k = dataset_kind_find(cfg->data.dataset);
+    if (!k)
+        snprintf(err, errlen, "data.dataset: no dataset \"%s\"", cfg->data.dataset);
+    return k;
+}
+
+int data_claim_default(const job_config *cfg, data_claim *out, char *err, size_t errlen)
+{
+    const dataset_kind *k = job_dataset(cfg, err, errlen);
+    if (!k)
+        return -1;
+    data_claim c = {.ntrain = k->ntrain, .ntest = k->ntest, .c = k->c, .h = k->h, .w = k->w,
+                    .classes = k->classes};
+    if (k->format == DATASET_SYNTHETIC) {
+        /* Generated: as many examples as the limits say. */
+        synthetic_shape(cfg, &c);
         if (cfg->data.train_limit > 0)
             c.ntrain = cfg->data.train_limit;
         if (cfg->data.test_limit > 0)
@@ -70,8 +87,9 @@ void data_claim_default(const job_config *cfg, data_claim *out)
     c.ntrain = limited(cfg->data.train_limit, c.ntrain);
     c.ntest = limited(cfg->data.test_limit, c.ntest);
     c.claimed = c.ntrain > c.ntest ? c.ntrain : c.ntest;
-    snprintf(c.source, sizeof c.source, "data.dataset \"%s\"", name);
+    snprintf(c.source, sizeof c.source, "data.dataset \"%s\"", k->name);
     *out = c;
+    return 0;
 }
 
 /* A synthetic set as data.train_limit and data.test_limit ask. */
@@ -79,7 +97,8 @@ static int make_synthetic(const job_config *cfg, dataset *train, dataset *test,
                           const volatile int *stop, char *err, size_t errlen)
 {
     data_claim c;
-    data_claim_default(cfg, &c);
+    if (data_claim_default(cfg, &c, err, errlen) != 0)
+        return -1;
     if (cfg->data.train_limit > 0 || cfg->data.test_limit > 0)
         snprintf(c.source, sizeof c.source, "%s",
                  c.ntrain >= c.ntest ? "data.train_limit" : "data.test_limit");
@@ -91,20 +110,24 @@ static int make_synthetic(const job_config *cfg, dataset *train, dataset *test,
                           errlen);
 }
 
+/* The sets by their row's format (dataset_table.h). */
 static int load_sets(const job_config *cfg, dataset *train, dataset *test,
                      const volatile int *stop, char *err, size_t errlen)
 {
-    const char *name = cfg->data.dataset;
-    if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0)
+    const dataset_kind *k = job_dataset(cfg, err, errlen);
+    if (!k)
+        return -1;
+    switch (k->format) {
+    case DATASET_IDX:
         return idx_load_split(train, test, cfg->data.root, cfg->data.train_limit,
                               cfg->data.test_limit, stop, err, errlen);
-    if (strcmp(name, "cifar10") == 0 || strcmp(name, "cifar100") == 0)
-        return cifar_load_split(train, test, cfg->data.root,
-                                strcmp(name, "cifar10") == 0 ? 10 : 100, cfg->data.train_limit,
+    case DATASET_CIFAR:
+        return cifar_load_split(train, test, cfg->data.root, k->classes, cfg->data.train_limit,
                                 cfg->data.test_limit, stop, err, errlen);
-    if (strcmp(name, "synthetic") == 0)
+    case DATASET_SYNTHETIC:
         return make_synthetic(cfg, train, test, stop, err, errlen);
-    snprintf(err, errlen, "data.dataset: \"%s\" cannot be loaded yet", name);
+    }
+    snprintf(err, errlen, "data.dataset: \"%s\" has no loader", k->name);
     return -1;
 }
 

@@ -29,11 +29,12 @@ void data_admit_with(data_admit_fn admit, void *user);
 /* The loaders' call: the thread's admit's answer (0 if none is set). */
 int data_admit(const data_claim *claim, char *err, size_t errlen);
 
-/* The claim of a job whose files are those its dataset ships with (60,000
- * and 10,000 MNIST images, 50,000 and 10,000 CIFAR images) or of its
- * synthetic set, within its limits: what admission counts before the files
- * can be read. */
-void data_claim_default(const job_config *cfg, data_claim *out);
+/* The claim of a job whose files are those its dataset ships with (the
+ * shape and usual sizes of its row in dataset_table.h: 60,000 and 10,000
+ * MNIST images, 50,000 and 10,000 CIFAR images) or of its synthetic set,
+ * within its limits: what admission counts before the files can be read.
+ * -1 with why for a dataset the table does not name. */
+int data_claim_default(const job_config *cfg, data_claim *out, char *err, size_t errlen);
 
 /* Load the job's train and test sets. `stop` (the job's stop flag; NULL:
  * none) is looked at while loading (dataset.h): once set, the load ends

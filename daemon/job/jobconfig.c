@@ -8,20 +8,19 @@
 #include <ctype.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coupling.h"
+#include "dataset_table.h"
 #include "user_text.h"
 
-#define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
 
 static const char *const archs[] = {"lenet", "allcnn", "wrn", "mlp", NULL};
-static const char *const datasets[] = {"mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic",
-                                       NULL};
 static const char *const normalizations[] = {"none", "channel", "zca", NULL};
 static const char *const samplings[] = {"shuffle", "replacement", NULL};
 static const char *const graphs[] = {"ring", "bipartite-exponential", NULL};
@@ -33,8 +32,25 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const conv_algorithm_choices[] = {"timed", "heuristic", NULL};
 static const char *const failure_modes[] = {"fail", "reseed", NULL};
 
-/* K_RULE: a string, one of the coupling rules' names (coupling.h). */
-enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_SEED, K_SCHEDULE };
+/* data.dataset's choices: the table's names, NULL-terminated, made once. */
+static const char *dataset_name_list[DATASET_KINDS + 1];
+
+static void fill_dataset_names(void)
+{
+    for (int i = 0; i < DATASET_KINDS; i++)
+        dataset_name_list[i] = dataset_kinds[i].name;
+}
+
+static const char *const *dataset_names(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_dataset_names);
+    return dataset_name_list;
+}
+
+/* K_RULE: a string, one of the coupling rules' names (coupling.h); K_DATASET:
+ * one of the datasets' names (data/dataset_table.h). */
+enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_DATASET, K_SEED, K_SCHEDULE };
 enum { LO_OPEN = 1, HI_OPEN = 2 };
 
 typedef struct field {
@@ -62,7 +78,7 @@ static const field fields[] = {
     INT("model.width", model.width, 1, 64),
     F("model.dropout", K_FLOAT, model.dropout, 0, 1, HI_OPEN, NULL),
     INT("model.classes", model.classes, 0, 100000),
-    STR("data.dataset", data.dataset, datasets),
+    F("data.dataset", K_DATASET, data.dataset, 0, 0, 0, NULL),
     STR("data.root", data.root, NULL),
     INT("data.train_limit", data.train_limit, 0, INT_MAX),
     INT("data.test_limit", data.test_limit, 0, INT_MAX),
@@ -314,11 +330,14 @@ static int parse_field(parser *p, const field *f, const cJSON *v, const char *pa
         return 1;
     case K_STR:
     case K_RULE:
+    case K_DATASET:
         if (!cJSON_IsString(v)) {
             report(p, "%s: must be a string", path);
             return 0;
         }
-        const char *const *choices = f->kind == K_RULE ? coupling_names() : f->choices;
+        const char *const *choices = f->kind == K_RULE      ? coupling_names()
+                                     : f->kind == K_DATASET ? dataset_names()
+                                                            : f->choices;
         if (choices) {
             int i = 0;
             while (choices[i] && strcmp(choices[i], v->valuestring))
@@ -478,9 +497,10 @@ static void finish(parser *p)
     if (state_of(p, "optim.weight_decay") == RULE_FIELD_ABSENT)
         cfg->optim.weight_decay = is_name(arch, "allcnn") ? 1e-3 : is_name(arch, "wrn") ? 5e-4 : 0;
 
-    if (state_of(p, "data.root") == RULE_FIELD_ABSENT && is_name(dataset, "fashion-mnist"))
-        strcpy(cfg->data.root, FASHION_MNIST_ROOT);
-    if ((is_name(dataset, "mnist") || !strncmp(dataset, "cifar", 5)) && !*cfg->data.root &&
+    const dataset_kind *data = dataset_kind_find(dataset);
+    if (data && data->default_root && state_of(p, "data.root") == RULE_FIELD_ABSENT)
+        snprintf(cfg->data.root, sizeof cfg->data.root, "%s", data->default_root);
+    if (data && dataset_kind_needs_root(data) && !*cfg->data.root &&
         state_of(p, "data.root") != RULE_FIELD_BAD)
         report(p, "data.root: required for dataset %s", dataset);
 

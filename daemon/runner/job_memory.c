@@ -61,7 +61,8 @@ int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_m
                         char *err, size_t errlen)
 {
     data_claim s;
-    data_claim_default(cfg, &s);
+    if (data_claim_default(cfg, &s, err, errlen) != 0)
+        return -1;
     return job_memory_estimate_claimed(cfg, &s, gpus, ngpus, m, err, errlen);
 }
 

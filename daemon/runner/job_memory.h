@@ -31,7 +31,8 @@ typedef struct job_memory {
 
 /* The estimate for `cfg` with its replicas round-robin on `gpus` (ngpus 0:
  * the CPU), its data as its dataset usually is (data_claim_default). 0, or
- * -1 with a message (a model that does not build). */
+ * -1 with a message (a model that does not build, a dataset not in
+ * data/dataset_table.h). */
 int job_memory_estimate(const job_config *cfg, const int *gpus, int ngpus, job_memory *m,
                         char *err, size_t errlen);
 
