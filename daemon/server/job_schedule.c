@@ -284,8 +284,8 @@ void job_requeued(job *j)
         j->preempted = 1;
         j->preempted_at = jobs_now_s();
     }
-    job_log(j, "%s at epoch %.6g, step %ld: back in the queue, to resume from its checkpoint",
-            j->held ? "held" : "preempted", j->last.epoch, j->last.step);
+    job_log(j, "%s at epoch %.6g, step %ld: back in the queue; it resumes from its newest "
+            "complete checkpoint", j->held ? "held" : "preempted", j->last.epoch, j->last.step);
     set_state(j, JOB_QUEUED);
 }
 

@@ -33,13 +33,14 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # start_daemon [parled options]: start parled (under $PARLED_WRAP, e.g. a
-# taskset command, if set) and wait for its ready line.
+# taskset command, if set) and wait for its ready line, START_WAIT seconds
+# at most (default 10).
 start_daemon() {
     : >"$TMP/parled.out"
     ${PARLED_WRAP:-} "$PARLED" --socket "$SOCK" --state-dir "$STATE" --log-level debug "$@" \
         >"$TMP/parled.out" 2>>"$TMP/parled.err" &
     DAEMON_PID=$!
-    for _ in $(seq 100); do
+    for _ in $(seq $((${START_WAIT:-10} * 10))); do
         if grep -q "^parled ready on $SOCK (state dir $STATE)$" "$TMP/parled.out"; then
             return 0
         fi
@@ -49,7 +50,7 @@ start_daemon() {
         fi
         sleep 0.1
     done
-    fail "parled did not print its ready line within 10 s"
+    fail "parled did not print its ready line within ${START_WAIT:-10} s"
 }
 
 # stop_daemon: SIGTERM and wait for a clean exit (status 0, socket removed).

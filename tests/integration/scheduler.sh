@@ -97,7 +97,7 @@ echo "$out" | grep -q "has ended" || fail "no clear refusal for an ended job: $o
 
 # ---- 3. hold and release ----
 run=$(ctl submit -q "$TMP/long.json") || fail "submit run"
-wait_state "$run" running 30
+wait_log "$run" "checkpoint at outer iteration" 30 # a checkpoint to resume from after its hold
 queued=$(ctl submit -q "$TMP/short.json") || fail "submit queued"
 ctl hold "$queued" | grep -q "held" || fail "hold a queued job"
 ctl status "$queued" --json >"$TMP/q.st"
