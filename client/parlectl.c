@@ -492,7 +492,7 @@ static const command commands[] = {
      "DIR/SWEEP/pPOINT/ID, so a\npoint's seeds list together) holding "
      "events.out.tfevents.TIME.HOST.parle,\nscalars against the job's step: train/loss, "
      "train/data_passes, optim/lr,\noptim/gamma, optim/rho, speed/images_per_sec, "
-     "time/compute_s, time/sync_s,\ntime/wait_s and the rule's own quantities (rule/KEY, "
+     "time/compute_s, time/sync_s,\ntime/wait_s, time/eval_s and the rule's own quantities (rule/KEY, "
      "per replica rule/KEY/I)\nfrom progress lines; test/error, test/loss and "
      "eval/dist_to_master\nfrom evaluations. A run folder must hold no event file yet. "
      "--follow (-f) keeps\nappending, every second, until every job has ended. Then "

@@ -38,6 +38,7 @@ static const tb_field progress_fields[] = {
     {"compute_s", "time/compute_s"},
     {"sync_s", "time/sync_s"},
     {"wait_s", "time/wait_s"},
+    {"eval_s", "time/eval_s"},
 };
 
 static const tb_field eval_fields[] = {

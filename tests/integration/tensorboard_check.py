@@ -18,7 +18,8 @@ from tensorboard.backend.event_processing import event_accumulator, event_file_l
 
 PROGRESS = {"train_loss": "train/loss", "data_passes": "train/data_passes", "lr": "optim/lr",
             "gamma": "optim/gamma", "rho": "optim/rho", "images_per_sec": "speed/images_per_sec",
-            "compute_s": "time/compute_s", "sync_s": "time/sync_s", "wait_s": "time/wait_s"}
+            "compute_s": "time/compute_s", "sync_s": "time/sync_s", "wait_s": "time/wait_s",
+            "eval_s": "time/eval_s"}
 EVAL = {"test_error": "test/error", "test_loss": "test/loss",
         "dist_to_master": "eval/dist_to_master"}
 
