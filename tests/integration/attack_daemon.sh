@@ -5,34 +5,9 @@
 # with the others served in under a second. Users are made here and removed
 # at the end (as multiuser.sh). Each check fails on a parled without its fix.
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: needs root, useradd and setpriv"
-    exit 77
-fi
-tag=$$
-grp=pat$tag adm=paa$tag
-alice=paa1$tag bob=pab$tag carol=pac$tag
-remove_users() {
-    for u in $alice $bob $carol; do userdel "$u" 2>/dev/null; done
-    groupdel "$grp" 2>/dev/null
-    groupdel "$adm" 2>/dev/null
-}
+. "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; [ -n "${FLOOD:-}" ] && kill "$FLOOD" 2>/dev/null; remove_users; (exit $rc); cleanup' EXIT
-groupadd "$grp" && groupadd "$adm" || fail "groupadd"
-useradd -M -N -g "$grp" -s /usr/sbin/nologin "$alice" &&
-    useradd -M -N -g "$grp" -s /usr/sbin/nologin "$bob" &&
-    useradd -M -N -g "$grp" -G "$adm" -s /usr/sbin/nologin "$carol" || fail "useradd"
-chmod 755 "$TMP"
-as() {
-    u=$1
-    shift
-    setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups -- "$@"
-}
-ctl_as() {
-    u=$1
-    shift
-    as "$u" "$PARLECTL" --socket "$SOCK" "$@"
-}
+make_users ad
 
 # The attacker's client: pipelines request lines without reading (hold), or
 # sends them and counts the error codes of the replies (send).

@@ -15,32 +15,9 @@
 # Host memory is what PARLE_MEMINFO says (4 GiB, 1 GiB available), so the
 # forged sets exceed it on any machine.
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: needs root, useradd and setpriv"
-    exit 77
-fi
-tag=$$
-grp=pdg$tag alice=pda$tag bob=pdb$tag
-remove_users() {
-    userdel "$alice" 2>/dev/null
-    userdel "$bob" 2>/dev/null
-    groupdel "$grp" 2>/dev/null
-}
+. "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; [ -n "${LISTER:-}" ] && kill "$LISTER" 2>/dev/null; remove_users; (exit $rc); cleanup' EXIT
-groupadd "$grp" || fail "groupadd"
-useradd -M -N -g "$grp" -s /usr/sbin/nologin "$alice" &&
-    useradd -M -N -g "$grp" -s /usr/sbin/nologin "$bob" || fail "useradd"
-chmod 755 "$TMP"
-as() { # as USER CMD...: CMD with USER's uid, gid and groups
-    u=$1
-    shift
-    setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups -- "$@"
-}
-ctl_as() {
-    u=$1
-    shift
-    as "$u" "$PARLECTL" --socket "$SOCK" "$@"
-}
+make_users at
 
 printf 'MemTotal: 4194304 kB\nMemFree: 1048576 kB\nMemAvailable: 1048576 kB\n' >"$TMP/meminfo"
 PARLE_MEMINFO=$TMP/meminfo start_daemon --group "$grp"
@@ -197,7 +174,8 @@ LISTER=
 grep -q refused "$TMP/list.times" && fail "bob's list was refused during the attacks"
 n=$(wc -l <"$TMP/list.times")
 max=$(sort -n "$TMP/list.times" | tail -n 1)
-[ "$n" -ge 5 ] && [ "$max" -lt 1000 ] || fail "bob's list: $n answers, slowest $max ms"
+# The attacks take about a second: at 0.2 s apart, a few answers fall within.
+[ "$n" -ge 3 ] && [ "$max" -lt 1000 ] || fail "bob's list: $n answers, slowest $max ms"
 echo "bob's list: $n answers, slowest $max ms; parled's peak resident memory $(peak_kib) KiB"
 stop_daemon
 echo PASS

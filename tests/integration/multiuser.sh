@@ -4,37 +4,9 @@
 # outside the group and one in the admin group. Each check fails without its
 # fix: owners, file rights, non-regular files, bounds, text fields.
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: needs root, useradd and setpriv"
-    exit 77
-fi
-tag=$$
-grp=pit$tag adm=pia$tag
-alice=pua$tag bob=pub$tag carol=puc$tag eve=pue$tag
-remove_users() {
-    for u in $alice $bob $carol $eve; do userdel "$u" 2>/dev/null; done
-    groupdel "$grp" 2>/dev/null
-    groupdel "$adm" 2>/dev/null
-}
+. "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
-groupadd "$grp" && groupadd "$adm" || fail "groupadd"
-useradd -M -N -g "$grp" -s /usr/sbin/nologin "$alice" &&
-    useradd -M -N -g "$grp" -s /usr/sbin/nologin "$bob" &&
-    useradd -M -N -g "$grp" -G "$adm" -s /usr/sbin/nologin "$carol" &&
-    useradd -M -N -s /usr/sbin/nologin "$eve" || fail "useradd"
-
-chmod 755 "$TMP"
-# as USER CMD...: run CMD with USER's uid, gid and groups.
-as() {
-    u=$1
-    shift
-    setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups -- "$@"
-}
-ctl_as() {
-    u=$1
-    shift
-    as "$u" "$PARLECTL" --socket "$SOCK" "$@"
-}
+make_users mu
 
 start_daemon --group "$grp" --admin-group "$adm" --max-jobs-per-user 2 \
     --max-connections-per-user 2

@@ -5,29 +5,9 @@
 # users' jobs queued at equal priority, the user who used less device time
 # recently goes first, even having submitted later.
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: needs root, useradd and setpriv"
-    exit 77
-fi
-tag=$$
-grp=pst$tag adm=psa$tag
-alice=psu$tag bob=psv$tag carol=psw$tag
-remove_users() {
-    for u in $alice $bob $carol; do userdel "$u" 2>/dev/null; done
-    groupdel "$grp" 2>/dev/null
-    groupdel "$adm" 2>/dev/null
-}
+. "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
-groupadd "$grp" && groupadd "$adm" || fail "groupadd"
-useradd -M -N -g "$grp" -s /usr/sbin/nologin "$alice" &&
-    useradd -M -N -g "$grp" -s /usr/sbin/nologin "$bob" &&
-    useradd -M -N -g "$grp" -G "$adm" -s /usr/sbin/nologin "$carol" || fail "useradd"
-chmod 755 "$TMP"
-ctl_as() {
-    u=$1
-    shift
-    setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups -- "$PARLECTL" --socket "$SOCK" "$@"
-}
+make_users su
 start_daemon --group "$grp" --admin-group "$adm"
 mlp_job "$TMP/short.json" 2
 mlp_job "$TMP/long.json" 1000

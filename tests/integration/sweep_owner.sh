@@ -6,26 +6,9 @@
 # user's rights, never by parled. Users made here, removed at the end.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sweep_lib.sh"
-if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: needs root, useradd and setpriv"
-    exit 77
-fi
-tag=$$
-grp=pst$tag alice=psa$tag bob=psb$tag
-remove_users() {
-    for u in $alice $bob; do userdel "$u" 2>/dev/null; done
-    groupdel "$grp" 2>/dev/null
-}
+. "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
-groupadd "$grp" || fail "groupadd"
-useradd -M -N -g "$grp" -s /usr/sbin/nologin "$alice" &&
-    useradd -M -N -g "$grp" -s /usr/sbin/nologin "$bob" || fail "useradd"
-chmod 755 "$TMP"
-ctl_as() {
-    u=$1
-    shift
-    setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups -- "$PARLECTL" --socket "$SOCK" "$@"
-}
+make_users so
 start_daemon --group "$grp" --max-jobs-per-user 3
 
 sweep_base "$TMP/long.json" 1000
