@@ -487,16 +487,18 @@ static const command commands[] = {
      "removes an ended sweep with its jobs (as 'rm'). 'plot' takes a sweep id: one\n"
      "curve per point, its seeds' range as a band."},
     {"tensorboard", cmd_tensorboard,
-     "tensorboard ID|SWEEP... -o DIR [--follow] [--json]\nWrite each job's metrics as TensorBoard "
-     "event files, with your permissions:\none run folder per job (DIR/ID; a sweep's jobs "
-     "DIR/SWEEP/pPOINT/ID, so a\npoint's seeds list together) holding "
-     "events.out.tfevents.TIME.HOST.parle,\nscalars against the job's step: train/loss, "
-     "train/data_passes, optim/lr,\noptim/gamma, optim/rho, speed/images_per_sec, "
-     "time/compute_s, time/sync_s,\ntime/wait_s, time/eval_s and the rule's own quantities (rule/KEY, "
-     "per replica rule/KEY/I)\nfrom progress lines; test/error, test/loss and "
-     "eval/dist_to_master\nfrom evaluations. A run folder must hold no event file yet. "
-     "--follow (-f) keeps\nappending, every second, until every job has ended. Then "
-     "'tensorboard --logdir DIR'."},
+     "tensorboard ID|SWEEP... -o DIR [--follow] [--json]\n"
+     "Write each job's metrics as TensorBoard event files, with your permissions:\n"
+     "one run folder per job named (DIR/ID; the jobs of a sweep named by its id\n"
+     "DIR/SWEEP/pPOINT/ID, so that a point's seeds list together; a job named twice\n"
+     "is written once) holding events.out.tfevents.TIME.HOST.parle, scalars against\n"
+     "the job's step: train/loss, train/data_passes, optim/lr, optim/gamma,\n"
+     "optim/rho, speed/images_per_sec, time/compute_s, time/sync_s, time/wait_s,\n"
+     "time/eval_s and the rule's own quantities (rule/KEY, per replica rule/KEY/I)\n"
+     "from progress lines; test/error, test/loss and eval/dist_to_master from\n"
+     "evaluations. A job with no metrics yet (one cancelled while queued) gets no\n"
+     "run. A run folder must hold no event file yet. --follow (-f) keeps appending,\n"
+     "every second, until every job has ended. Then 'tensorboard --logdir DIR'."},
     {"priority", cmd_priority,
      "priority ID N [--json]\nSet a queued or running job's priority (-1000..1000; higher runs\n"
      "first, and a queued job preempts running ones of lower priority: they\n"

@@ -50,11 +50,13 @@ static const tb_field eval_fields[] = {
 typedef struct tb_run {
     char id[PROTO_ID_MAX];
     char name[256];   /* the run's folder under DIR (run_name) */
+    int in_sweep;     /* named by its sweep's id: SWEEP/pPOINT/ID */
     char dir[4352];   /* DIR/RUN */
     char file[4608];  /* the event file in it */
     int fd;
     double offset;    /* bytes of metrics.jsonl read */
     int ended;        /* read to its end after the job ended */
+    int done;         /* ... and written: nothing more to do */
     int written;      /* something is in the file */
     long events, scalars;
     bytebuf pending;  /* this round's records, not yet written */
@@ -146,10 +148,10 @@ static int tb_line(void *ctx, const cJSON *m)
 }
 
 /* The run folder of a job under -o DIR, from its status: the one place that
- * names runs. A job of its own: its id. A sweep's job: SWEEP/pPOINT/ID, so
- * that TensorBoard lists a point's seeds together and a filter on
- * "s0002/p3/" selects them. 0, or -1 after a message. */
-static int run_name(const cJSON *job, char *out, size_t len)
+ * names runs. A job named by its id: its id. A job named by its sweep's id:
+ * SWEEP/pPOINT/ID, so that TensorBoard lists a point's seeds together and a
+ * filter on "s0002/p3/" selects them. 0, or -1 after a message. */
+static int run_name(const cJSON *job, int in_sweep, char *out, size_t len)
 {
     static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
     const char *id = str(job, "id"), *sweep = str(job, "sweep");
@@ -160,8 +162,8 @@ static int run_name(const cJSON *job, char *out, size_t len)
         fail("the status of job \"%.40s\" cannot name a run folder", id);
         return -1;
     }
-    int w = ns ? snprintf(out, len, "%s/p%.0f/%s", sweep, point->valuedouble, id)
-               : snprintf(out, len, "%s", id);
+    int w = ns && in_sweep ? snprintf(out, len, "%s/p%.0f/%s", sweep, point->valuedouble, id)
+                           : snprintf(out, len, "%s", id);
     if (w < 0 || (size_t)w >= len) {
         fail("job %.40s: run folder name too long", id);
         return -1;
@@ -169,15 +171,21 @@ static int run_name(const cJSON *job, char *out, size_t len)
     return 0;
 }
 
-static void run_add(tb_run *runs, int *n, const char *id)
+/* A run for job id, unless one is there already (a job named twice, or by
+ * its id and by its sweep's: the first naming wins). */
+static void run_add(tb_run *runs, int *n, const char *id, int in_sweep)
 {
-    runs[*n] = (tb_run){.fd = -1};
-    snprintf(runs[(*n)++].id, PROTO_ID_MAX, "%s", id ? id : "");
+    id = id ? id : "";
+    for (int i = 0; i < *n; i++)
+        if (strcmp(runs[i].id, id) == 0)
+            return;
+    runs[*n] = (tb_run){.fd = -1, .in_sweep = in_sweep};
+    snprintf(runs[(*n)++].id, PROTO_ID_MAX, "%s", id);
 }
 
-/* The jobs the arguments name, in order: a job id as itself, a sweep id as
- * its jobs (point by point, seeds together). *runs malloc'd. 0, or -1
- * after a message. */
+/* The jobs the arguments name, in order, each once: a job id as itself, a
+ * sweep id as its jobs (point by point, seeds together). *runs malloc'd. 0,
+ * or -1 after a message. */
 static int collect_runs(conn *c, char **ids, int nids, tb_run **runs, int *n)
 {
     *runs = NULL;
@@ -197,10 +205,10 @@ static int collect_runs(conn *c, char **ids, int nids, tb_run **runs, int *n)
         }
         *runs = grown;
         if (!points)
-            run_add(*runs, n, ids[i]);
+            run_add(*runs, n, ids[i], 0);
         cJSON_ArrayForEach(p, points)
             cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(p, "jobs"))
-                run_add(*runs, n, cJSON_GetStringValue(j));
+                run_add(*runs, n, cJSON_GetStringValue(j), 1);
         cJSON_Delete(reply);
     }
     return 0;
@@ -275,7 +283,8 @@ static int run_lookup(conn *c, const char *dir, tb_run *r)
     cJSON *st = request(c, op_request("status", r->id));
     if (!st)
         return -1;
-    int rc = run_name(cJSON_GetObjectItemCaseSensitive(st, "job"), r->name, sizeof r->name);
+    int rc = run_name(cJSON_GetObjectItemCaseSensitive(st, "job"), r->in_sweep, r->name,
+                      sizeof r->name);
     cJSON_Delete(st);
     if (rc != 0)
         return -1;
@@ -312,15 +321,21 @@ static int run_open(tb_run *r)
         return fail("cannot create %s: %s", r->file, strerror(e)), -1;
     if (!synced)
         return fail("%s: fsync of its folder: %s", r->file, strerror(errno)), -1;
-    if (tfevent_file_version(&r->pending, (double)now) != 0)
-        return fail("out of memory"), -1;
-    return 0;
+    /* The file_version record first, ahead of the events read already. */
+    bytebuf version = {0};
+    int rc = tfevent_file_version(&version, (double)now) != 0
+                 ? (fail("out of memory"), -1)
+             : write_all(r->fd, version.p, version.n) != 0
+                 ? (fail("cannot write %s: %s", r->file, strerror(errno)), -1)
+                 : 0;
+    bytebuf_free(&version);
+    return rc;
 }
 
-/* One round for a job: its state, then its metrics from where the last
- * round stopped, appended and fsynced. A job that had ended before its
- * read is done with. 0, or -1 after a message. */
-static int run_round(conn *c, tb_run *r)
+/* One round's read for a job: its state, then its metrics from where the
+ * last round stopped, as records in r->pending. A job that had ended before
+ * its read is done with. 0, or -1 after a message. */
+static int run_read(conn *c, tb_run *r)
 {
     cJSON *st = request(c, op_request("status", r->id));
     if (!st)
@@ -331,13 +346,40 @@ static int run_round(conn *c, tb_run *r)
     cJSON_Delete(st);
     if (metrics_read(c, r->id, &r->offset, tb_line, r) != 0)
         return -1;
+    r->ended = ended;
+    return 0;
+}
+
+/* The round's records appended and fsynced. 0, or -1 after a message. */
+static int run_write(tb_run *r)
+{
     if (r->pending.n > 0 &&
         (write_all(r->fd, r->pending.p, r->pending.n) != 0 || fsync(r->fd) != 0))
         return fail("cannot write %s: %s", r->file, strerror(errno)), -1;
     r->written |= r->pending.n > 0;
     r->pending.n = 0;
-    r->ended = ended;
     return 0;
+}
+
+/* One round of every job not yet done with: all read, then the runs that
+ * have their first records opened (so that a folder in the way fails the
+ * command before anything is written), then all written. A job with no
+ * metrics gets no run. How many are left, or -1 after a message. */
+static int round_all(conn *c, tb_run *runs, int n)
+{
+    int left = 0, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!runs[i].done && (rc = run_read(c, &runs[i])) == 0)
+            left += !runs[i].ended;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!runs[i].done && runs[i].fd < 0 && runs[i].pending.n > 0)
+            rc = run_open(&runs[i]);
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!runs[i].done) {
+            rc = run_write(&runs[i]);
+            runs[i].done = runs[i].ended;
+        }
+    return rc == 0 ? left : -1;
 }
 
 static void report(const char *dir, const tb_run *runs, int n, int json)
@@ -346,14 +388,20 @@ static void report(const char *dir, const tb_run *runs, int n, int json)
     cJSON *list = o ? cJSON_AddArrayToObject(o, "runs") : NULL;
     for (int i = 0; i < n; i++) {
         if (!json) {
-            printf("%s: %ld events, %ld scalars in %s\n", runs[i].id, runs[i].events,
-                   runs[i].scalars, runs[i].file);
+            if (!runs[i].file[0])
+                printf("%s: no metrics, no run written\n", runs[i].id);
+            else
+                printf("%s: %ld events, %ld scalars in %s\n", runs[i].id, runs[i].events,
+                       runs[i].scalars, runs[i].file);
             continue;
         }
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "id", runs[i].id);
         cJSON_AddStringToObject(r, "run", runs[i].name);
-        cJSON_AddStringToObject(r, "file", runs[i].file);
+        if (runs[i].file[0])
+            cJSON_AddStringToObject(r, "file", runs[i].file);
+        else
+            cJSON_AddNullToObject(r, "file");
         cJSON_AddNumberToObject(r, "events", (double)runs[i].events);
         cJSON_AddNumberToObject(r, "scalars", (double)runs[i].scalars);
         cJSON_AddItemToArray(list, r);
@@ -378,16 +426,10 @@ int cmd_tensorboard(const command *cmd, int argc, char **argv)
     /* Every job's status first: an unknown one creates nothing. */
     for (int i = 0; i < nruns && rc == 0; i++)
         rc = run_lookup(&c, a.out, &runs[i]);
-    for (int i = 0; i < nruns && rc == 0; i++)
-        rc = run_open(&runs[i]);
     for (int left = nruns; rc == 0 && left > 0;) {
-        left = 0;
-        for (int i = 0; i < nruns && rc == 0; i++)
-            if (!runs[i].ended) {
-                rc = run_round(&c, &runs[i]);
-                left += !runs[i].ended;
-            }
-        if (!a.follow || left == 0)
+        left = round_all(&c, runs, nruns);
+        rc = left < 0 ? -1 : 0;
+        if (!a.follow || left <= 0)
             break;
         nanosleep(&(struct timespec){.tv_sec = TB_POLL_MS / 1000,
                                      .tv_nsec = TB_POLL_MS % 1000 * 1000000L},

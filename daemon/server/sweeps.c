@@ -464,11 +464,11 @@ static void queue_missing(jobs *js, sweep *s)
             cJSON *json;
             job *j = prepare_point(js, s, point, k, &json, &code, err, sizeof err);
             if (j && commit_tagged(js, s, j, json, point, k, err, sizeof err) == 0)
-                server_log(LOG_INFO, "sweep %s: queued its missing job %s (point %ld, seed %d)",
-                           s->id, j->id, point, k + 1);
+                server_log(LOG_INFO, "sweep %s: queued its missing job %s (point %ld, seed %d "
+                           "of %d)", s->id, j->id, point, k + 1, s->spec.seeds);
             else
                 server_log(LOG_WARN, "sweep %s: cannot queue its missing job of point %ld, "
-                           "seed %d: %s", s->id, point, k + 1, err);
+                           "seed %d of %d: %s", s->id, point, k + 1, s->spec.seeds, err);
             cJSON_Delete(json);
         }
 }

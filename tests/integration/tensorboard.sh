@@ -108,5 +108,25 @@ specs=""
 for run in $want; do specs="$specs $run=$STATE/jobs/${run##*/}/metrics.jsonl"; done
 # shellcheck disable=SC2086
 "$PY" "$CHECK" "$TMP/tbs" $specs || fail "the sweep's event files differ from metrics.jsonl"
+
+# A sweep's job named by its id goes to DIR/ID, also when its sweep is named
+# too (once: the first naming wins); a job with no metrics gets no run.
+member=${want%% *}
+member=${member##*/}
+ctl tensorboard "$member" "$sid" -o "$TMP/tbm" --json >"$TMP/tbm.json" || fail "tensorboard $member $sid"
+python3 -c '
+import json, sys
+runs = [r["run"] for r in json.load(open(sys.argv[1]))["runs"]]
+member, want = sys.argv[2], sys.argv[3:]
+assert runs == [member] + [w for w in want if not w.endswith("/" + member)], runs
+' "$TMP/tbm.json" "$member" $want || fail "a job named alone and by its sweep: $(cat "$TMP/tbm.json")"
+[ -d "$TMP/tbm/$member" ] || fail "the sweep's job named alone is not in DIR/$member"
+mlp_job "$TMP/never.json" 1000
+run=$(ctl submit -q "$TMP/never.json") || fail "submit"
+never=$(ctl submit -q "$TMP/never.json") || fail "submit"
+ctl cancel "$never" >/dev/null && ctl cancel "$run" >/dev/null || fail "cancel"
+ctl tensorboard "$never" -o "$TMP/tbn" | grep -q "^$never: no metrics, no run written$" ||
+    fail "a job with no metrics: $(ctl tensorboard "$never" -o "$TMP/tbn2" 2>&1)"
+[ ! -e "$TMP/tbn/$never" ] || fail "an empty run was written for $never"
 stop_daemon
 echo PASS
