@@ -91,6 +91,8 @@ int conn_send(conn *c, cJSON *req)
     return 0;
 }
 
+int conn_lost;
+
 /* The next line from parled, parsed; NULL (with a message) on EOF or junk. */
 cJSON *conn_read(conn *c)
 {
@@ -113,6 +115,7 @@ cJSON *conn_read(conn *c)
             continue;
         if (got <= 0) {
             fail("parled closed the connection%s", got < 0 ? " (read error)" : "");
+            conn_lost = 1;
             return NULL;
         }
         if (proto_framer_push(&c->framer, buf, (size_t)got) != 0) {

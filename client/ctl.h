@@ -37,6 +37,9 @@ typedef struct conn {
 } conn;
 
 int conn_open(conn *c);
+/* Set once parled closed a connection before its reply came: what was
+ * asked may or may not have been done. */
+extern int conn_lost;
 void conn_close(conn *c);
 /* Send one request line; frees `req`. */
 int conn_send(conn *c, cJSON *req);

@@ -94,6 +94,10 @@ static int sweep_submit(const char *file, const args *a)
     cJSON *req = op_request("sweep_submit", NULL);
     cJSON_AddItemToObject(req, "sweep", sweep);
     cJSON *reply = call(req);
+    if (!reply && conn_lost)
+        fprintf(stderr, "parlectl: parled went away before answering: the sweep may have been "
+                "recorded and its jobs queued at parled's next start; 'parlectl sweep ls' lists "
+                "the sweeps\n");
     if (!reply)
         return EXIT_FAIL;
     cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");

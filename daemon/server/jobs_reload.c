@@ -2,11 +2,13 @@
  * every job directory read back, ended jobs with their results, queued ones
  * in their order, a job that was running queued first to resume. */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "file_tree.h"
 #include "fsutil.h"
@@ -287,6 +289,25 @@ int numbered_dirs(const char *dir, char prefix, char ***names_out, size_t *n_out
 
 /* Reload every job under jobs/, in submission (id) order. A directory that
  * cannot be read is reported and skipped; its id is still never reused. */
+/* A job folder without status.json is one parled died making (job_commit
+ * writes it last, before anyone is told of the job; a sweep queues its
+ * missing jobs again at reload): removed, so that no restart trips on it. */
+static int half_made(jobs *js, const char *name)
+{
+    char path[1200], why[1400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s/status.json", js->jobs_dir, name);
+    if (lstat(path, &st) == 0 || errno != ENOENT)
+        return 0;
+    snprintf(path, sizeof path, "%s/%s", js->jobs_dir, name);
+    if (remove_tree(path, why, sizeof why) == 0)
+        server_log(LOG_WARN, "removed %s: parled stopped while it queued that job (no "
+                   "status.json)", path);
+    else
+        server_log(LOG_WARN, "could not remove the half-made job folder %s", why);
+    return 1;
+}
+
 int jobs_reload(jobs *js, char *err, size_t errlen)
 {
     char **names;
@@ -296,6 +317,8 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
     int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
     for (size_t i = 0; i < n; i++) {
         char why[JOB_ERR_MAX];
+        if (half_made(js, names[i]))
+            continue;
         job *j = load_job(js, names[i], why, sizeof(why));
         if (!j) {
             server_log(LOG_WARN, "skipping job %s: %s", names[i], why);

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Removing what has ended (parlectl rm, sweep rm, parled --keep-ended;
+# Removing what has ended (parlectl rm, sweep rm, parled --keep-ended, and
+# the half-made folder of a job parled died queueing;
 # docs/architecture.md "Scheduling", docs/protocol.md): an ended job's folder
 # goes with the space it took (status shows it first), a queued or running job
 # and a sweep's job alone are refused, a sweep goes whole once its jobs have
@@ -59,8 +60,17 @@ ctl sweep ls | grep -q "^$s " && fail "the sweep is still listed"
 # a crash cut short is finished.
 kill_daemon
 mkdir -p "$STATE/jobs/.removing-j0099/ckpt/k1" && echo x >"$STATE/jobs/.removing-j0099/ckpt/k1/f"
+# A job folder parled died making (no status.json yet: job_commit writes it
+# last, before anyone is told of the job), as a kill -9 while a sweep was
+# being queued leaves it.
+mkdir -p "$STATE/jobs/j0097" && cp "$TMP/short.json" "$STATE/jobs/j0097/job.json" &&
+    : >"$STATE/jobs/j0097/log.txt" && : >"$STATE/jobs/j0097/status.json.tmp-4242"
 start_daemon
 [ ! -e "$STATE/jobs/.removing-j0099" ] || fail "the cut-short removal was not finished"
+[ ! -e "$STATE/jobs/j0097" ] || fail "the half-made job folder stays"
+grep -q "removed $STATE/jobs/j0097: parled stopped while it queued that job" "$TMP/parled.err" ||
+    fail "the half-made folder's removal is not logged"
+grep -q "skipping job j0097" "$TMP/parled.err" && fail "the half-made folder was warned about"
 ctl list | grep -Eq "^($a|$member) " && fail "a removed job came back"
 ctl sweep ls | grep -q "^$s " && fail "the removed sweep came back"
 next=$(ctl submit -q "$TMP/short.json") || fail "submit after the restart"

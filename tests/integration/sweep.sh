@@ -192,4 +192,21 @@ ctl status "$ej" --json >"$TMP/ej.json"
 out=$(ctl sweep ls --set optim.lr=1 2>&1); [ $? = 2 ] || fail "sweep ls took --set: $out"
 check_alive "sweeps"
 stop_daemon
+
+# parled gone before it answers a sweep (a kill -9 while it queued it): the
+# client says the sweep may be recorded and how to find it.
+python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+c, _ = s.accept()
+c.recv(1 << 20)
+c.close()
+' "$TMP/gone.sock" &
+for _ in $(seq 50); do [ -S "$TMP/gone.sock" ] && break; sleep 0.1; done
+out=$("$PARLECTL" --socket "$TMP/gone.sock" sweep "$TMP/grid.json" 2>&1) &&
+    fail "a sweep with no answer succeeded"
+echo "$out" | grep -q "the sweep may have been recorded .*'parlectl sweep ls' lists the sweeps" ||
+    fail "no hint after the connection closed: $out"
 echo PASS
