@@ -18,10 +18,10 @@ cat >"$TMP/low.json" <<JOB
  "data": {"dataset": "synthetic", "train_limit": 1024, "test_limit": 256},
  "algorithm": {"name": "parle", "replicas": 2, "L": 2, "gamma": 0.01, "rho": 1.0},
  "optim": {"lr": 0.02, "momentum": 0.9, "nesterov": true, "batch": 32},
- "epochs": 12, "seed": 11, "devices": "cpu", "log_every": 8}
+ "epochs": 6, "seed": 11, "devices": "cpu", "log_every": 8}
 JOB
 mlp_job "$TMP/short.json" 2
-mlp_job "$TMP/medium.json" 100
+mlp_job "$TMP/medium.json" 40
 mlp_job "$TMP/long.json" 1000
 evals() {
     python3 -c '
@@ -43,7 +43,7 @@ STATE=$TMP/state
 start_daemon
 low=$(ctl submit -q "$TMP/low.json") || fail "submit low"
 [ "$low" = "$ref" ] || fail "ids differ: $low and $ref"
-wait_log "$low" "epoch 1/12: test error" 60
+wait_log "$low" "epoch 1/6: test error" 60
 ctl wait "$low" & # a watcher across the preemption: it ends when the job does
 waiter=$!
 high=$(ctl submit -q --priority 5 "$TMP/long.json") || fail "submit high as root"
@@ -122,7 +122,7 @@ wait_state "$run" cancelled 30
 
 # ---- 4. kill -9 while a job is being preempted ----
 victim=$(ctl submit -q "$TMP/low.json") || fail "submit the victim"
-wait_log "$victim" "epoch 1/12: test error" 60
+wait_log "$victim" "epoch 1/6: test error" 60
 urgent=$(ctl submit -q --priority 7 "$TMP/medium.json") || fail "submit urgent"
 wait_log "$victim" "preempted by $urgent" 10
 kill_daemon
