@@ -23,7 +23,8 @@ static const char usage[] =
     "$XDG_RUNTIME_DIR/parled.sock, else /run/parled.sock).\n"
     "\n"
     "commands:\n"
-    "  submit FILE [-q] [--set key.path=value]... [--watch|--wait] [--json]   queue a job\n"
+    "  submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
+    "                          queue a job\n"
     "  status [ID] [--json]    one job, or the daemon and all jobs\n"
     "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
@@ -33,7 +34,11 @@ static const char usage[] =
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
-    "  sweep FILE [--set k=v]...|status ID|ls|cancel ID [-q] [--json]  a grid of jobs over\n"
+    "  priority ID N [--json]  change a job's priority (higher runs first, may preempt)\n"
+    "  hold ID | release ID [--json]  keep a job out of the running (a running one\n"
+    "                          checkpoints and waits, held) / let it run again\n"
+    "  rm ID... [--json]       remove ended jobs (or a sweep with its jobs) and their files\n"
+    "  sweep FILE [--set k=v]...|status ID|ls|cancel ID|rm ID [-q] [--json]  a grid of jobs over\n"
     "                          a base job (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
     "  tensorboard ID|SWEEP... -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
@@ -437,10 +442,12 @@ static const command commands[] = {
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
     {"list", cmd_list,
      "list [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, running, done, failed, cancelled). 'ls' is the same command."},
+     "(queued, held, preempted, running, done, failed, cancelled). 'ls' is the same\n"
+     "command."},
     {"ls", cmd_list,
      "ls [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, running, done, failed, cancelled). 'list' is the same command."},
+     "(queued, held, preempted, running, done, failed, cancelled). 'list' is the same\n"
+     "command."},
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
      "Exits like 'wait': 0 done, 1 failed, 3 cancelled, 4 parled gone."},
