@@ -23,7 +23,7 @@ grep -q '"state":[[:space:]]*"running"' "$STATE/jobs/j0003/status.json" || fail 
 
 start_daemon
 grep -q "reloaded 1 sweep(s)" "$TMP/parled.err" || fail "the daemon log does not report the sweep"
-grep -q "sweep $id: queued its missing job j0007 (point 2, seed 2)" "$TMP/parled.err" ||
+grep -q "sweep $id: queued its missing job j0007 (point 2, seed 2 of 2)" "$TMP/parled.err" ||
     fail "the missing job was not queued again: $(grep sweep "$TMP/parled.err")"
 wait_sweep "$id" done 180
 ctl sweep status "$id" --json >"$TMP/sweep_final.json"
