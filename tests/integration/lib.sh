@@ -127,6 +127,15 @@ mlp_job() {
 JOB
 }
 
+# ANSWER_MS: the longest another member's answer may take while parled is
+# attacked: a second, or three in a sanitizer's build (everything there,
+# parlectl's start included, runs several times slower).
+if ldd "$PARLED" 2>/dev/null | grep -q 'lib[at]san'; then
+    ANSWER_MS=3000
+else
+    ANSWER_MS=1000
+fi
+
 # kill_daemon: kill -9, as a crash would.
 kill_daemon() {
     kill -KILL "$DAEMON_PID"
