@@ -34,7 +34,6 @@ typedef struct sched_job {
     int stopping;         /* running, asked to stop (preempted, cancelled): frees them soon */
     int held;             /* queued and held by its owner or an admin: never started */
     int resuming;         /* queued with a checkpoint to resume (interrupted, preempted) */
-    unsigned uid;
     int priority;
     long order;           /* submission order, smaller first */
     double started_at;    /* running: when its current run began */

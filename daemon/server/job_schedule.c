@@ -44,7 +44,7 @@ static owner_usage *usage_entry(jobs *js, unsigned uid)
     return &js->usage[js->nusage++];
 }
 
-double jobs_owner_usage(const jobs *js, unsigned uid)
+static double owner_usage_of(const jobs *js, unsigned uid)
 {
     for (int i = 0; i < js->nusage; i++)
         if (js->usage[i].uid == uid)
@@ -92,11 +92,10 @@ static sched_job sched_view(const jobs *js, const job *j, long order)
         .stopping = j->thread_running && j->stop != 0,
         .held = j->held,
         .resuming = j->interrupted,
-        .uid = j->owner.uid,
         .priority = j->priority,
         .order = order,
         .started_at = j->run_started_at,
-        .usage = jobs_owner_usage(js, j->owner.uid),
+        .usage = owner_usage_of(js, j->owner.uid),
         .gpus = j->devices & ~DEV_CPU,
         .gpu_share = j->cfg.gpu_share,
         .cores = cores_wanted(js, j),
@@ -110,7 +109,7 @@ static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
         return "a higher priority";
     if (ahead->interrupted != j->interrupted)
         return "it resumes a checkpoint";
-    if (jobs_owner_usage(js, ahead->owner.uid) != jobs_owner_usage(js, j->owner.uid))
+    if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
         return "its owner used less device time recently";
     return "submitted earlier";
 }

@@ -205,9 +205,8 @@ void job_requeued(job *j);
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */
 const char *job_shown_state(const job *j);
-/* The owner's decayed device use (device-seconds); every owner's brought up
- * to now (also as a job ends, before it stops counting as running). */
-double jobs_owner_usage(const jobs *js, unsigned uid);
+/* Every owner's decayed device use (device-seconds) brought up to now
+ * (also as a job ends, before it stops counting as running). */
 void jobs_usage_update(jobs *js);
 
 /* job_admission.c: admission by memory (docs/architecture.md). At submit:

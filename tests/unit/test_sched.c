@@ -125,7 +125,7 @@ static void test_fair_share(void)
 {
     sched_job jobs[8];
     for (int i = 0; i < 8; i++)
-        jobs[i] = (sched_job){.uid = i < 6 ? 1000 : 1001, .usage = i < 6 ? 3600 : 60,
+        jobs[i] = (sched_job){.usage = i < 6 ? 3600 : 60,
                               .order = i, .cores = 2};
     sched_input in = {.jobs = jobs, .njobs = 8, .ncores = 2, .preempt = 1};
     sched_decision out[8];
@@ -161,7 +161,6 @@ static void test_random(void)
                 .running = test_uniform(0, 1) < 0.4,
                 .held = test_uniform(0, 1) < 0.1,
                 .resuming = test_uniform(0, 1) < 0.2,
-                .uid = (unsigned)test_uniform(0, 3),
                 .priority = (int)test_uniform(-2, 3),
                 .order = i,
                 .started_at = test_uniform(0, 100),
