@@ -11,7 +11,7 @@
 
 #include "ctl.h"
 #include "plot_svg.h"
-#include "sweep_file.h"
+#include "sweep_keys.h"
 
 int is_sweep_id(const char *id)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "comm_impl.h"
-#include "nccl_comm.h"
+#include "cuda/nccl_comm.h"
 #include "topology.h"
 
 _Static_assert(sizeof(((comm *)0)->nccl_id) == NCCL_ID_BYTES, "comm.nccl_id holds an NCCL id");

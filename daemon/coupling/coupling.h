@@ -29,7 +29,7 @@
  * vectors): CPUs only. */
 enum rule_net { NET_NONE = 0, NET_ANY, NET_CPU };
 
-/* The job validator's side of a rule's `validate` (daemon/job/jobconfig.c),
+/* The job validator's side of a rule's `validate` (daemon/jobfile/jobfile.c),
  * as plain data so that a rule needs nothing of the validator: what the job
  * file did with each field ("algorithm.tau"), and the problems the rule
  * reports as "dotted.path: why", which the validator adds to its own list.

@@ -1,5 +1,6 @@
-/* A job file, parsed and validated completely before it is queued
- * (docs/config.md lists every field). */
+/* A job: every field of a job file (docs/config.md lists them), its
+ * defaults and its devices. Reading and validating a file is jobfile.h's,
+ * in daemon/jobfile/, above the rules and datasets it checks against. */
 #ifndef PARLE_JOBCONFIG_H
 #define PARLE_JOBCONFIG_H
 
@@ -94,13 +95,6 @@ typedef struct job_config {
 
 /* Fill every field with its default (before parsing). */
 void job_config_defaults(job_config *cfg);
-
-/* Parse a job from JSON text. On failure returns -1 and writes every problem,
- * each as "dotted.path: why", joined by "; ", into err. */
-int job_config_parse(const char *json, size_t len, job_config *cfg, char *err, size_t errlen);
-/* The same for a job already parsed as JSON (a request's "job"). */
-struct cJSON;
-int job_config_from_json(const struct cJSON *root, job_config *cfg, char *err, size_t errlen);
 
 /* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
  * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU

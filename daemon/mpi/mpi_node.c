@@ -25,7 +25,7 @@
 #include "coupling.h"
 #include "dataset.h"
 #include "fsutil.h"
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "mpi_pending.h"
 #include "parle_config.h"
 

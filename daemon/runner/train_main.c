@@ -8,6 +8,7 @@
 #include "fsutil.h"
 #include "runner.h"
 #include "safetensors.h"
+#include "jobfile.h"
 
 static void usage(FILE *f)
 {

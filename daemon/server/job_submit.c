@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "jobs_impl.h"
 #include "mpi_node.h"
 

@@ -15,6 +15,7 @@
 #include "jobs_impl.h"
 #include "log.h"
 #include "sweep_file.h"
+#include "jobfile.h"
 
 /* A number of status.json; `missing` if absent, null or not a number. */
 static double status_num(const cJSON *st, const char *key, double missing)

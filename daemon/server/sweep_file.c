@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "user_text.h"
 
 #define MAX_BAD_POINTS 3   /* points whose errors are spelt out; the rest counted */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include "sweep_keys.h"
 
 #define SWEEP_MAX_KEYS 16          /* dotted keys in the grid */
 #define SWEEP_MAX_VALUES 1000      /* values of one key */
@@ -52,16 +53,6 @@ int sweep_spec_read(const cJSON *root, sweep_spec *s, char *err, size_t errlen);
  * how many more fail. */
 int sweep_spec_check(const sweep_spec *s, char *err, size_t errlen);
 void sweep_spec_free(sweep_spec *s);
-
-/* Whether dotted keys a (alen bytes) and b (blen bytes) set the same field:
- * the same key, or one holding the other ("optim" and "optim.lr"). Two grid
- * keys, or a grid key and parlectl's --set, may not. Inline: parlectl uses
- * it without linking the reader. */
-static inline int sweep_keys_overlap(const char *a, size_t alen, const char *b, size_t blen)
-{
-    size_t n = alen < blen ? alen : blen;
-    return memcmp(a, b, n) == 0 && (alen == blen || (alen < blen ? b[n] : a[n]) == '.');
-}
 
 /* The value of grid key `key` at grid point `point` (row-major: the last key
  * varies fastest). */

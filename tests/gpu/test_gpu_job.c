@@ -31,6 +31,7 @@
 #include "fsutil.h"
 #include "runner.h"
 #include "testjob.h"
+#include "jobfile.h"
 
 static const double JOB_RMS = 5e-2, JOB_ERROR_POINTS = 0.02, FMNIST_MAX_ERROR = 0.125;
 

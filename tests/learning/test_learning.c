@@ -16,6 +16,7 @@
 
 #include "fsutil.h"
 #include "runner.h"
+#include "jobfile.h"
 
 /* The job's re-seeds, from its progress events (replica 0's thread). */
 static void on_event(void *user, const run_event *ev)

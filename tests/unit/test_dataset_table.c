@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "dataset_table.h"
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "load.h"
 #include "testutil.h"
 

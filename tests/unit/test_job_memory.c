@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "job_memory.h"
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "model.h"
 #include "testutil.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobconfig.h"
+#include "jobfile.h"
 #include "parle_config.h"
 #include "testutil.h"
 

@@ -10,6 +10,7 @@
 
 #include "runner.h"
 #include "testjob.h"
+#include "jobfile.h"
 
 static int run_job_in(const job_config *cfg, const char *dir, test_watch *w)
 {

@@ -2,7 +2,7 @@
  * ranges, then the rules that tie fields together (defaults that depend on the
  * architecture, dataset or algorithm) run once at the end. Every problem is
  * reported by its dotted path, all of them at once (docs/config.md). */
-#include "jobconfig.h"
+#include "jobfile.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -239,12 +239,10 @@ static void report_range(parser *p, const field *f, const char *path)
 static void report_choices(parser *p, const char *path, const char *value,
                            const char *const *choices)
 {
-    char known[256] = "", buf[48];
-    for (int i = 0; choices[i]; i++) {
-        if (i)
-            strcat(known, ", ");
-        strcat(known, choices[i]);
-    }
+    char known[512] = "", buf[48];
+    size_t used = 0; /* snprintf truncates: a longer list ends cut, never past the buffer */
+    for (int i = 0; choices[i] && used < sizeof known; i++)
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", choices[i]);
     report(p, "%s: unknown \"%s\"; known: %s", path, user_text_shown(value, buf), known);
 }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The build enforces the map (docs/architecture.md, "The map"): each folder's
+sources are compiled with the include paths of their own folder and of the
+folders below them, and no other. Reads the build's compile_commands.json and
+fails naming each folder that sees a folder the map does not put below it (an
+upward include would then build), or a folder the map does not know.
+
+  layers.py BUILD/compile_commands.json SOURCE_ROOT
+
+Tests and benches sit above everything and are not checked."""
+import json
+import os
+import re
+import sys
+
+# Each folder and the folders it uses directly; what those use, it may use too.
+MAP = {
+    "kernels": [], "kernels/cpu": ["kernels"], "kernels/cuda": ["kernels"],
+    "models": ["kernels"],
+    "daemon/proto": [],
+    "daemon/store": ["models"],
+    "daemon/comm": ["kernels"],
+    "daemon/job": ["models", "daemon/proto"],
+    "daemon/coupling": ["daemon/comm", "daemon/job"],
+    "daemon/data": ["daemon/job"],
+    "daemon/jobfile": ["daemon/coupling", "daemon/data"],
+    "daemon/runner": ["daemon/jobfile", "daemon/store"],
+    "daemon/sched": [],
+    "daemon/mpi": ["daemon/runner"],
+    "daemon/server": ["daemon/runner", "daemon/sched", "daemon/mpi"],
+    "client": ["daemon/proto"],
+}
+ABOVE_ALL = ("tests/", "bench/")  # targets built there are not checked
+
+
+def below(folder, seen=None):
+    """The folders `folder` may see: itself and, transitively, what it uses."""
+    seen = set() if seen is None else seen
+    if folder not in seen:
+        seen.add(folder)
+        for lower in MAP[folder]:
+            below(lower, seen)
+    return seen
+
+
+def main(path, root):
+    build = os.path.realpath(os.path.dirname(path))
+    root = os.path.realpath(root)
+    problems = []
+    checked = 0
+    for entry in json.load(open(path)):
+        out = entry.get("output", "")
+        if out.startswith(ABOVE_ALL):
+            continue
+        src = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
+        paths = re.findall(r"-I\s*(\S+)", entry["command"])
+        dirs = {os.path.realpath(os.path.join(entry["directory"], p)) for p in paths}
+        folder = os.path.relpath(os.path.dirname(src), root)
+        if folder.startswith(ABOVE_ALL):
+            continue
+        if folder not in MAP:
+            problems.append(f"{folder}: not in the map (tests/unit/layers.py, docs/architecture.md)")
+            continue
+        allowed = below(folder)
+        for d in sorted(dirs):
+            if d.startswith(build + os.sep) or not (d + os.sep).startswith(root + os.sep):
+                continue  # the build's own folders (parle_config.h), system headers
+            seen = os.path.relpath(d, root)
+            if seen == "config":
+                continue  # holds only the meson file that generates parle_config.h
+            if seen not in allowed:
+                problems.append(f"{folder} ({os.path.basename(src)}) sees {seen}/")
+        checked += 1
+    for p in sorted(set(problems)):
+        print(p)
+    print(f"{checked} compilations checked against the map, {len(set(problems))} problem(s)")
+    return 1 if problems or checked < 50 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
