@@ -288,15 +288,6 @@ void job_requeued(job *j)
     set_state(j, JOB_QUEUED);
 }
 
-const char *job_shown_state(const job *j)
-{
-    if (j->state == JOB_QUEUED && j->held)
-        return "held";
-    if (j->state == JOB_QUEUED && j->preempted)
-        return "preempted";
-    return job_state_name(j->state);
-}
-
 /* ---- priorities and holds ---- */
 
 int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,

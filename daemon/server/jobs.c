@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,22 +23,6 @@
 #include "jobconfig.h"
 #include "jobs_impl.h"
 #include "mpi_node.h"
-
-double jobs_now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
-
-static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
-
-const char *job_state_name(enum job_state s) { return state_names[s]; }
-
-int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
-const char *job_id(const job *j) { return j->id; }
-enum job_state job_state_of(const job *j) { return j->state; }
-const job_owner *job_owner_of(const job *j) { return &j->owner; }
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
 

@@ -160,6 +160,14 @@ struct jobs {
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
 };
 
+/* job_record.c: the record read, calling none of the queue's files (also
+ * job_state_name, job_file_path... of jobs.h). */
+double jobs_now_s(void);                  /* wall clock, unix seconds */
+double job_elapsed(const job *j);         /* training seconds so far */
+/* The state shown in status and list: "held" and "preempted" for such
+ * queued jobs, else the state's name. */
+const char *job_shown_state(const job *j);
+
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The job writes its log from now on (log.txt created if need be): 0, or -1
@@ -185,7 +193,6 @@ void set_state(job *j, enum job_state s);
  * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
 int check_ranks(const job_config *cfg, char *err, size_t errlen);
 
-double jobs_now_s(void);                  /* wall clock, unix seconds */
 /* Start the job's thread on its devices (the scheduler said it may). */
 void job_start(jobs *js, job *j);
 
@@ -202,9 +209,6 @@ void job_cores_release(jobs *js, job *j);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"). */
 void job_requeued(job *j);
-/* The state shown in status and list: "held" and "preempted" for such
- * queued jobs, else the state's name. */
-const char *job_shown_state(const job *j);
 /* Every owner's decayed device use (device-seconds) brought up to now
  * (also as a job ends, before it stops counting as running). */
 void jobs_usage_update(jobs *js);
@@ -229,7 +233,6 @@ void job_memory_retry_init(jobs *js);
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
 void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite */
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
-double job_elapsed(const job *j);                        /* training seconds so far */
 cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
 /* job_thread.c: the job's own thread (data load, run_job), which hands
