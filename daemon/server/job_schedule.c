@@ -76,14 +76,6 @@ void jobs_usage_update(jobs *js)
     }
 }
 
-/* The cores a CPU job takes: K of "cpu:K", else all of the daemon's. */
-static int cores_wanted(const jobs *js, const job *j)
-{
-    if (!(j->devices & DEV_CPU))
-        return 0;
-    return j->cfg.device_spec.cores ? j->cfg.device_spec.cores : js->ncores;
-}
-
 /* The scheduler's view of job j. */
 static sched_job sched_view(const jobs *js, const job *j, long order)
 {
@@ -98,7 +90,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order)
         .usage = owner_usage_of(js, j->owner.uid),
         .gpus = j->devices & ~DEV_CPU,
         .gpu_share = j->cfg.gpu_share,
-        .cores = cores_wanted(js, j),
+        .cores = job_cores_wanted(js, j),
     };
 }
 
@@ -354,38 +346,4 @@ int job_priority_allowed(const job *j, const job_owner *owner, const char **code
              "--admin-group may give a job a higher priority than the default (0); lower ones "
              "are anyone's", j->priority);
     return -1;
-}
-
-/* ---- a CPU job's cores ---- */
-
-int job_cores_take(jobs *js, job *j)
-{
-    const int want = cores_wanted(js, j);
-    if (want == 0)
-        return 0;
-    int *ids = malloc((size_t)want * sizeof *ids), n = 0;
-    for (int i = 0; ids && i < js->ncores && n < want; i++)
-        if (!js->core_job[i])
-            ids[n++] = i;
-    if (!ids || n < want) {
-        free(ids);
-        return -1;
-    }
-    for (int k = 0; k < n; k++) {
-        js->core_job[ids[k]] = j;
-        ids[k] = js->cores[ids[k]];
-    }
-    j->cores = ids;
-    j->ncores_held = n;
-    return 0;
-}
-
-void job_cores_release(jobs *js, job *j)
-{
-    for (int i = 0; i < js->ncores; i++)
-        if (js->core_job[i] == j)
-            js->core_job[i] = NULL;
-    free(j->cores);
-    j->cores = NULL;
-    j->ncores_held = 0;
 }

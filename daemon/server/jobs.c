@@ -40,82 +40,6 @@ int check_ranks(const job_config *cfg, char *err, size_t errlen)
     return -1;
 }
 
-static void emit_line(jobs *js, job *j, cJSON *ev)
-{
-    char *line = proto_line(ev);
-    if (line && js->listener.on_event)
-        js->listener.on_event(js->listener.user, j, line);
-    free(line);
-}
-
-static cJSON *event_json(job *j, const char *kind)
-{
-    cJSON *ev = cJSON_CreateObject();
-    cJSON_AddStringToObject(ev, "event", kind);
-    cJSON_AddStringToObject(ev, "id", j->id);
-    cJSON_AddNumberToObject(ev, "time", jobs_now_s());
-    return ev;
-}
-
-/* A line in the job's log that watchers also get as a "log" event. */
-static void job_log_event(job *j, const char *message)
-{
-    job_log(j, "%s", message);
-    cJSON *e = event_json(j, "log");
-    cJSON_AddStringToObject(e, "message", message);
-    emit_line(j->js, j, e);
-}
-
-/* A state change: persist it, log it, tell the watchers. A done or
- * cancelled job's checkpoints go once its end is on disk; a failed job
- * keeps them, to be resumed (job_resume.c). */
-void set_state(job *j, enum job_state s)
-{
-    j->state = s;
-    if (job_state_final(s))
-        j->ended_at = jobs_now_s();
-    if (write_status(j) == 0 && (s == JOB_DONE || s == JOB_CANCELLED))
-        job_remove_checkpoints(j);
-    cJSON *ev = event_json(j, "state");
-    cJSON_AddStringToObject(ev, "state", job_shown_state(j));
-    if (j->error[0])
-        cJSON_AddStringToObject(ev, "error", j->error);
-    emit_line(j->js, j, ev);
-}
-
-void job_start(jobs *js, job *j)
-{
-    char path[1200];
-    job_file_path(j, "metrics.jsonl", path, sizeof(path));
-    j->metrics = fopen(path, "a");
-    if (!j->metrics)
-        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
-    if (j->started_at == 0)
-        j->started_at = jobs_now_s();
-    j->run_started_at = jobs_now_s();
-    j->run_pending = j->interrupted;
-    j->interrupted = 0;
-    j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
-    j->memory_reported = 0;
-    j->thread_running = 1;
-    js->running++;
-    int rc = pthread_create(&j->thread, NULL, job_thread, j);
-    if (rc != 0) {
-        job_cores_release(js, j);
-        j->thread_running = 0;
-        js->running--;
-        snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
-        job_log(j, "failed: %s", j->error);
-        set_state(j, JOB_FAILED);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
-        return;
-    }
-    char dev[256];
-    devices_text(j->devices, dev, sizeof(dev));
-    job_log(j, "started on %s (%d cores)", dev, j->cores ? j->ncores_held : js->ncores);
-    set_state(j, JOB_RUNNING);
-}
 
 /* The first event of a run after an interruption says where it starts: a
  * resume (RUN_EV_RESUME) keeps the history up to its checkpoint, anything
@@ -167,7 +91,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         j->memory_reported = 1;
     }
     ev = &merged;
-    cJSON *e = event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
+    cJSON *e = job_event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
     cJSON_AddNumberToObject(e, "epoch", ev->epoch);
     cJSON_AddNumberToObject(e, "epochs", ev->epochs);
     cJSON_AddNumberToObject(e, "step", (double)ev->step);
@@ -193,7 +117,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);
     }
     job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
-    emit_line(js, j, e);
+    job_emit(j, e);
     if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
     if (ev->kind == RUN_EV_EVAL && j->sweep)

@@ -185,27 +185,27 @@ void job_trim_metrics(job *j, long keep_step);
  * stays): every file and directory under ckpt goes. */
 void job_remove_checkpoints(job *j);
 
-/* jobs.c */
+/* job_events.c: what watchers are told (the listener's on_event). An
+ * event object {"event": kind, "id", "time"}; job_emit sends it as one
+ * line and frees it. job_log_event: a log line that is also a "log" event. */
+cJSON *job_event_json(job *j, const char *kind);
+void job_emit(job *j, cJSON *ev);
+void job_log_event(job *j, const char *message);
 /* Persisted, logged, told to watchers; done and cancelled remove the
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
+
+/* jobs.c */
 /* -1 with a message when the job's devices names ranks other than rank0
  * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
 int check_ranks(const job_config *cfg, char *err, size_t errlen);
 
-/* Start the job's thread on its devices (the scheduler said it may). */
-void job_start(jobs *js, job *j);
 
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
  * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
  * jobs to make room, and says in each queued job's status why it waits. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
-/* The cores a CPU job takes to run (all of the daemon's, or K for "cpu:K"),
- * disjoint from the other running jobs': 0, or -1 when they are not free.
- * job_cores_release gives them back as it ends. */
-int job_cores_take(jobs *js, job *j);
-void job_cores_release(jobs *js, job *j);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"). */
 void job_requeued(job *j);
@@ -235,9 +235,18 @@ void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
 cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
-/* job_thread.c: the job's own thread (data load, run_job), which hands
- * events to the loop through js's locked queue. */
-void *job_thread(void *arg);
+/* job_cores.c: the cores a CPU job takes to run (all of the daemon's, or K
+ * for "cpu:K"; 0 for a GPU job), disjoint from the other running jobs':
+ * job_cores_take 0, or -1 when they are not free. job_cores_release gives
+ * them back as it ends. */
+int job_cores_wanted(const jobs *js, const job *j);
+int job_cores_take(jobs *js, job *j);
+void job_cores_release(jobs *js, job *j);
+
+/* job_thread.c: start the job's own thread (data load, run_job) on its
+ * devices, once the scheduler says it may; the thread hands events to the
+ * loop through js's locked queue. */
+void job_start(jobs *js, job *j);
 
 /* job_submit.c: a submission in two steps, so a sweep queues all its jobs or
  * none. job_prepare validates a job against the daemon (its devices, its
