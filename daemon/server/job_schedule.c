@@ -20,6 +20,10 @@
  * about ten half-lives after a second's use), with no job in the queue, is
  * forgotten: the table holds the owners of recent jobs only. */
 #define USAGE_FORGET_S 1e-3
+/* How often the queue is looked at again while a job waits for memory: it
+ * may free outside parled, where no event tells (a job's end and a submit
+ * retry at once as well). */
+#define MEMORY_RETRY_MS 2000
 
 /* The whole CPU counts as one device, as a GPU does. */
 static double device_units(const job *j)
@@ -194,12 +198,28 @@ static int requeues_pending(jobs *js)
     return asked;
 }
 
-static void on_check(uv_timer_t *t) { jobs_schedule(t->data); }
+static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
 {
     uv_timer_init(js->loop, &js->requeue_check);
     js->requeue_check.data = js;
+    uv_timer_init(js->loop, &js->memory_retry);
+    js->memory_retry.data = js;
+}
+
+/* After a pass: retry it every few seconds while a job waits for memory
+ * (admission said so, in j->waiting), which may free outside parled. */
+static void memory_retry(jobs *js)
+{
+    int waiting = 0;
+    for (const job *j = js->first; j && !waiting; j = j->next)
+        waiting = j->state == JOB_QUEUED && j->waiting[0];
+    if (waiting && !js->stopping && !js->memory_retry_on)
+        uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
+    else if ((!waiting || js->stopping) && js->memory_retry_on)
+        uv_timer_stop(&js->memory_retry);
+    js->memory_retry_on = waiting && !js->stopping;
 }
 
 /* Carry out the decisions in the queue's order: starts (unless admission
@@ -253,10 +273,10 @@ void jobs_schedule(jobs *js)
     free(list);
     free(view);
     free(out);
-    job_memory_retry(js);
+    memory_retry(js);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
-            uv_timer_start(&js->requeue_check, on_check, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+            uv_timer_start(&js->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
         js->requeue_check_on = 1;
     } else if (js->requeue_check_on) {
         uv_timer_stop(&js->requeue_check);

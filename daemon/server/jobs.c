@@ -289,7 +289,6 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     js->async.data = js;
-    job_memory_retry_init(js);
     jobs_schedule_init(js);
     jobs_keep_ended_init(js);
     *out = js;

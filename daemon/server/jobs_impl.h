@@ -136,7 +136,7 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
-    /* Retries the queue while a job waits for memory (job_admission.c). */
+    /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
     int open_handles;       /* async and the three timers, until all are closed */
@@ -203,7 +203,8 @@ int check_ranks(const job_config *cfg, char *err, size_t errlen);
 
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
  * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
- * jobs to make room, and says in each queued job's status why it waits. */
+ * jobs to make room, and says in each queued job's status why it waits,
+ * looking again every few seconds while one waits for memory. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
@@ -224,10 +225,6 @@ int job_waits_for_memory(jobs *js, job *j);
  * more than the job was admitted with must fit in what the host has now,
  * else -1 with a message naming the file, its count and both figures. */
 int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen);
-/* After a scheduling pass: retry it every few seconds while a job waits for
- * memory, which may free outside parled. */
-void job_memory_retry(jobs *js);
-void job_memory_retry_init(jobs *js);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
