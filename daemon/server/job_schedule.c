@@ -300,7 +300,7 @@ void job_requeued(job *j)
     set_state(j, JOB_QUEUED);
 }
 
-/* ---- priorities and holds ---- */
+/* ---- priorities, holds and cancels ---- */
 
 int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
                      char *err, size_t errlen)
@@ -366,4 +366,26 @@ int job_priority_allowed(const job *j, const job_owner *owner, const char **code
              "--admin-group may give a job a higher priority than the default (0); lower ones "
              "are anyone's", j->priority);
     return -1;
+}
+
+int job_cancel(jobs *js, job *j, char *err, size_t errlen)
+{
+    if (job_state_final(j->state) || j->cancel_requested) {
+        snprintf(err, errlen, "job %s has already %s", j->id,
+                 j->cancel_requested ? "been asked to stop" : "ended");
+        return -1;
+    }
+    if (j->state == JOB_QUEUED) {
+        job_log(j, "cancelled while queued");
+        set_state(j, JOB_CANCELLED);
+        job_log_stop(j);
+        if (js->listener.on_end)
+            js->listener.on_end(js->listener.user, j);
+        jobs_schedule(js);
+        return 0;
+    }
+    j->cancel_requested = 1;
+    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
+    job_log(j, "cancel requested: the replicas stop now");
+    return 0;
 }

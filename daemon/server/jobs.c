@@ -1,44 +1,30 @@
-/* The job queue (jobs.h) on the loop thread: submit, schedule over disjoint
- * device sets, apply the events the job threads hand over, persist status,
- * cancel and stop. Its parts: job_submit.c (a submission's checks and
- * files), job_files.c (a job's files), jobs_json.c (the answers),
- * job_thread.c (each job's own thread), jobs_reload.c (the state dir at
- * start), sweeps.c and sweeps_json.c (sweeps). */
+/* The job queue (jobs.h) on the loop thread, and its helpers' one owner: it
+ * opens the queue, applies the events the job threads hand over, ends jobs
+ * and stops them. No helper calls back into it, and each calls only those
+ * after it here: job_remove.c (removals, --keep-ended), sweeps.c and
+ * sweeps_json.c (sweeps), job_resume.c, jobs_reload.c (the state dir at
+ * start), job_submit.c (a submission's checks and files), job_schedule.c
+ * (the scheduling pass, priorities, holds, cancels), job_thread.c (each
+ * job's own thread), job_admission.c (memory), job_events.c (what watchers
+ * are told), job_files.c (a job's files), jobs_json.c (the answers),
+ * job_cores.c (a CPU job's cores), job_record.c (the record read). */
 #include "jobs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
-#include "mpi_node.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
-
-/* Ranks other than rank0 exist only under --mpi: without it such a job would
- * quietly run on this one process's CPU. (Under --mpi the job's start checks
- * them against the ranks there are.) */
-int check_ranks(const job_config *cfg, char *err, size_t errlen)
-{
-    uint64_t ranks = cfg->device_spec.ranks;
-    if (mpi_node_size() > 1 || !(ranks & ~1ull))
-        return 0;
-    snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
-             "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
-             "\"cpu\"", cfg->devices, __builtin_ctzll(ranks & ~1ull));
-    return -1;
-}
 
 
 /* The first event of a run after an interruption says where it starts: a
@@ -310,28 +296,6 @@ job *jobs_find(jobs *js, const char *id)
         if (strcmp(j->id, id) == 0)
             return j;
     return NULL;
-}
-
-int job_cancel(jobs *js, job *j, char *err, size_t errlen)
-{
-    if (job_state_final(j->state) || j->cancel_requested) {
-        snprintf(err, errlen, "job %s has already %s", j->id,
-                 j->cancel_requested ? "been asked to stop" : "ended");
-        return -1;
-    }
-    if (j->state == JOB_QUEUED) {
-        job_log(j, "cancelled while queued");
-        set_state(j, JOB_CANCELLED);
-        job_log_stop(j);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
-        jobs_schedule(js);
-        return 0;
-    }
-    j->cancel_requested = 1;
-    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
-    job_log(j, "cancel requested: the replicas stop now");
-    return 0;
 }
 
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)

@@ -195,11 +195,6 @@ void job_log_event(job *j, const char *message);
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
 
-/* jobs.c */
-/* -1 with a message when the job's devices names ranks other than rank0
- * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
-int check_ranks(const job_config *cfg, char *err, size_t errlen);
-
 
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
  * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
@@ -302,6 +297,20 @@ struct sweep {
     int cancelled;
 };
 
+/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared against
+ * the daemon, then all committed, a few milliseconds at a time. Linked in
+ * js->submitting, so the jobs it will queue count against its owner's bound
+ * meanwhile. */
+struct sweep_submission {
+    jobs *js;
+    sweep *s;
+    int njobs, made, committed;
+    int linked;             /* the sweep's record is written and in js->sweeps */
+    job **prepared;
+    cJSON **texts;
+    sweep_submission *next;
+};
+
 /* sweeps.c: every sweep under <state dir>/sweeps, after the jobs, its jobs
  * found by their tag and any the sweep lacks (parled stopped while it
  * queued them) queued now. */
@@ -312,9 +321,6 @@ void sweep_on_eval(job *j, double epoch, double test_error);
  * steps were already taken): it is done, not early-stopped. */
 void sweep_stop_too_late(job *j);
 void sweeps_free(jobs *js);
-/* The jobs that uid's sweeps being submitted will queue and have not yet:
- * counted as queued by jobs_may_queue. */
-int sweeps_submitting_jobs(const jobs *js, unsigned uid);
 /* Whether sweep s is still being submitted (not all its jobs queued). */
 int sweep_submitting(const jobs *js, const sweep *s);
 /* The sweep out of js's list and freed (its jobs' tags no longer point at it). */
