@@ -3,7 +3,7 @@
  * what it decides carried out: jobs started once admission by memory lets
  * them, running jobs asked to checkpoint and stop for a higher priority,
  * and why every other queued job waits, in its status. Also the owners'
- * decayed device use (fair share), priorities and holds. */
+ * decayed device use (fair share), priorities, holds and cancels. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
-/* A job's own thread (jobs_impl.h): it loads the data once and runs the job;
- * it and the replica threads it starts hand events, log lines and the end
- * to the loop through the queue's lock and uv_async_send, never touching
- * the loop's state. */
+/* A job's own thread (jobs_impl.h), started by job_start once the scheduler
+ * says the job may run: it loads the data once and runs the job; it and the
+ * replica threads it starts hand events, log lines and the end to the loop
+ * through the queue's lock and uv_async_send, never touching the loop's
+ * state. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
-/* Internal to the job queue (jobs.c, job_thread.c, jobs_reload.c): a job's
- * record, the hand-overs from its threads, and the helpers they share. */
+/* Internal to the job queue (daemon/queue/; jobs.c heads its helpers' list):
+ * a job's record, the hand-overs from its threads, and the helpers they
+ * share, each under the file that defines it. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -195,7 +196,6 @@ void job_log_event(job *j, const char *message);
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
 
-
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
  * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
  * jobs to make room, and says in each queued job's status why it waits,
@@ -297,10 +297,10 @@ struct sweep {
     int cancelled;
 };
 
-/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared against
- * the daemon, then all committed, a few milliseconds at a time. Linked in
- * js->submitting, so the jobs it will queue count against its owner's bound
- * meanwhile. */
+/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared
+ * against the daemon, then all committed, a few milliseconds at a time.
+ * Linked in js->submitting, so the jobs it will queue count against its
+ * owner's bound meanwhile (job_submit.c, jobs_may_queue). */
 struct sweep_submission {
     jobs *js;
     sweep *s;
