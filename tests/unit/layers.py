@@ -27,7 +27,8 @@ MAP = {
     "daemon/runner": ["daemon/jobfile", "daemon/store"],
     "daemon/sched": [],
     "daemon/mpi": ["daemon/runner"],
-    "daemon/server": ["daemon/runner", "daemon/sched", "daemon/mpi"],
+    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi"],
+    "daemon/server": ["daemon/queue"],
     "client": ["daemon/proto"],
 }
 ABOVE_ALL = ("tests/", "bench/")  # targets built there are not checked

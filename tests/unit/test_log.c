@@ -1,4 +1,4 @@
-/* parled's log (daemon/server/log.c): each line reaches stderr in one write,
+/* parled's log (daemon/queue/log.c): each line reaches stderr in one write,
  * so that ranks sharing one stderr under mpirun never split each other's
  * lines (a split line hid a rank's pid from mpi_netns.sh once in CI); one
  * user's refusals take a bounded number of lines a minute. Stderr is a

@@ -41,12 +41,6 @@ void add_rule_json(cJSON *o, const run_event *ev)
         cJSON_Delete(rule);
 }
 
-double job_elapsed(const job *j)
-{
-    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
-    return j->elapsed_base + running;
-}
-
 /* Where each replica runs, as run_job places them: "cuda:G" round-robin over
  * the job's GPUs, else "cpu". */
 /* Under MPI a replica on another rank is "rankR:cpu" or "rankR:gpu" (its

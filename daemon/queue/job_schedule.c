@@ -3,7 +3,7 @@
  * what it decides carried out: jobs started once admission by memory lets
  * them, running jobs asked to checkpoint and stop for a higher priority,
  * and why every other queued job waits, in its status. Also the owners'
- * decayed device use (fair share), priorities and holds. */
+ * decayed device use (fair share), priorities, holds and cancels. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,10 @@
  * about ten half-lives after a second's use), with no job in the queue, is
  * forgotten: the table holds the owners of recent jobs only. */
 #define USAGE_FORGET_S 1e-3
+/* How often the queue is looked at again while a job waits for memory: it
+ * may free outside parled, where no event tells (a job's end and a submit
+ * retry at once as well). */
+#define MEMORY_RETRY_MS 2000
 
 /* The whole CPU counts as one device, as a GPU does. */
 static double device_units(const job *j)
@@ -76,14 +80,6 @@ void jobs_usage_update(jobs *js)
     }
 }
 
-/* The cores a CPU job takes: K of "cpu:K", else all of the daemon's. */
-static int cores_wanted(const jobs *js, const job *j)
-{
-    if (!(j->devices & DEV_CPU))
-        return 0;
-    return j->cfg.device_spec.cores ? j->cfg.device_spec.cores : js->ncores;
-}
-
 /* The scheduler's view of job j. */
 static sched_job sched_view(const jobs *js, const job *j, long order)
 {
@@ -98,7 +94,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order)
         .usage = owner_usage_of(js, j->owner.uid),
         .gpus = j->devices & ~DEV_CPU,
         .gpu_share = j->cfg.gpu_share,
-        .cores = cores_wanted(js, j),
+        .cores = job_cores_wanted(js, j),
     };
 }
 
@@ -202,12 +198,28 @@ static int requeues_pending(jobs *js)
     return asked;
 }
 
-static void on_check(uv_timer_t *t) { jobs_schedule(t->data); }
+static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
 {
     uv_timer_init(js->loop, &js->requeue_check);
     js->requeue_check.data = js;
+    uv_timer_init(js->loop, &js->memory_retry);
+    js->memory_retry.data = js;
+}
+
+/* After a pass: retry it every few seconds while a job waits for memory
+ * (admission said so, in j->waiting), which may free outside parled. */
+static void memory_retry(jobs *js)
+{
+    int waiting = 0;
+    for (const job *j = js->first; j && !waiting; j = j->next)
+        waiting = j->state == JOB_QUEUED && j->waiting[0];
+    if (waiting && !js->stopping && !js->memory_retry_on)
+        uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
+    else if ((!waiting || js->stopping) && js->memory_retry_on)
+        uv_timer_stop(&js->memory_retry);
+    js->memory_retry_on = waiting && !js->stopping;
 }
 
 /* Carry out the decisions in the queue's order: starts (unless admission
@@ -261,10 +273,10 @@ void jobs_schedule(jobs *js)
     free(list);
     free(view);
     free(out);
-    job_memory_retry(js);
+    memory_retry(js);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
-            uv_timer_start(&js->requeue_check, on_check, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+            uv_timer_start(&js->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
         js->requeue_check_on = 1;
     } else if (js->requeue_check_on) {
         uv_timer_stop(&js->requeue_check);
@@ -288,16 +300,7 @@ void job_requeued(job *j)
     set_state(j, JOB_QUEUED);
 }
 
-const char *job_shown_state(const job *j)
-{
-    if (j->state == JOB_QUEUED && j->held)
-        return "held";
-    if (j->state == JOB_QUEUED && j->preempted)
-        return "preempted";
-    return job_state_name(j->state);
-}
-
-/* ---- priorities and holds ---- */
+/* ---- priorities, holds and cancels ---- */
 
 int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
                      char *err, size_t errlen)
@@ -365,36 +368,24 @@ int job_priority_allowed(const job *j, const job_owner *owner, const char **code
     return -1;
 }
 
-/* ---- a CPU job's cores ---- */
-
-int job_cores_take(jobs *js, job *j)
+int job_cancel(jobs *js, job *j, char *err, size_t errlen)
 {
-    const int want = cores_wanted(js, j);
-    if (want == 0)
-        return 0;
-    int *ids = malloc((size_t)want * sizeof *ids), n = 0;
-    for (int i = 0; ids && i < js->ncores && n < want; i++)
-        if (!js->core_job[i])
-            ids[n++] = i;
-    if (!ids || n < want) {
-        free(ids);
+    if (job_state_final(j->state) || j->cancel_requested) {
+        snprintf(err, errlen, "job %s has already %s", j->id,
+                 j->cancel_requested ? "been asked to stop" : "ended");
         return -1;
     }
-    for (int k = 0; k < n; k++) {
-        js->core_job[ids[k]] = j;
-        ids[k] = js->cores[ids[k]];
+    if (j->state == JOB_QUEUED) {
+        job_log(j, "cancelled while queued");
+        set_state(j, JOB_CANCELLED);
+        job_log_stop(j);
+        if (js->listener.on_end)
+            js->listener.on_end(js->listener.user, j);
+        jobs_schedule(js);
+        return 0;
     }
-    j->cores = ids;
-    j->ncores_held = n;
+    j->cancel_requested = 1;
+    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
+    job_log(j, "cancel requested: the replicas stop now");
     return 0;
-}
-
-void job_cores_release(jobs *js, job *j)
-{
-    for (int i = 0; i < js->ncores; i++)
-        if (js->core_job[i] == j)
-            js->core_job[i] = NULL;
-    free(j->cores);
-    j->cores = NULL;
-    j->ncores_held = 0;
 }

@@ -1,5 +1,6 @@
-/* Internal to the job queue (jobs.c, job_thread.c, jobs_reload.c): a job's
- * record, the hand-overs from its threads, and the helpers they share. */
+/* Internal to the job queue (daemon/queue/; jobs.c heads its helpers' list):
+ * a job's record, the hand-overs from its threads, and the helpers they
+ * share, each under the file that defines it. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -136,7 +137,7 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
-    /* Retries the queue while a job waits for memory (job_admission.c). */
+    /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
     int open_handles;       /* async and the three timers, until all are closed */
@@ -160,6 +161,14 @@ struct jobs {
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
 };
 
+/* job_record.c: the record read, calling none of the queue's files (also
+ * job_state_name, job_file_path... of jobs.h). */
+double jobs_now_s(void);                  /* wall clock, unix seconds */
+double job_elapsed(const job *j);         /* training seconds so far */
+/* The state shown in status and list: "held" and "preempted" for such
+ * queued jobs, else the state's name. */
+const char *job_shown_state(const job *j);
+
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The job writes its log from now on (log.txt created if need be): 0, or -1
@@ -177,34 +186,25 @@ void job_trim_metrics(job *j, long keep_step);
  * stays): every file and directory under ckpt goes. */
 void job_remove_checkpoints(job *j);
 
-/* jobs.c */
+/* job_events.c: what watchers are told (the listener's on_event). An
+ * event object {"event": kind, "id", "time"}; job_emit sends it as one
+ * line and frees it. job_log_event: a log line that is also a "log" event. */
+cJSON *job_event_json(job *j, const char *kind);
+void job_emit(job *j, cJSON *ev);
+void job_log_event(job *j, const char *message);
 /* Persisted, logged, told to watchers; done and cancelled remove the
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
-/* -1 with a message when the job's devices names ranks other than rank0
- * outside --mpi. (Its devices within the daemon's: job_devices_resolve.) */
-int check_ranks(const job_config *cfg, char *err, size_t errlen);
-
-double jobs_now_s(void);                  /* wall clock, unix seconds */
-/* Start the job's thread on its devices (the scheduler said it may). */
-void job_start(jobs *js, job *j);
 
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
  * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
- * jobs to make room, and says in each queued job's status why it waits. */
+ * jobs to make room, and says in each queued job's status why it waits,
+ * looking again every few seconds while one waits for memory. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
-/* The cores a CPU job takes to run (all of the daemon's, or K for "cpu:K"),
- * disjoint from the other running jobs': 0, or -1 when they are not free.
- * job_cores_release gives them back as it ends. */
-int job_cores_take(jobs *js, job *j);
-void job_cores_release(jobs *js, job *j);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"). */
 void job_requeued(job *j);
-/* The state shown in status and list: "held" and "preempted" for such
- * queued jobs, else the state's name. */
-const char *job_shown_state(const job *j);
 /* Every owner's decayed device use (device-seconds) brought up to now
  * (also as a job ends, before it stops counting as running). */
 void jobs_usage_update(jobs *js);
@@ -220,21 +220,25 @@ int job_waits_for_memory(jobs *js, job *j);
  * more than the job was admitted with must fit in what the host has now,
  * else -1 with a message naming the file, its count and both figures. */
 int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen);
-/* After a scheduling pass: retry it every few seconds while a job waits for
- * memory, which may free outside parled. */
-void job_memory_retry(jobs *js);
-void job_memory_retry_init(jobs *js);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
 void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite */
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
-double job_elapsed(const job *j);                        /* training seconds so far */
 cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
-/* job_thread.c: the job's own thread (data load, run_job), which hands
- * events to the loop through js's locked queue. */
-void *job_thread(void *arg);
+/* job_cores.c: the cores a CPU job takes to run (all of the daemon's, or K
+ * for "cpu:K"; 0 for a GPU job), disjoint from the other running jobs':
+ * job_cores_take 0, or -1 when they are not free. job_cores_release gives
+ * them back as it ends. */
+int job_cores_wanted(const jobs *js, const job *j);
+int job_cores_take(jobs *js, job *j);
+void job_cores_release(jobs *js, job *j);
+
+/* job_thread.c: start the job's own thread (data load, run_job) on its
+ * devices, once the scheduler says it may; the thread hands events to the
+ * loop through js's locked queue. */
+void job_start(jobs *js, job *j);
 
 /* job_submit.c: a submission in two steps, so a sweep queues all its jobs or
  * none. job_prepare validates a job against the daemon (its devices, its
@@ -293,6 +297,20 @@ struct sweep {
     int cancelled;
 };
 
+/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared
+ * against the daemon, then all committed, a few milliseconds at a time.
+ * Linked in js->submitting, so the jobs it will queue count against its
+ * owner's bound meanwhile (job_submit.c, jobs_may_queue). */
+struct sweep_submission {
+    jobs *js;
+    sweep *s;
+    int njobs, made, committed;
+    int linked;             /* the sweep's record is written and in js->sweeps */
+    job **prepared;
+    cJSON **texts;
+    sweep_submission *next;
+};
+
 /* sweeps.c: every sweep under <state dir>/sweeps, after the jobs, its jobs
  * found by their tag and any the sweep lacks (parled stopped while it
  * queued them) queued now. */
@@ -303,9 +321,6 @@ void sweep_on_eval(job *j, double epoch, double test_error);
  * steps were already taken): it is done, not early-stopped. */
 void sweep_stop_too_late(job *j);
 void sweeps_free(jobs *js);
-/* The jobs that uid's sweeps being submitted will queue and have not yet:
- * counted as queued by jobs_may_queue. */
-int sweeps_submitting_jobs(const jobs *js, unsigned uid);
 /* Whether sweep s is still being submitted (not all its jobs queued). */
 int sweep_submitting(const jobs *js, const sweep *s);
 /* The sweep out of js's list and freed (its jobs' tags no longer point at it). */

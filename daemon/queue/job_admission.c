@@ -8,11 +8,6 @@
 #include "jobs_impl.h"
 #include "mpi_node.h"
 
-/* How often the queue is looked at again while a job waits for memory: it
- * may free outside parled, where no event tells (a job's end and a submit
- * retry at once as well). */
-#define MEMORY_RETRY_MS 2000
-
 /* The estimate, made once: 1 if known, -1 if not (the job is not held back
  * then; its run reports what goes wrong). Under MPI the replicas spread over
  * ranks, which the estimate does not place: not checked there. */
@@ -118,24 +113,4 @@ int job_waits_for_memory(jobs *js, job *j)
         write_status(j);
     }
     return 1;
-}
-
-static void on_retry(uv_timer_t *t) { jobs_schedule(t->data); }
-
-void job_memory_retry_init(jobs *js)
-{
-    uv_timer_init(js->loop, &js->memory_retry);
-    js->memory_retry.data = js;
-}
-
-void job_memory_retry(jobs *js)
-{
-    int waiting = 0;
-    for (const job *j = js->first; j && !waiting; j = j->next)
-        waiting = j->state == JOB_QUEUED && j->waiting[0];
-    if (waiting && !js->stopping && !js->memory_retry_on)
-        uv_timer_start(&js->memory_retry, on_retry, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
-    else if ((!waiting || js->stopping) && js->memory_retry_on)
-        uv_timer_stop(&js->memory_retry);
-    js->memory_retry_on = waiting && !js->stopping;
 }

@@ -1,8 +1,11 @@
-/* A job's own thread (jobs_impl.h): it loads the data once and runs the job;
- * it and the replica threads it starts hand events, log lines and the end
- * to the loop through the queue's lock and uv_async_send, never touching
- * the loop's state. */
+/* A job's own thread (jobs_impl.h), started by job_start once the scheduler
+ * says the job may run: it loads the data once and runs the job; it and the
+ * replica threads it starts hand events, log lines and the end to the loop
+ * through the queue's lock and uv_async_send, never touching the loop's
+ * state. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,7 +135,7 @@ static int stopped_while_loading(job *j, run_result *result)
 }
 
 /* The job thread: load the data once, run the job, report the end. */
-void *job_thread(void *arg)
+static void *job_thread(void *arg)
 {
     job *j = arg;
     jobs *js = j->js;
@@ -194,4 +197,40 @@ void *job_thread(void *arg)
     p->err = rc != 0 ? strdup(err[0] ? err : "the job failed without a message") : NULL;
     enqueue(js, p);
     return NULL;
+}
+
+/* The job's thread started on its devices (the scheduler said it may); if
+ * it cannot be, the job fails and ends there. */
+void job_start(jobs *js, job *j)
+{
+    char path[1200];
+    job_file_path(j, "metrics.jsonl", path, sizeof(path));
+    j->metrics = fopen(path, "a");
+    if (!j->metrics)
+        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
+    if (j->started_at == 0)
+        j->started_at = jobs_now_s();
+    j->run_started_at = jobs_now_s();
+    j->run_pending = j->interrupted;
+    j->interrupted = 0;
+    j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
+    j->memory_reported = 0;
+    j->thread_running = 1;
+    js->running++;
+    int rc = pthread_create(&j->thread, NULL, job_thread, j);
+    if (rc != 0) {
+        job_cores_release(js, j);
+        j->thread_running = 0;
+        js->running--;
+        snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
+        job_log(j, "failed: %s", j->error);
+        set_state(j, JOB_FAILED);
+        if (js->listener.on_end)
+            js->listener.on_end(js->listener.user, j);
+        return;
+    }
+    char dev[256];
+    devices_text(j->devices, dev, sizeof(dev));
+    job_log(j, "started on %s (%d cores)", dev, j->cores ? j->ncores_held : js->ncores);
+    set_state(j, JOB_RUNNING);
 }

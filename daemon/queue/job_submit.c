@@ -23,6 +23,16 @@ static int active_jobs_of(const jobs *js, unsigned uid)
     return n;
 }
 
+/* The jobs that uid's sweeps being submitted will queue and have not yet. */
+static int sweeps_submitting_jobs(const jobs *js, unsigned uid)
+{
+    int n = 0;
+    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+        if (sub->s->owner.uid == uid)
+            n += sub->njobs - sub->committed;
+    return n;
+}
+
 int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
                    size_t errlen)
 {
@@ -44,6 +54,20 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
         return -1;
     }
     return 0;
+}
+
+/* Ranks other than rank0 exist only under --mpi: without it such a job would
+ * quietly run on this one process's CPU. (Under --mpi the job's start checks
+ * them against the ranks there are.) */
+static int check_ranks(const job_config *cfg, char *err, size_t errlen)
+{
+    uint64_t ranks = cfg->device_spec.ranks;
+    if (mpi_node_size() > 1 || !(ranks & ~1ull))
+        return 0;
+    snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
+             "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
+             "\"cpu\"", cfg->devices, __builtin_ctzll(ranks & ~1ull));
+    return -1;
 }
 
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen)

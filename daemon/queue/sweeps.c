@@ -156,20 +156,6 @@ static int cancel_jobs(jobs *js, sweep *s)
     return n;
 }
 
-/* A sweep being submitted (jobs_sweep_submit): each job prepared against
- * the daemon, then all committed, a few milliseconds at a time. Linked in
- * js->submitting, so the jobs it will queue count against its owner's bound
- * meanwhile. */
-struct sweep_submission {
-    jobs *js;
-    sweep *s;
-    int njobs, made, committed;
-    int linked;             /* the sweep's record is written and in js->sweeps */
-    job **prepared;
-    cJSON **texts;
-    sweep_submission *next;
-};
-
 int sweep_submitting(const jobs *js, const sweep *s)
 {
     for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
@@ -189,15 +175,6 @@ void sweep_forget(jobs *js, sweep *s)
     if (*at)
         *at = s->next;
     sweep_free(s);
-}
-
-int sweeps_submitting_jobs(const jobs *js, unsigned uid)
-{
-    int n = 0;
-    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
-        if (sub->s->owner.uid == uid)
-            n += sub->njobs - sub->committed;
-    return n;
 }
 
 sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,

@@ -1,138 +1,31 @@
-/* The job queue (jobs.h) on the loop thread: submit, schedule over disjoint
- * device sets, apply the events the job threads hand over, persist status,
- * cancel and stop. Its parts: job_submit.c (a submission's checks and
- * files), job_files.c (a job's files), jobs_json.c (the answers),
- * job_thread.c (each job's own thread), jobs_reload.c (the state dir at
- * start), sweeps.c and sweeps_json.c (sweeps). */
+/* The job queue (jobs.h) on the loop thread, and its helpers' one owner: it
+ * opens the queue, applies the events the job threads hand over, ends jobs
+ * and stops them. No helper calls back into it, and each calls only those
+ * after it here: job_remove.c (removals, --keep-ended), sweeps.c and
+ * sweeps_json.c (sweeps), job_resume.c, jobs_reload.c (the state dir at
+ * start), job_submit.c (a submission's checks and files), job_schedule.c
+ * (the scheduling pass, priorities, holds, cancels), job_thread.c (each
+ * job's own thread), job_admission.c (memory), job_events.c (what watchers
+ * are told), job_files.c (a job's files), jobs_json.c (the answers),
+ * job_cores.c (a CPU job's cores), job_record.c (the record read). */
 #include "jobs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
-#include "mpi_node.h"
-
-double jobs_now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
-}
-
-static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
-
-const char *job_state_name(enum job_state s) { return state_names[s]; }
-
-int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
-const char *job_id(const job *j) { return j->id; }
-enum job_state job_state_of(const job *j) { return j->state; }
-const job_owner *job_owner_of(const job *j) { return &j->owner; }
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
 
-/* Ranks other than rank0 exist only under --mpi: without it such a job would
- * quietly run on this one process's CPU. (Under --mpi the job's start checks
- * them against the ranks there are.) */
-int check_ranks(const job_config *cfg, char *err, size_t errlen)
-{
-    uint64_t ranks = cfg->device_spec.ranks;
-    if (mpi_node_size() > 1 || !(ranks & ~1ull))
-        return 0;
-    snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
-             "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
-             "\"cpu\"", cfg->devices, __builtin_ctzll(ranks & ~1ull));
-    return -1;
-}
-
-static void emit_line(jobs *js, job *j, cJSON *ev)
-{
-    char *line = proto_line(ev);
-    if (line && js->listener.on_event)
-        js->listener.on_event(js->listener.user, j, line);
-    free(line);
-}
-
-static cJSON *event_json(job *j, const char *kind)
-{
-    cJSON *ev = cJSON_CreateObject();
-    cJSON_AddStringToObject(ev, "event", kind);
-    cJSON_AddStringToObject(ev, "id", j->id);
-    cJSON_AddNumberToObject(ev, "time", jobs_now_s());
-    return ev;
-}
-
-/* A line in the job's log that watchers also get as a "log" event. */
-static void job_log_event(job *j, const char *message)
-{
-    job_log(j, "%s", message);
-    cJSON *e = event_json(j, "log");
-    cJSON_AddStringToObject(e, "message", message);
-    emit_line(j->js, j, e);
-}
-
-/* A state change: persist it, log it, tell the watchers. A done or
- * cancelled job's checkpoints go once its end is on disk; a failed job
- * keeps them, to be resumed (job_resume.c). */
-void set_state(job *j, enum job_state s)
-{
-    j->state = s;
-    if (job_state_final(s))
-        j->ended_at = jobs_now_s();
-    if (write_status(j) == 0 && (s == JOB_DONE || s == JOB_CANCELLED))
-        job_remove_checkpoints(j);
-    cJSON *ev = event_json(j, "state");
-    cJSON_AddStringToObject(ev, "state", job_shown_state(j));
-    if (j->error[0])
-        cJSON_AddStringToObject(ev, "error", j->error);
-    emit_line(j->js, j, ev);
-}
-
-void job_start(jobs *js, job *j)
-{
-    char path[1200];
-    job_file_path(j, "metrics.jsonl", path, sizeof(path));
-    j->metrics = fopen(path, "a");
-    if (!j->metrics)
-        job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
-    if (j->started_at == 0)
-        j->started_at = jobs_now_s();
-    j->run_started_at = jobs_now_s();
-    j->run_pending = j->interrupted;
-    j->interrupted = 0;
-    j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
-    j->memory_reported = 0;
-    j->thread_running = 1;
-    js->running++;
-    int rc = pthread_create(&j->thread, NULL, job_thread, j);
-    if (rc != 0) {
-        job_cores_release(js, j);
-        j->thread_running = 0;
-        js->running--;
-        snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
-        job_log(j, "failed: %s", j->error);
-        set_state(j, JOB_FAILED);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
-        return;
-    }
-    char dev[256];
-    devices_text(j->devices, dev, sizeof(dev));
-    job_log(j, "started on %s (%d cores)", dev, j->cores ? j->ncores_held : js->ncores);
-    set_state(j, JOB_RUNNING);
-}
 
 /* The first event of a run after an interruption says where it starts: a
  * resume (RUN_EV_RESUME) keeps the history up to its checkpoint, anything
@@ -184,7 +77,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         j->memory_reported = 1;
     }
     ev = &merged;
-    cJSON *e = event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
+    cJSON *e = job_event_json(j, ev->kind == RUN_EV_EVAL ? "eval" : "progress");
     cJSON_AddNumberToObject(e, "epoch", ev->epoch);
     cJSON_AddNumberToObject(e, "epochs", ev->epochs);
     cJSON_AddNumberToObject(e, "step", (double)ev->step);
@@ -210,7 +103,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
                 ev->epochs, 100 * ev->test_error, ev->test_loss, ev->train_loss);
     }
     job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
-    emit_line(js, j, e);
+    job_emit(j, e);
     if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
     if (ev->kind == RUN_EV_EVAL && j->sweep)
@@ -382,7 +275,6 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     js->async.data = js;
-    job_memory_retry_init(js);
     jobs_schedule_init(js);
     jobs_keep_ended_init(js);
     *out = js;
@@ -404,28 +296,6 @@ job *jobs_find(jobs *js, const char *id)
         if (strcmp(j->id, id) == 0)
             return j;
     return NULL;
-}
-
-int job_cancel(jobs *js, job *j, char *err, size_t errlen)
-{
-    if (job_state_final(j->state) || j->cancel_requested) {
-        snprintf(err, errlen, "job %s has already %s", j->id,
-                 j->cancel_requested ? "been asked to stop" : "ended");
-        return -1;
-    }
-    if (j->state == JOB_QUEUED) {
-        job_log(j, "cancelled while queued");
-        set_state(j, JOB_CANCELLED);
-        job_log_stop(j);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
-        jobs_schedule(js);
-        return 0;
-    }
-    j->cancel_requested = 1;
-    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
-    job_log(j, "cancel requested: the replicas stop now");
-    return 0;
 }
 
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)

@@ -15,11 +15,6 @@
 #include "fsutil.h"
 #include "jobs_impl.h"
 
-void job_file_path(const job *j, const char *file, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%s/%s", j->dir, file);
-}
-
 void job_log(job *j, const char *fmt, ...)
 {
     char text[JOB_ERR_MAX + 256], stamp[32];

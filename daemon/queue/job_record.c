@@ -1,0 +1,43 @@
+/* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
+ * state's names, the paths of its files, its training time. The bottom of
+ * the queue's files: it calls none of them. */
+#include <stdio.h>
+#include <sys/time.h>
+
+#include "jobs_impl.h"
+
+double jobs_now_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
+
+const char *job_state_name(enum job_state s) { return state_names[s]; }
+
+int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
+const char *job_id(const job *j) { return j->id; }
+enum job_state job_state_of(const job *j) { return j->state; }
+const job_owner *job_owner_of(const job *j) { return &j->owner; }
+
+const char *job_shown_state(const job *j)
+{
+    if (j->state == JOB_QUEUED && j->held)
+        return "held";
+    if (j->state == JOB_QUEUED && j->preempted)
+        return "preempted";
+    return job_state_name(j->state);
+}
+
+void job_file_path(const job *j, const char *file, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", j->dir, file);
+}
+
+double job_elapsed(const job *j)
+{
+    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
+    return j->elapsed_base + running;
+}
