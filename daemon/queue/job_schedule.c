@@ -16,69 +16,10 @@
 /* While a job is asked to stop for another, the queue is looked at this
  * often: the grace (--preempt-grace) is counted from it. */
 #define PREEMPT_CHECK_MS 1000
-/* An owner's decayed use below this many device-seconds (a millisecond:
- * about ten half-lives after a second's use), with no job in the queue, is
- * forgotten: the table holds the owners of recent jobs only. */
-#define USAGE_FORGET_S 1e-3
 /* How often the queue is looked at again while a job waits for memory: it
  * may free outside parled, where no event tells (a job's end and a submit
  * retry at once as well). */
 #define MEMORY_RETRY_MS 2000
-
-/* The whole CPU counts as one device, as a GPU does. */
-static double device_units(const job *j)
-{
-    return __builtin_popcountll(j->devices & ~DEV_CPU) + ((j->devices & DEV_CPU) ? 1 : 0);
-}
-
-static owner_usage *usage_entry(jobs *js, unsigned uid)
-{
-    for (int i = 0; i < js->nusage; i++)
-        if (js->usage[i].uid == uid)
-            return &js->usage[i];
-    if (js->nusage == js->capusage) {
-        int cap = js->capusage ? 2 * js->capusage : 16;
-        owner_usage *u = realloc(js->usage, (size_t)cap * sizeof *u);
-        if (!u)
-            return NULL;
-        js->usage = u;
-        js->capusage = cap;
-    }
-    js->usage[js->nusage] = (owner_usage){uid, 0.0};
-    return &js->usage[js->nusage++];
-}
-
-static double owner_usage_of(const jobs *js, unsigned uid)
-{
-    for (int i = 0; i < js->nusage; i++)
-        if (js->usage[i].uid == uid)
-            return js->usage[i].usage;
-    return 0.0;
-}
-
-/* Every owner's use brought to now: decayed by the half-life, plus what
- * their running jobs used since the last update. Owners with almost none
- * left and no job in the queue are forgotten. */
-void jobs_usage_update(jobs *js)
-{
-    const double now = jobs_now_s(), half = js->limits.usage_half_life_s;
-    const double dt = js->usage_at > 0 && now > js->usage_at ? now - js->usage_at : 0;
-    js->usage_at = now;
-    for (int i = 0; i < js->nusage; i++)
-        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt, half, 0);
-    for (job *j = js->first; j; j = j->next) {
-        owner_usage *u = job_state_final(j->state) ? NULL : usage_entry(js, j->owner.uid);
-        if (u && j->thread_running)
-            u->usage += sched_usage_decay(0, dt, half, device_units(j) * dt);
-    }
-    for (int i = 0; i < js->nusage; i++) {
-        int queued = 0;
-        for (job *j = js->first; j && !queued; j = j->next)
-            queued = !job_state_final(j->state) && j->owner.uid == js->usage[i].uid;
-        if (!queued && js->usage[i].usage < USAGE_FORGET_S)
-            js->usage[i--] = js->usage[--js->nusage];
-    }
-}
 
 /* The scheduler's view of job j. */
 static sched_job sched_view(const jobs *js, const job *j, long order)

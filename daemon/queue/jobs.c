@@ -129,6 +129,7 @@ static void mark_faulted(jobs *js, job *j, const char *why)
 static void finish_job(jobs *js, job *j, const pending *p)
 {
     jobs_usage_update(js); /* the job's last seconds count for its owner */
+    jobs_usage_save(js);
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
@@ -267,6 +268,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
     snprintf(js->sweeps_dir, sizeof(js->sweeps_dir), "%s/sweeps", state_dir);
     js->next_sweep_id = 1;
+    jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
         mkdir_p(js->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
         goto fail;

@@ -101,7 +101,7 @@ struct job {
     uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
 };
 
-/* An owner's device use (device-seconds, decayed; job_schedule.c). */
+/* An owner's device use (device-seconds, decayed; owner_usage.c). */
 typedef struct owner_usage {
     unsigned uid;
     double usage;
@@ -150,11 +150,13 @@ struct jobs {
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
-    /* Fair share (job_schedule.c): each owner's decayed device use, as of
-     * usage_at; and the timer that watches requeues for --preempt-grace. */
+    /* Fair share (owner_usage.c): each owner's decayed device use, as of
+     * usage_at, kept in usage_path; and the timer that watches requeues for
+     * --preempt-grace (job_schedule.c). */
     owner_usage *usage;
     int nusage, capusage;
     double usage_at;
+    char usage_path[1040];
     uv_timer_t requeue_check;
     int requeue_check_on;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
@@ -205,9 +207,17 @@ void jobs_schedule(jobs *js);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"). */
 void job_requeued(job *j);
-/* Every owner's decayed device use (device-seconds) brought up to now
- * (also as a job ends, before it stops counting as running). */
+
+/* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
+ * decayed device use (device-seconds) up to now (also as a job ends, before
+ * it stops counting as running); owner_usage_of reads one. jobs_usage_save
+ * writes it to <state dir>/usage.json (atomically; a failure is logged) and
+ * jobs_usage_load reads it back at start: a missing file is an empty table,
+ * a bad one is logged, naming the file and the field, and ignored. */
 void jobs_usage_update(jobs *js);
+double owner_usage_of(const jobs *js, unsigned uid);
+void jobs_usage_save(jobs *js);
+void jobs_usage_load(jobs *js, const char *state_dir);
 
 /* job_admission.c: admission by memory (docs/architecture.md). At submit:
  * 0, or -1 with a message naming both figures when the job can never fit. */

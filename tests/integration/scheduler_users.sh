@@ -41,13 +41,17 @@ ctl cancel "$a" >/dev/null || fail "cancel a"
 
 # ---- fair share ----
 # alice uses the CPU for a while; then, behind the blocker, alice queues two
-# jobs and bob one, last. Once the blocker goes, bob's starts first.
+# jobs and bob one, last. Once the blocker goes, bob's starts first, also
+# after parled restarted in between (usage.json keeps alice's use).
 ctl priority "$blocker" -10 >/dev/null || fail "root lowers the blocker"
 a0=$(ctl_as "$alice" submit -q --priority 0 "$TMP/short.json") || fail "alice submits a0"
 ctl_as "$alice" wait "$a0" || fail "a0 did not end done"
 ctl status "$blocker" --json >"$TMP/blocker.st"
 [ "$(field "$TMP/blocker.st" preempted_by)" = "$a0" ] ||
     fail "the blocker, lowered, did not make room for $a0: $(cat "$TMP/blocker.st")"
+wait_state "$blocker" running 30
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm"
 wait_state "$blocker" running 30
 ctl priority "$blocker" 10 >/dev/null || fail "root raises the blocker again"
 a1=$(ctl_as "$alice" submit -q "$TMP/short.json") || fail "alice submits a1"
@@ -71,5 +75,13 @@ out=$(ctl_as "$bob" rm "$a2" 2>&1) && fail "bob removed alice's job: $out"
 echo "$out" | grep -q "belongs to $alice" || fail "bob's rm: no clear refusal: $out"
 ctl_as "$alice" rm "$a2" >/dev/null || fail "alice cannot remove her ended job"
 check_alive "the users' requests"
+stop_daemon
+# A usage.json that is not what parled writes is named in the log and
+# ignored: parled serves, and keeps its table from then on.
+echo '{"usage_at": 1, "owners": [{"uid": -3, "device_seconds": 1}]}' >"$STATE/usage.json"
+start_daemon --group "$grp" --admin-group "$adm"
+grep -q "fair share starts from nothing: $STATE/usage.json: owners\[0\].uid: must be a user id" \
+    "$TMP/parled.err" || fail "a bad usage.json is not named in the log: $(cat "$TMP/parled.err")"
+check_alive "a bad usage.json"
 stop_daemon
 echo PASS
