@@ -3,12 +3,8 @@
  * data.root from a row's default, load.c loads a set by its row's format, and
  * the memory estimate counts a row's shape and usual sizes before any file is
  * read (data_claim_default). tests/unit/test_dataset_table.c checks every row
- * against what its loader gives.
- *
- * Plain data and one inline lookup, nothing of parle_data's code: daemon/job/
- * is built before daemon/data/ (daemon/meson.build), so its validator may not
- * link data/, and reads this header alone, as the rules read job/'s
- * jobconfig.h (docs/architecture.md, "Map"). */
+ * against what its loader gives. The job file's reader (daemon/jobfile/)
+ * sits above data/ to read it (docs/architecture.md, "Map"). */
 #ifndef PARLE_DATASET_TABLE_H
 #define PARLE_DATASET_TABLE_H
 

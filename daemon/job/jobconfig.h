@@ -132,9 +132,8 @@ int job_devices_gpus(uint64_t set, int *gpus);
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);
 
-/* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule.
- * Inline: the rules read it while they validate, without linking the
- * validator. */
+/* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule
+ * (the runner's schedule, and the rules' checks as the job file is read). */
 static inline double job_lr_at_epoch(const job_config *cfg, int epoch)
 {
     int n = cfg->optim.nschedule;
