@@ -67,7 +67,7 @@ fi
 
 fuzz_result=""
 if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null 2>&1; then
-    step "libFuzzer harnesses (${FUZZ_SECONDS:=30} s each)"
+    step "libFuzzer harnesses (${FUZZ_SECONDS:=20} s each)"
     if FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzz.sh "$PWD/$OUT/fuzz"; then
         fuzz_result=pass
     else
