@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
@@ -19,8 +20,10 @@
 
 static const char usage[] =
     "usage: parlectl [--socket PATH] COMMAND [ARG]...\n"
-    "Talk to parled over its Unix socket (--socket, else $PARLE_SOCKET, else\n"
-    "$XDG_RUNTIME_DIR/parled.sock, else /run/parled.sock).\n"
+    "Talk to parled over its Unix socket: --socket, else $PARLE_SOCKET, else the\n"
+    "first that exists of $XDG_RUNTIME_DIR/parled.sock (your own parled),\n"
+    "/run/parled/parled.sock (the installed parled.socket unit's) and\n"
+    "/run/parled.sock (root's parled by default), else /run/parled/parled.sock.\n"
     "\n"
     "commands:\n"
     "  submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
@@ -227,7 +230,10 @@ static int cmd_status(const command *cmd, int argc, char **argv)
 static int cmd_list(const command *cmd, int argc, char **argv)
 {
     PARSE("jS", 0, 0);
-    static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+    /* The states status and list show (docs/protocol.md): "held" and
+     * "preempted" are queued jobs shown so. */
+    static const char *const states[] = {"queued", "held", "preempted", "running",
+                                         "done",   "failed", "cancelled"};
     int known = !a.state;
     for (size_t k = 0; !known && k < sizeof(states) / sizeof(states[0]); k++)
         known = strcmp(a.state, states[k]) == 0;
@@ -529,15 +535,34 @@ static const command commands[] = {
      "parled starts again."},
 };
 
+/* Without --socket or $PARLE_SOCKET: the first socket that exists of the
+ * user's own parled ($XDG_RUNTIME_DIR/parled.sock, parled's default, there
+ * only while that user runs one), the installed parled.socket unit's (the
+ * shared daemon) and root's parled started by hand; the unit's when none is. */
+static void find_default_socket(void)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    char own[sizeof(socket_path)];
+    snprintf(own, sizeof(own), "%s/parled.sock", xdg && *xdg ? xdg : "");
+    const char *const candidates[] = {xdg && *xdg ? own : "", "/run/parled/parled.sock",
+                                      "/run/parled.sock"};
+    snprintf(socket_path, sizeof(socket_path), "/run/parled/parled.sock");
+    for (size_t k = 0; k < sizeof(candidates) / sizeof(candidates[0]); k++) {
+        struct stat st;
+        if (*candidates[k] && stat(candidates[k], &st) == 0 && S_ISSOCK(st.st_mode)) {
+            snprintf(socket_path, sizeof(socket_path), "%s", candidates[k]);
+            return;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("PARLE_SOCKET");
     if (env && *env)
         snprintf(socket_path, sizeof(socket_path), "%s", env);
-    else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
-        snprintf(socket_path, sizeof(socket_path), "%s/parled.sock", env);
     else
-        snprintf(socket_path, sizeof(socket_path), "/run/parled.sock");
+        find_default_socket();
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

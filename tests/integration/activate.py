@@ -6,21 +6,37 @@ TMP/notified, writes parled's pid to TMP/parled.pid, and exits with
 parled's status.
 
     activate.py PARLED SOCKET STATE_DIR TMP
+
+or, as the installed units would (parled.socket's ListenStream, SocketMode and
+SocketGroup; parled.service's ExecStart run as it is written):
+
+    activate.py --unit SOCKET MODE GROUP TMP EXECSTART...
 """
+import grp
 import os
 import socket
 import subprocess
 import sys
 
-parled, path, state, tmp = sys.argv[1:]
+if sys.argv[1] == "--unit":
+    path, mode, group, tmp = sys.argv[2:6]
+    command = sys.argv[6:]
+else:
+    parled, path, state, tmp = sys.argv[1:]
+    mode, group = None, None
+    command = [parled, "--socket", path, "--state-dir", state, "--log-level", "debug"]
 lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 lsock.bind(path)
+if group:
+    os.chown(path, -1, grp.getgrnam(group).gr_gid)
+if mode:
+    os.chmod(path, int(mode, 8))
 lsock.listen(16)
 notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 name = "@parle-notify-%d" % os.getpid()
 notify.bind("\0" + name[1:])
 notify.settimeout(0.2)
-env = dict(os.environ, NOTIFY_SOCKET=name, LISTEN_FDS="1", PARLED=parled)
+env = dict(os.environ, NOTIFY_SOCKET=name, LISTEN_FDS="1")
 
 
 def child():
@@ -30,8 +46,7 @@ def child():
 
 
 # LISTEN_PID must be parled's own pid: sh sets it to $$ and execs parled.
-p = subprocess.Popen(["sh", "-c", 'export LISTEN_PID=$$; exec "$PARLED" --socket "$1" '
-                      '--state-dir "$2" --log-level debug', "sh", path, state],
+p = subprocess.Popen(["sh", "-c", 'export LISTEN_PID=$$; exec "$@"', "sh"] + command,
                      env=env, preexec_fn=child, close_fds=False,
                      stdout=open(tmp + "/parled.out", "w"), stderr=open(tmp + "/parled.err", "a"))
 open(tmp + "/parled.pid", "w").write("%d\n" % p.pid)

@@ -58,6 +58,7 @@ grep -q "preempted by $high (root, priority 5 over 0)" "$STATE/jobs/$low/log.txt
 grep -q "done:" "$STATE/jobs/$low/log.txt" && fail "$low ended before the preemption"
 ctl status "$low" | grep -q "last preempted by $high" || fail "parlectl status does not show it"
 ctl list | grep -q "^$low  *preempted " || fail "parlectl list does not show $low preempted"
+ctl list --state preempted | grep -q "^$low " || fail "parlectl list --state preempted lacks $low"
 ctl cancel "$high" >/dev/null || fail "cancel $high"
 wait "$waiter" || fail "'wait $low' across the preemption did not end done"
 step=$(resume_step "$low")
@@ -103,6 +104,8 @@ ctl hold "$queued" | grep -q "held" || fail "hold a queued job"
 ctl status "$queued" --json >"$TMP/q.st"
 [ "$(field "$TMP/q.st" state)" = held ] || fail "$queued is not shown held"
 case "$(field "$TMP/q.st" waiting)" in held:*) ;; *) fail "no hold reason: $(cat "$TMP/q.st")" ;; esac
+ctl list --state held | grep -q "^$queued " || fail "parlectl list --state held lacks $queued"
+ctl list --state queued | grep -q "^$queued " && fail "list --state queued shows the held $queued"
 out=$(ctl hold "$queued" 2>&1) && fail "held twice: $out"
 ctl hold "$run" | grep -q "checkpointing, then back in the queue, held" || fail "hold a running job"
 wait_state "$run" held 60
