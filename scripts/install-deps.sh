@@ -3,7 +3,8 @@
 # and TensorBoard from PyPI in a venv at build-venv/ (ignored by git): the
 # reader tests/integration/tensorboard.sh checks parlectl's event files with.
 #   scripts/install-deps.sh           build + test dependencies, Fashion-MNIST
-#   scripts/install-deps.sh --bench   also PyTorch (python3-torch), the benchmarks' reference
+#   scripts/install-deps.sh --bench   also Debian's PyTorch (python3-torch), measured beside
+#                                     the benchmarks' reference, pip's (bench/pip_torch.sh)
 set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3
       libuv1-dev libcjson-dev zlib1g-dev libdnnl-dev dataset-fashion-mnist
