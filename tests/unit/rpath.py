@@ -28,7 +28,7 @@ for prog in programs:
         if not any(n.startswith("lib%s.so" % lib) for n in needed):
             failures.append("%s does not link lib%s (NEEDED: %s)" % (name, lib, ", ".join(needed)))
         elif folder not in paths:
-            failures.append("%s: RUNPATH %s lacks %s, where meson found lib%s"
+            failures.append("%s: rpath %s lacks %s, where meson found lib%s"
                             % (name, ":".join(paths) or "(none)", folder, lib))
     ldd = subprocess.run(["ldd", prog], capture_output=True, text=True, env=env).stdout
     for line in ldd.splitlines():
@@ -36,7 +36,7 @@ for prog in programs:
         if "not found" in line and any(lib.startswith("lib%s" % g) for g in
                                        ("cudnn", "cublas", "cudart", "nccl")):
             failures.append("%s: %s not found without LD_LIBRARY_PATH" % (name, lib))
-    print("%s: RUNPATH %s" % (name, ":".join(paths) or "(none)"))
+    print("%s: rpath %s" % (name, ":".join(paths) or "(none)"))
 if failures:
     print("\n".join("FAIL: " + f for f in failures))
     sys.exit(1)
