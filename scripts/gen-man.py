@@ -129,6 +129,9 @@ def config_to_roff(md):
             flush()
             section = ln[3:].strip().strip("`")
             out.append(".SH " + esc(section.upper() if section[0].isupper() else "FIELDS: " + section))
+        elif ln.startswith("### "):
+            flush()
+            out.append(".SS " + esc(ln[4:].strip().strip("`")))
         elif s.startswith("```"):
             flush()
             out += [".PP", ".nf", ".RS 4"]

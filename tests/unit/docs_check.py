@@ -4,6 +4,8 @@
 - every `parlectl COMMAND` in README.md and docs/*.md is a command of parlectl
   (its command table in client/parlectl.c), and every command is in
   `parlectl --help` and named as `parlectl COMMAND` somewhere in the docs;
+- every job state parled shows is in docs/protocol.md and taken by
+  `parlectl list --state`, and no other;
 - every job field of the job-file validator's table (daemon/jobfile/jobfile.c,
   `fields[]`) has a row in docs/config.md's tables, every row is such a field,
   and every dotted field (`optim.lr`, ...) the docs name in backquotes exists.
@@ -63,6 +65,21 @@ for c in sorted(commands - set(named)):
     problems.append("the parlectl command %s is not documented: no `parlectl %s` in README.md or docs/"
                     % (c, c))
 
+# ---- job states: parled's, docs/protocol.md's and `parlectl list --state`'s ----
+record = read("daemon/queue/job_record.c")
+daemon_states = set(re.findall(r'"([a-z]+)"', record[record.index("state_names[]"):].split(";")[0]))
+daemon_states |= set(re.findall(r'return "([a-z]+)";', record))
+row = next(l for l in proto.splitlines() if l.startswith("| `state` "))
+doc_states = set(re.findall(r"`([a-z]+)`", re.sub(r"\([^)]*\)", "", row.split("|")[3])))
+ctl = read("client/parlectl.c")
+ctl_states = set(re.findall(r'"([a-z]+)"', ctl[ctl.index("states[] = {"):].split(";")[0]))
+for state in sorted(daemon_states | doc_states | ctl_states):
+    for where, have in (("parled (daemon/queue/job_record.c)", daemon_states),
+                        ("docs/protocol.md's state row", doc_states),
+                        ("parlectl list --state (client/parlectl.c)", ctl_states)):
+        if state not in have:
+            problems.append("the job state %s is not in %s" % (state, where))
+
 # ---- job fields ----
 jobfile = read("daemon/jobfile/jobfile.c")
 table = jobfile[jobfile.index("fields[] = {"):]
@@ -100,5 +117,5 @@ for d, t in text.items():
 if problems:
     print("\n".join("FAIL: " + p for p in problems))
     sys.exit(1)
-print("docs_check: %d parlectl commands and %d job fields, each in the docs and the code"
-      % (len(commands), len(fields)))
+print("docs_check: %d parlectl commands, %d job states and %d job fields, each in the docs and the code"
+      % (len(commands), len(daemon_states), len(fields)))
