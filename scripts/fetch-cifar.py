@@ -134,8 +134,8 @@ def unpack(archive, spec, dest, gid):
 
 
 def main():
-    ap = argparse.ArgumentParser(
-        description="Fetch, check and unpack the CIFAR-10/100 binary version for parle's jobs.")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("set", choices=sorted(SETS))
     ap.add_argument("--archive", metavar="FILE", help="a copy of the archive (no download)")
     ap.add_argument("--md5", metavar="SUM",
@@ -166,7 +166,7 @@ def main():
                               % (archive, got, expected,
                                  "--md5" if args.md5 else "the published MD5 of " + spec["archive"]))
             unpack(archive, spec, dest, gid)
-    except Refused as e:
+    except (Refused, OSError) as e:  # OSError: a file or folder we may not write or chown
         print("fetch-cifar: %s" % e, file=sys.stderr)
         return 1
     print("%s unpacked in %s (group %s); the shipped configs read data.root %s"
