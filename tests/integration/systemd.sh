@@ -60,9 +60,9 @@ else
 fi
 
 # ---- the installed units serve the group parle ----
-if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v systemd-sysusers >/dev/null ||
-    ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
-    echo "SKIP: the installed units serving group parle (needs root, unshare, systemd-sysusers, useradd, setpriv)"
+if [ "$(id -u)" != 0 ] || ! command -v systemd-sysusers >/dev/null || ! command -v useradd >/dev/null ||
+    ! command -v setpriv >/dev/null || ! unshare -m true 2>/dev/null; then
+    echo "SKIP: the installed units serving group parle (needs root, systemd-sysusers, useradd, setpriv, unshare -m)"
     echo "systemd: OK"
     exit 0
 fi
