@@ -13,8 +13,10 @@ for the loss (loss.item(); our runner reads every step's loss). Prints
 median ms/step and the ratios torch/ours (> 1: we are faster) and
 ours/floor (1: nothing but our kernels runs).
 
-Ours runs once per --conv-algorithms value (timed: cuDNN's find calls,
-as a job does by default; heuristic: cuDNN's heuristics), a row each.
+Ours runs once per --conv-algorithms value (timed: cuDNN's find calls;
+heuristic: cuDNN's heuristics; auto: what a job gets by default, timed at
+fp32 and tf32, heuristic at bf16), a row each; the "job" column marks
+"default" the row whose choice a job gets at that precision.
 With --compile, PyTorch also runs its model through torch.compile (default
 mode, the faster layout of eager's; compile time excluded, reported beside
 the table, not a goal). The FLOPs of a step (forward and backward, counted
@@ -48,7 +50,7 @@ def run_ours(args, algorithms):
         for line in proc.stdout.splitlines():
             f = line.split("\t")
             if f[0] == "RESULT":
-                ours[(f[1], f[2], f[6])] = (float(f[3]), float(f[4]))
+                ours[(f[1], f[2], algos)] = (float(f[3]), float(f[4]), f[6], f[7])
             else:
                 print(line)
         if proc.returncode not in (0, 77):
@@ -204,8 +206,8 @@ def main():
         p.error(f"--arch from {ARCHS}, --precision from {PRECISIONS}")
 
     algorithms = args.conv_algorithms.split(",")
-    if any(a not in ("timed", "heuristic") for a in algorithms):
-        p.error("--conv-algorithms from timed, heuristic")
+    if any(a not in ("auto", "timed", "heuristic") for a in algorithms):
+        p.error("--conv-algorithms from auto, timed, heuristic")
 
     ours, rc = run_ours(args, algorithms)
     if rc == 77:
@@ -216,21 +218,21 @@ def main():
     print(f"\nGPU step, batch {args.batch}, median ms/step (torch/ours > 1: we are faster; "
           "ours/floor 1: only our kernels run; ours %peak: the step's FLOPs at the chip's "
           f"measured bf16 matrix rate, {peak or nan:.0f} TFLOP/s)")
-    header = ("arch", "prec", "algos", "ours", "floor", "torch", "layout", "compile",
+    header = ("arch", "prec", "algos", "job", "ours", "floor", "torch", "layout", "compile",
               "torch/ours", "compile/ours", "ours/floor", "GFLOP", "ours %peak")
-    print("%-7s %-5s %-9s %9s %9s %9s %6s %9s %10s %12s %10s %8s %10s" % header)
+    print("%-7s %-5s %-9s %-7s %9s %9s %9s %6s %9s %10s %12s %10s %8s %10s" % header)
     summary = []
     for arch in archs:
         for precision in precisions:
             t, layout, c, flops = theirs.get((arch, precision), (nan, "-", None, nan))
             c = nan if c is None else c
             for algos in algorithms:
-                o, fl = ours.get((arch, precision, algos), (nan, nan))
+                o, fl, ran, role = ours.get((arch, precision, algos), (nan, nan, algos, "?"))
                 share = flops / (o * 1e-3) / (peak * 1e12) * 100 if peak else nan
-                print("%-7s %-5s %-9s %9.3f %9.3f %9.3f %6s %9.3f %10.2f %12.2f %10.2f %8.1f "
-                      "%10.1f" % (arch, precision, algos, o, fl, t, layout, c, t / o, c / o,
+                print("%-7s %-5s %-9s %-7s %9.3f %9.3f %9.3f %6s %9.3f %10.2f %12.2f %10.2f %8.1f "
+                      "%10.1f" % (arch, precision, ran, role, o, fl, t, layout, c, t / o, c / o,
                                   o / fl if fl > 0 else nan, flops / 1e9, share))
-                summary.append(f"SUMMARY\tgpu {arch} {precision} {algos}\tours {o:.3f} ms"
+                summary.append(f"SUMMARY\tgpu {arch} {precision} {ran} ({role})\tours {o:.3f} ms"
                                f"\tfloor {fl:.3f} ms\ttorch {t:.3f} ms ({layout})"
                                f"\tcompile {c:.3f} ms\ttorch/ours {t / o:.2f}"
                                f"\tours {share:.1f}% of bf16 peak")

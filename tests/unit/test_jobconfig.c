@@ -180,7 +180,7 @@ static void test_defaults(void)
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
-              strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0 &&
+              strcmp(cfg.conv_algorithms, "auto") == 0 && cfg.priority == 0 &&
               cfg.gpu_share == 1.0,
           "defaults");
     CHECK(parse(valid[sizeof valid / sizeof valid[0] - 2], &cfg, err, sizeof err) == 0 &&
@@ -322,7 +322,7 @@ static const bad_case bad_cases[] = {
     {JOB("\"gpu_share\": 1.5"), "gpu_share: must be in (0, 1]"},
     {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
-     "conv_algorithms: unknown \"fastest\"; known: timed, heuristic"},
+     "conv_algorithms: unknown \"fastest\"; known: auto, timed, heuristic"},
     {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},
     {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
     {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
@@ -733,6 +733,34 @@ static void test_async_rules(void)
 }
 
 /* The ranks a `devices` names, against the bits written out by hand. */
+/* conv_algorithms against precision and deterministic: "auto" times at fp32
+ * and tf32 only, an explicit choice stands, deterministic never times. */
+static void test_conv_algorithms(void)
+{
+    static const struct {
+        const char *fields;
+        int timed;
+    } cases[] = {
+        {"\"precision\": \"fp32\"", 1},
+        {"\"precision\": \"tf32\"", 1},
+        {"\"precision\": \"bf16\"", 0},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"auto\"", 0},
+        {"\"precision\": \"tf32\", \"conv_algorithms\": \"auto\"", 1},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"timed\"", 1},
+        {"\"precision\": \"tf32\", \"conv_algorithms\": \"heuristic\"", 0},
+        {"\"precision\": \"fp32\", \"deterministic\": true", 0},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"timed\", \"deterministic\": true", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[512], err[512];
+        job_config cfg;
+        snprintf(json, sizeof json, "{" BASE ", %s}", cases[i].fields);
+        CHECK(parse(json, &cfg, err, sizeof err) == 0, "conv_algorithms case %zu: %s", i, err);
+        CHECK(job_times_conv_algorithms(&cfg) == cases[i].timed, "conv_algorithms case %zu (%s)",
+              i, cases[i].fields);
+    }
+}
+
 static void test_devices_ranks(void)
 {
     static const struct { const char *s; int rc; uint64_t ranks; int gpu; } cases[] = {
@@ -775,5 +803,6 @@ int main(void)
     test_lr_at_epoch();
     test_mutations();
     test_devices_ranks();
+    test_conv_algorithms();
     return test_main_end();
 }
