@@ -56,6 +56,10 @@ typedef struct backend_ctx {
                             first op; ignored when deterministic;
                             backend_times_algorithms_by_default says
                             what a job gets unless it asks) */
+    int batchnorm_split; /* CUDA: batch norm in training by the split kernels
+                            (kernels/bn_split.h: several blocks a channel, the
+                            ReLU after it fused), not one block a channel;
+                            set after init, before the first op */
     void *impl;          /* the backend's own state (oneDNN primitives; CUDA stream, handles) */
     float *workspace;    /* in the context's memory, grown by backend_workspace() */
     size_t workspace_floats;

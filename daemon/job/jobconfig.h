@@ -82,6 +82,7 @@ typedef struct job_config {
     char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
     char conv_algorithms[12];       /* GPU: "auto" (by precision), "timed" (cuDNN's find calls) or "heuristic" */
+    char gpu_batchnorm[8];          /* GPU: "classic" (one block a channel) or "split" (kernels/bn_split.h) */
     int priority;                   /* higher runs first; above 0 only for admins (docs/architecture.md) */
     double gpu_share;               /* (0, 1]: of each of its GPUs; jobs whose shares fit share one */
     struct { double timeout_s; } comm; /* a collective's deadline */

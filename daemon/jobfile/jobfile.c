@@ -30,6 +30,7 @@ static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const conv_algorithm_choices[] = {"auto", "timed", "heuristic", NULL};
+static const char *const gpu_batchnorms[] = {"classic", "split", NULL};
 static const char *const failure_modes[] = {"fail", "reseed", NULL};
 
 /* data.dataset's choices: the table's names, NULL-terminated, made once. */
@@ -131,6 +132,7 @@ static const field fields[] = {
     STR("precision", precision, precisions),
     BOOL("deterministic", deterministic),
     STR("conv_algorithms", conv_algorithms, conv_algorithm_choices),
+    STR("gpu_batchnorm", gpu_batchnorm, gpu_batchnorms),
     INT("priority", priority, JOB_PRIORITY_MIN, JOB_PRIORITY_MAX),
     NUM("gpu_share", gpu_share, 0, 1, LO_OPEN),
     NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),

@@ -155,7 +155,8 @@ static void test_defaults(void)
         JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
         JOB("\"devices\": \"0,1,7\""),
         JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true, "
-            "\"conv_algorithms\": \"heuristic\", \"priority\": -1000"),
+            "\"conv_algorithms\": \"heuristic\", \"priority\": -1000, "
+            "\"gpu_batchnorm\": \"split\""),
         JOB("\"devices\": \"gpu\", \"precision\": \"bf16\", \"comm\": {\"timeout_s\": 0.5}"),
         JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
         "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
@@ -174,13 +175,15 @@ static void test_defaults(void)
     CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
     CHECK(parse(valid[3], &cfg, err, sizeof err) == 0 && cfg.deterministic &&
               job_precision(&cfg) == PRECISION_FP32 &&
-              strcmp(cfg.conv_algorithms, "heuristic") == 0 && cfg.priority == -1000,
-          "precision fp32, deterministic, conv_algorithms, priority");
+              strcmp(cfg.conv_algorithms, "heuristic") == 0 && cfg.priority == -1000 &&
+              strcmp(cfg.gpu_batchnorm, "split") == 0,
+          "precision fp32, deterministic, conv_algorithms, priority, gpu_batchnorm");
     CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.comm.timeout_s == 0.5 &&
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
               strcmp(cfg.conv_algorithms, "auto") == 0 && cfg.priority == 0 &&
+              strcmp(cfg.gpu_batchnorm, "classic") == 0 &&
               cfg.gpu_share == 1.0,
           "defaults");
     CHECK(parse(valid[sizeof valid / sizeof valid[0] - 2], &cfg, err, sizeof err) == 0 &&
@@ -323,6 +326,7 @@ static const bad_case bad_cases[] = {
     {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
      "conv_algorithms: unknown \"fastest\"; known: auto, timed, heuristic"},
+    {JOB("\"gpu_batchnorm\": \"cudnn\""), "gpu_batchnorm: unknown \"cudnn\"; known: classic, split"},
     {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},
     {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
     {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
