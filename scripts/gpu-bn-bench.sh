@@ -4,7 +4,7 @@
 #   scripts/gpu-bn-bench.sh [--out DIR] [--build DIR] [--deps DIR] [--budget SECONDS]
 #                           [--reps N] [-- EXTRA torch_gpu_step.py ARGS]
 # 1. scripts/gpu-check.sh --steps build,test: the build and the whole gpu
-#    suite (gpu_ops and gpu_bf16 check the split batch norm against the CPU
+#    suite (gpu_ops, gpu_bf16 and gpu_model check the split batch norm against the CPU
 #    and its bits run to run);
 # 2. bench/torch_gpu_step.py for WRN-28-10 and WRN-16-4 at bf16 and tf32,
 #    ours with both batch norms (classic, split) and both algorithm choices
