@@ -5,12 +5,17 @@
  * the same GPU and prints the two side by side (bench/README.md).
  *
  *   gpu_step [--arch lenet,allcnn,wrn16,wrn28] [--precision fp32,tf32,bf16]
- *            [--conv-algorithms timed|heuristic] [--device 0] [--batch 128]
- *            [--steps 20] [--reps 5] [--warmup 3]
+ *            [--conv-algorithms auto|timed|heuristic] [--device 0] [--batch 128]
+ *            [--batchnorm classic,split] [--steps 20] [--reps 5] [--warmup 3]
  *
  * --conv-algorithms: how cuDNN's convolution algorithms are chosen, as a
- * job's `conv_algorithms` (docs/config.md); timed by default, as in a job.
- * The timing runs at the first step, in the warm-up.
+ * job's `conv_algorithms` (docs/config.md); auto by default, as in a job:
+ * timed at fp32 and tf32, heuristic at bf16. The timing runs at the first
+ * step, in the warm-up. Each row (and RESULT line) names the choice it ran
+ * and marks with "default" the one a job gets at that precision.
+ *
+ * --batchnorm: the training batch norm kernels, as a job's `gpu_batchnorm`
+ * (classic, the default, or split); a list runs each in turn, a row each.
  *
  * A step's time: host clock around `steps` steps and a backend_sync, median
  * of `reps` blocks after `warmup` steps. The step includes staging the batch
@@ -43,7 +48,11 @@ _Static_assert(LAYER_ADD + 2 == NKINDS, "a name per layer kind, and the update")
 
 static const float LR = 0.01f, MOMENTUM = 0.9f;
 static const char *const precision_names[] = {"fp32", "tf32", "bf16"};
-static const char *const algorithm_names[] = {"heuristic", "timed"}; /* by ctx.time_algorithms */
+/* --conv-algorithms: 0 and 1 by ctx.time_algorithms, then auto (by precision). */
+static const char *const algorithm_names[] = {"heuristic", "timed", "auto"};
+enum { ALGORITHMS_AUTO = 2 };
+/* --batchnorm: by ctx.batchnorm_split. */
+static const char *const batchnorm_names[] = {"classic", "split"};
 
 typedef struct arch_choice {
     const char *name;   /* on the command line */
@@ -81,12 +90,13 @@ static struct {
 } prof;
 
 static int bench_init(bench *b, const arch_choice *a, int device, enum backend_precision p,
-                      int timed, int batch, char *err, size_t errlen)
+                      int timed, int bn_split, int batch, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);
     if (backend_ctx_init_cuda(&b->ctx, device, p, 0, err, errlen) != 0)
         return -1;
     b->ctx.time_algorithms = timed;
+    b->ctx.batchnorm_split = bn_split;
     model_spec spec = {.depth = a->depth, .width = a->width, .dropout = -1, .classes = 10,
                        .in_c = a->mnist ? 1 : 3, .in_h = a->mnist ? 28 : 32,
                        .in_w = a->mnist ? 28 : 32};
@@ -223,14 +233,14 @@ static double kernel_floor(bench *b)
 }
 
 /* The floor by kind and direction, ms a step (the mean over reps), largest
- * first: "BREAKDOWN arch prec  conv.bwd 12.3 (41%)  bn.fwd ...". */
-static void print_breakdown(const char *arch, const char *precision, int reps)
+ * first: "BREAKDOWN arch prec bn  conv.bwd 12.3 (41%)  bn.fwd ...". */
+static void print_breakdown(const char *arch, const char *precision, const char *bn, int reps)
 {
     double total = 0;
     int used[NKINDS][2] = {{0}};
     for (int k = 0; k < NKINDS; k++)
         total += prof.by_kind[k][0] + prof.by_kind[k][1];
-    printf("BREAKDOWN\t%s\t%s", arch, precision);
+    printf("BREAKDOWN\t%s\t%s\t%s", arch, precision, bn);
     for (;;) {
         int bk = -1, bd = 0;
         for (int k = 0; k < NKINDS; k++)
@@ -248,12 +258,15 @@ static void print_breakdown(const char *arch, const char *precision, int reps)
 }
 
 /* Times one arch at one precision and prints its row; 0 or -1 (printed). */
-static int run_one(const arch_choice *a, int device, enum backend_precision p, int timed,
-                   int batch, int steps, int reps, int warmup)
+static int run_one(const arch_choice *a, int device, enum backend_precision p, int algorithms,
+                   int bn_split, int batch, int steps, int reps, int warmup)
 {
+    const int timed = algorithms == ALGORITHMS_AUTO ? backend_times_algorithms_by_default(p)
+                                                    : algorithms;
+    const char *role = timed == backend_times_algorithms_by_default(p) ? "default" : "-";
     char err[512];
     bench b;
-    if (bench_init(&b, a, device, p, timed, batch, err, sizeof err) != 0) {
+    if (bench_init(&b, a, device, p, timed, bn_split, batch, err, sizeof err) != 0) {
         printf("%-7s %-5s failed: %s\n", a->name, precision_names[p], err);
         bench_free(&b);
         return -1;
@@ -273,14 +286,16 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
     } else {
         double step = median(step_s, reps), fl = median(floor_s, reps);
         /* The precision the context holds: backend.h says what each means. */
-        printf("%-7s %-5s %10zu %9.3f ms %9.3f ms %6.2f %10.0f img/s  (sync latency %.1f us)\n",
-               a->name, precision_names[b.ctx.precision], b.m.nparams_logical, 1e3 * step,
-               1e3 * fl,
-               fl > 0 ? step / fl : 0.0, batch / step, 1e6 * prof.sync_latency);
-        printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\t%s\n", a->name,
+        printf("%-7s %-5s %-9s %-7s %-7s %10zu %9.3f ms %9.3f ms %6.2f %10.0f img/s  "
+               "(sync latency %.1f us)\n",
+               a->name, precision_names[b.ctx.precision], algorithm_names[timed], role,
+               batchnorm_names[bn_split], b.m.nparams_logical, 1e3 * step, 1e3 * fl, fl > 0 ? step / fl : 0.0, batch / step,
+               1e6 * prof.sync_latency);
+        printf("RESULT\t%s\t%s\t%.6f\t%.6f\t%.6f\t%s\t%s\t%s\n", a->name,
                precision_names[b.ctx.precision], 1e3 * step, 1e3 * fl, 1e6 * prof.sync_latency,
-               algorithm_names[timed]);
-        print_breakdown(a->name, precision_names[b.ctx.precision], reps);
+               algorithm_names[timed], role, batchnorm_names[bn_split]);
+        print_breakdown(a->name, precision_names[b.ctx.precision], batchnorm_names[bn_split],
+                        reps);
     }
     fflush(stdout);
     bench_free(&b);
@@ -308,7 +323,7 @@ static int parse_list(const char *s, const char *const *names, int nnames, int *
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpu_step [--arch lenet,allcnn,wrn16,wrn28] [--precision fp32,tf32,bf16] "
-               "[--conv-algorithms timed|heuristic] [--device N] [--batch B] [--steps N] "
+               "[--conv-algorithms auto|timed|heuristic] [--batchnorm classic,split] [--device N] [--batch B] [--steps N] "
                "[--reps R] [--warmup W]\n");
 }
 
@@ -319,8 +334,8 @@ int main(int argc, char **argv)
         arch_names[i] = archs[i].name;
     int arch_idx[MAX_LIST] = {0, 1, 2, 3}, narch = NARCHS;
     int prec_idx[MAX_LIST] = {0, 1, 2}, nprec = 3;
-    int algo_idx[MAX_LIST];
-    int device = 0, batch = 128, steps = 20, reps = 5, warmup = 3, timed = 1;
+    int algo_idx[MAX_LIST], bn_idx[MAX_LIST] = {0}, nbn = 1;
+    int device = 0, batch = 128, steps = 20, reps = 5, warmup = 3, algorithms = ALGORITHMS_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = v != NULL;
@@ -332,7 +347,10 @@ int main(int argc, char **argv)
         else if (ok && !strcmp(a, "--precision"))
             ok = (nprec = parse_list(v, precision_names, 3, prec_idx)) > 0;
         else if (ok && !strcmp(a, "--conv-algorithms"))
-            ok = parse_list(v, algorithm_names, 2, algo_idx) == 1 && (timed = algo_idx[0]) >= 0;
+            ok = parse_list(v, algorithm_names, 3, algo_idx) == 1 &&
+                 (algorithms = algo_idx[0]) >= 0;
+        else if (ok && !strcmp(a, "--batchnorm"))
+            ok = (nbn = parse_list(v, batchnorm_names, 2, bn_idx)) > 0;
         else if (ok && !strcmp(a, "--device"))
             ok = (device = atoi(v)) >= 0;
         else if (ok && !strcmp(a, "--batch"))
@@ -357,13 +375,15 @@ int main(int argc, char **argv)
         return 77;
     }
     printf("one training step at batch %d on cuda:%d, median of %d blocks of %d steps, "
-           "%s convolution algorithms\n", batch, device, reps, steps, algorithm_names[timed]);
-    printf("%-7s %-5s %10s %12s %12s %6s %16s\n", "arch", "prec", "params", "step", "kernels",
-           "ratio", "throughput");
+           "%s convolution algorithms (default: the one a job gets at that precision)\n", batch,
+           device, reps, steps, algorithm_names[algorithms]);
+    printf("%-7s %-5s %-9s %-7s %-7s %10s %12s %12s %6s %16s\n", "arch", "prec", "algos", "job",
+           "bn", "params", "step", "kernels", "ratio", "throughput");
     int failed = 0;
     for (int i = 0; i < narch; i++)
         for (int j = 0; j < nprec; j++)
-            failed |= run_one(&archs[arch_idx[i]], device, (enum backend_precision)prec_idx[j],
-                              timed, batch, steps, reps, warmup) != 0;
+            for (int k = 0; k < nbn; k++)
+                failed |= run_one(&archs[arch_idx[i]], device, (enum backend_precision)prec_idx[j],
+                                  algorithms, bn_idx[k], batch, steps, reps, warmup) != 0;
     return failed;
 }

@@ -13,8 +13,12 @@ for the loss (loss.item(); our runner reads every step's loss). Prints
 median ms/step and the ratios torch/ours (> 1: we are faster) and
 ours/floor (1: nothing but our kernels runs).
 
-Ours runs once per --conv-algorithms value (timed: cuDNN's find calls,
-as a job does by default; heuristic: cuDNN's heuristics), a row each.
+Ours runs once per --conv-algorithms value (timed: cuDNN's find calls;
+heuristic: cuDNN's heuristics; auto: what a job gets by default, timed at
+fp32 and tf32, heuristic at bf16), a row each; the "job" column marks
+"default" the row whose choice a job gets at that precision. --batchnorm
+classic,split runs ours with each batch norm (a job's gpu_batchnorm), a row
+each (the "bn" column).
 With --compile, PyTorch also runs its model through torch.compile (default
 mode, the faster layout of eager's; compile time excluded, reported beside
 the table, not a goal). The FLOPs of a step (forward and backward, counted
@@ -40,7 +44,8 @@ def run_ours(args, algorithms):
     ours, rc = {}, 0
     for algos in algorithms:
         cmd = [args.ours, "--arch", args.arch, "--precision", args.precision,
-               "--conv-algorithms", algos, "--device", str(args.device), "--batch",
+               "--conv-algorithms", algos, "--batchnorm", args.batchnorm,
+               "--device", str(args.device), "--batch",
                str(args.batch), "--steps", str(args.steps), "--reps", str(args.reps),
                "--warmup", str(args.warmup)]
         print("$ " + " ".join(cmd), flush=True)
@@ -48,7 +53,7 @@ def run_ours(args, algorithms):
         for line in proc.stdout.splitlines():
             f = line.split("\t")
             if f[0] == "RESULT":
-                ours[(f[1], f[2], f[6])] = (float(f[3]), float(f[4]))
+                ours[(f[1], f[2], algos, f[8])] = (float(f[3]), float(f[4]), f[6], f[7])
             else:
                 print(line)
         if proc.returncode not in (0, 77):
@@ -195,6 +200,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--conv-algorithms", default="timed,heuristic",
                    help="ours with each of these (gpu_step --conv-algorithms)")
+    p.add_argument("--batchnorm", default="classic",
+                   help="ours with each of these batch norms (gpu_step --batchnorm)")
     p.add_argument("--compile", action="store_true",
                    help="also PyTorch through torch.compile (minutes of compiling)")
     p.add_argument("--no-torch", action="store_true", help="ours only")
@@ -204,8 +211,11 @@ def main():
         p.error(f"--arch from {ARCHS}, --precision from {PRECISIONS}")
 
     algorithms = args.conv_algorithms.split(",")
-    if any(a not in ("timed", "heuristic") for a in algorithms):
-        p.error("--conv-algorithms from timed, heuristic")
+    if any(a not in ("auto", "timed", "heuristic") for a in algorithms):
+        p.error("--conv-algorithms from auto, timed, heuristic")
+    batchnorms = args.batchnorm.split(",")
+    if any(b not in ("classic", "split") for b in batchnorms):
+        p.error("--batchnorm from classic, split")
 
     ours, rc = run_ours(args, algorithms)
     if rc == 77:
@@ -216,26 +226,32 @@ def main():
     print(f"\nGPU step, batch {args.batch}, median ms/step (torch/ours > 1: we are faster; "
           "ours/floor 1: only our kernels run; ours %peak: the step's FLOPs at the chip's "
           f"measured bf16 matrix rate, {peak or nan:.0f} TFLOP/s)")
-    header = ("arch", "prec", "algos", "ours", "floor", "torch", "layout", "compile",
+    header = ("arch", "prec", "algos", "job", "bn", "ours", "floor", "torch", "layout", "compile",
               "torch/ours", "compile/ours", "ours/floor", "GFLOP", "ours %peak")
-    print("%-7s %-5s %-9s %9s %9s %9s %6s %9s %10s %12s %10s %8s %10s" % header)
+    print("%-7s %-5s %-9s %-7s %-7s %9s %9s %9s %6s %9s %10s %12s %10s %8s %10s" % header)
     summary = []
     for arch in archs:
         for precision in precisions:
             t, layout, c, flops = theirs.get((arch, precision), (nan, "-", None, nan))
             c = nan if c is None else c
             for algos in algorithms:
-                o, fl = ours.get((arch, precision, algos), (nan, nan))
-                share = flops / (o * 1e-3) / (peak * 1e12) * 100 if peak else nan
-                print("%-7s %-5s %-9s %9.3f %9.3f %9.3f %6s %9.3f %10.2f %12.2f %10.2f %8.1f "
-                      "%10.1f" % (arch, precision, algos, o, fl, t, layout, c, t / o, c / o,
-                                  o / fl if fl > 0 else nan, flops / 1e9, share))
-                summary.append(f"SUMMARY\tgpu {arch} {precision} {algos}\tours {o:.3f} ms"
-                               f"\tfloor {fl:.3f} ms\ttorch {t:.3f} ms ({layout})"
-                               f"\tcompile {c:.3f} ms\ttorch/ours {t / o:.2f}"
-                               f"\tours {share:.1f}% of bf16 peak")
+                for bn in batchnorms:
+                    o, fl, ran, role = ours.get((arch, precision, algos, bn),
+                                                (nan, nan, algos, "?"))
+                    share = flops / (o * 1e-3) / (peak * 1e12) * 100 if peak else nan
+                    print("%-7s %-5s %-9s %-7s %-7s %9.3f %9.3f %9.3f %6s %9.3f %10.2f %12.2f "
+                          "%10.2f %8.1f %10.1f" % (arch, precision, ran, role, bn, o, fl, t,
+                                                   layout, c, t / o, c / o,
+                                                   o / fl if fl > 0 else nan, flops / 1e9,
+                                                   share))
+                    summary.append(f"SUMMARY\tgpu {arch} {precision} {ran} ({role}) bn {bn}"
+                                   f"\tours {o:.3f} ms\tfloor {fl:.3f} ms"
+                                   f"\ttorch {t:.3f} ms ({layout})"
+                                   f"\tcompile {c:.3f} ms\ttorch/ours {t / o:.2f}"
+                                   f"\tours {share:.1f}% of bf16 peak")
     print("\n".join(summary))
-    return 0 if len(ours) == len(archs) * len(precisions) * len(algorithms) else 1
+    want = len(archs) * len(precisions) * len(algorithms) * len(batchnorms)
+    return 0 if len(ours) == want else 1
 
 
 if __name__ == "__main__":

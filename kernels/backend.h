@@ -53,7 +53,13 @@ typedef struct backend_ctx {
     int deterministic;   /* CUDA: deterministic algorithms only */
     int time_algorithms; /* CUDA: convolution algorithms by timing, not heuristics
                             (kernels/cuda/conv_cudnn.c); set after init, before the
-                            first op; ignored when deterministic */
+                            first op; ignored when deterministic;
+                            backend_times_algorithms_by_default says
+                            what a job gets unless it asks) */
+    int batchnorm_split; /* CUDA: batch norm in training by the split kernels
+                            (kernels/bn_split.h: several blocks a channel, the
+                            ReLU after it fused), not one block a channel;
+                            set after init, before the first op */
     void *impl;          /* the backend's own state (oneDNN primitives; CUDA stream, handles) */
     float *workspace;    /* in the context's memory, grown by backend_workspace() */
     size_t workspace_floats;
@@ -101,6 +107,15 @@ void backend_ctx_free(backend_ctx *ctx);
 static inline enum backend_dtype backend_act_dtype(int device, enum backend_precision precision)
 {
     return device >= 0 && precision == PRECISION_BF16 ? DTYPE_BF16 : DTYPE_F32;
+}
+/* Whether convolution algorithms are timed by default at `precision` (a
+ * job's `conv_algorithms: "auto"`, the bench's default). An H100 step at
+ * batch 128 (bench/README.md, "Which convolution algorithms"): timing won at
+ * tf32 (LeNet 1.24 -> 0.70 ms, WRN-28-10 45.2 -> 41.4) and lost at bf16
+ * (All-CNN 5.38 -> 7.25, WRN-16-4 6.74 -> 10.15, WRN-28-10 26.5 -> 28.7). */
+static inline int backend_times_algorithms_by_default(enum backend_precision precision)
+{
+    return precision != PRECISION_BF16;
 }
 /* A plan context: no ops and no memory, only the device, precision and
  * activation type that a real one would have, for sizing a model

@@ -46,7 +46,8 @@ void job_config_defaults(job_config *cfg)
     strcpy(cfg->devices, "cpu");
     cfg->device_spec = (job_device_spec){.kind = DEVICES_CPU};
     strcpy(cfg->precision, "tf32");
-    strcpy(cfg->conv_algorithms, "timed");
+    strcpy(cfg->conv_algorithms, "auto");
+    strcpy(cfg->gpu_batchnorm, "classic");
     cfg->gpu_share = 1.0;
     cfg->comm.timeout_s = 1800;
     cfg->checkpoint.every_epochs = 1;

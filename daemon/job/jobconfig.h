@@ -81,7 +81,8 @@ typedef struct job_config {
     job_device_spec device_spec;    /* devices, read once by the validator */
     char precision[8];              /* fp32, tf32, bf16 (the CPU runs tf32 as fp32, bf16 with AVX512-BF16) */
     bool deterministic;             /* GPU: deterministic algorithms only */
-    char conv_algorithms[12];       /* GPU: "timed" (cuDNN's find calls) or "heuristic" */
+    char conv_algorithms[12];       /* GPU: "auto" (by precision), "timed" (cuDNN's find calls) or "heuristic" */
+    char gpu_batchnorm[8];          /* GPU: "classic" (one block a channel) or "split" (kernels/bn_split.h) */
     int priority;                   /* higher runs first; above 0 only for admins (docs/architecture.md) */
     double gpu_share;               /* (0, 1]: of each of its GPUs; jobs whose shares fit share one */
     struct { double timeout_s; } comm; /* a collective's deadline */
@@ -131,6 +132,10 @@ int job_devices_gpus(uint64_t set, int *gpus);
 
 /* The backend precision the job's `precision` names. */
 enum backend_precision job_precision(const job_config *cfg);
+/* Whether the job's GPU contexts time their convolution algorithms: its
+ * `conv_algorithms`, "auto" resolved against its precision
+ * (backend_times_algorithms_by_default); never when `deterministic`. */
+int job_times_conv_algorithms(const job_config *cfg);
 
 /* The lr for epoch e (counted from 0) under optim.lr and optim.lr_schedule
  * (the runner's schedule, and the rules' checks as the job file is read). */

@@ -29,7 +29,8 @@ static const char *const variants[] = {"sync", "async", NULL};
 static const char *const interpolations[] = {"constant", "clock", "loss", NULL};
 static const char *const bn_modes[] = {"recompute", "average", "replica0", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
-static const char *const conv_algorithm_choices[] = {"timed", "heuristic", NULL};
+static const char *const conv_algorithm_choices[] = {"auto", "timed", "heuristic", NULL};
+static const char *const gpu_batchnorms[] = {"classic", "split", NULL};
 static const char *const failure_modes[] = {"fail", "reseed", NULL};
 
 /* data.dataset's choices: the table's names, NULL-terminated, made once. */
@@ -131,6 +132,7 @@ static const field fields[] = {
     STR("precision", precision, precisions),
     BOOL("deterministic", deterministic),
     STR("conv_algorithms", conv_algorithms, conv_algorithm_choices),
+    STR("gpu_batchnorm", gpu_batchnorm, gpu_batchnorms),
     INT("priority", priority, JOB_PRIORITY_MIN, JOB_PRIORITY_MAX),
     NUM("gpu_share", gpu_share, 0, 1, LO_OPEN),
     NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),
@@ -543,6 +545,15 @@ enum backend_precision job_precision(const job_config *cfg)
     if (strcmp(cfg->precision, "fp32") == 0)
         return PRECISION_FP32;
     return strcmp(cfg->precision, "bf16") == 0 ? PRECISION_BF16 : PRECISION_TF32;
+}
+
+int job_times_conv_algorithms(const job_config *cfg)
+{
+    if (cfg->deterministic)
+        return 0;
+    if (strcmp(cfg->conv_algorithms, "auto") == 0)
+        return backend_times_algorithms_by_default(job_precision(cfg));
+    return strcmp(cfg->conv_algorithms, "timed") == 0;
 }
 
 /* The job object's fields, then the rules between them. */

@@ -129,7 +129,8 @@ static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size
         if (backend_ctx_init_cuda(&r->ctx, gpu, job_precision(cfg), cfg->deterministic, err,
                                   errlen) != 0)
             return -1;
-        r->ctx.time_algorithms = strcmp(cfg->conv_algorithms, "timed") == 0;
+        r->ctx.time_algorithms = job_times_conv_algorithms(cfg);
+        r->ctx.batchnorm_split = strcmp(cfg->gpu_batchnorm, "split") == 0;
     } else {
         backend_ctx_init_cpu(&r->ctx, threads);
         if (backend_ctx_set_precision_cpu(&r->ctx, job_precision(cfg), err, errlen) != 0)

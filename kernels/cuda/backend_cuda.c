@@ -320,12 +320,14 @@ const backend_ops backend_cuda_ops = {
     .stage_wait = cuda_stage_wait_op,
     .stage_done = cuda_stage_done_op,
     /* backend_ops.def's ops every backend has, then the optional ones CUDA
-     * has: the bf16 activations' (the fused passes stay NULL). */
+     * has: BN + ReLU and the bf16 activations' (the fused passes stay NULL). */
 #define BACKEND_OP(ret, name, params, args) .name = cuda_##name##_op,
 #define BACKEND_OP_FUSED(ret, name, params, args)
 #define BACKEND_OP_OPTIONAL(ret, name, params, args)
 #define BACKEND_OP_TABLE(ret, name, params, args)
 #include "backend_ops.def"
+    .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train_op,
+    .batchnorm_relu_backward = cuda_batchnorm_relu_backward_op,
     .act_add = cuda_act_add_op,
     .act_from_f32 = cuda_act_from_f32_op,
 };

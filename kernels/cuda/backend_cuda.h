@@ -77,14 +77,30 @@ void cuda_bias_add(backend_ctx *ctx, int n, int c, size_t inner, const float *b,
 /* db[ch] = sum over i, j of dy[i][ch][j]. */
 void cuda_bias_grad(backend_ctx *ctx, int n, int c, size_t inner, const float *dy, float *db);
 
+/* batchnorm_split.cu: the training batch norm that ctx->batchnorm_split
+ * selects (kernels/bn_split.h), with the ReLU after it fused when `relu`
+ * (then backward masks dy where beta + gamma invstd (x - mean) <= 0, and
+ * beta may be NULL without it); the arguments and aliasing of
+ * batchnorm_relu_forward_train and batchnorm_relu_backward; backward wants
+ * c >= 1 and n hw >= 1 (its callers handle the empty batch). */
+void cuda_bn_split_forward_train(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                                 const float *gamma, const float *beta, float *running_mean,
+                                 float *running_var, float momentum, float eps, int relu,
+                                 float *y, float *save_mean, float *save_invstd);
+void cuda_bn_split_backward(backend_ctx *ctx, int n, int c, int hw, const float *x,
+                            const float *dy, const float *gamma, const float *beta,
+                            const float *save_mean, const float *save_invstd, int relu,
+                            float *dx, float *dgamma, float *dbeta);
+
 /* The ops, one cuda_<name>_op per entry of backend_ops.def, with its
  * namesake's meaning and arguments: conv2d_* in conv_cudnn.c; gemm and
  * linear_* in linear_cublas.c; maxpool2d_* and avgpool2d_* in pool.cu;
  * batchnorm_forward_* and batchnorm_backward in batchnorm.cu; softmax_xent
  * in softmax_xent.cu; act_add and act_from_f32 (bf16 activations) in
  * bf16.cu; relu_*, dropout_* and vec_* in elementwise_ops.c, which runs
- * vecops.cu's kernels on the context's stream. The fused batchnorm_relu_*,
- * the fuses_* and the ops they allow have no CUDA version (NULL entries). */
+ * vecops.cu's kernels on the context's stream; batchnorm_relu_* in
+ * batchnorm.cu (fused by the split kernels, else batch norm then ReLU). The
+ * fuses_* and the ops they allow have no CUDA version (NULL entries). */
 #define BACKEND_OP(ret, name, params, args) ret cuda_##name##_op params;
 #include "backend_ops.def"
 

@@ -6,7 +6,8 @@
  * squared deviations from it) so that no cancellation can creep in whatever
  * the offset of the data. Reduction order is fixed by the launch shape:
  * repeated runs give the same bits. x, y, dy and dx are activations of the
- * context's type (act.cuh); parameters and statistics stay fp32. */
+ * context's type (act.cuh); parameters and statistics stay fp32. A context
+ * with batchnorm_split trains with batchnorm_split.cu's kernels instead. */
 #include <math.h>
 
 #include "act.cuh"
@@ -90,10 +91,34 @@ extern "C" void cuda_batchnorm_forward_train_op(backend_ctx *ctx, int n, int c, 
                                                 float *running_var, float momentum, float eps,
                                                 float *y, float *save_mean, float *save_invstd)
 {
+    if (ctx->batchnorm_split) {
+        cuda_bn_split_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean, running_var,
+                                    momentum, eps, 0, y, save_mean, save_invstd);
+        return;
+    }
     if (c <= 0 || (size_t)n * hw == 0)
         return;
     ACT_DISPATCH(ctx, bn_train, ctx, n, c, hw, x, gamma, beta, running_mean, running_var,
                  momentum, eps, y, save_mean, save_invstd);
+}
+
+/* Split: one fused pass. Otherwise backend.c's composition, op for op. */
+extern "C" void cuda_batchnorm_relu_forward_train_op(backend_ctx *ctx, int n, int c, int hw,
+                                                     const float *x, const float *gamma,
+                                                     const float *beta, float *running_mean,
+                                                     float *running_var, float momentum,
+                                                     float eps, float *y, float *save_mean,
+                                                     float *save_invstd)
+{
+    if (ctx->batchnorm_split) {
+        cuda_bn_split_forward_train(ctx, n, c, hw, x, gamma, beta, running_mean, running_var,
+                                    momentum, eps, 1, y, save_mean, save_invstd);
+        return;
+    }
+    cuda_batchnorm_forward_train_op(ctx, n, c, hw, x, gamma, beta, running_mean, running_var,
+                                    momentum, eps, y, save_mean, save_invstd);
+    if (!ctx->failed)
+        cuda_relu_forward_op(ctx, (size_t)n * c * hw, y, y);
 }
 
 template <typename T>
@@ -166,18 +191,50 @@ static void bn_backward(backend_ctx *ctx, int n, int c, int hw, const float *x, 
     CUDA_OK(ctx, cudaGetLastError());
 }
 
+/* A backward with nothing to compute: no channels, or an empty batch, whose
+ * sums are 0, as on the CPU. */
+static int bn_backward_empty(backend_ctx *ctx, int n, int c, int hw, float *dgamma, float *dbeta)
+{
+    if (c <= 0)
+        return 1;
+    if ((size_t)n * hw > 0)
+        return 0;
+    cuda_zero_op(ctx, dgamma, (size_t)c * sizeof(float));
+    cuda_zero_op(ctx, dbeta, (size_t)c * sizeof(float));
+    return 1;
+}
+
 extern "C" void cuda_batchnorm_backward_op(backend_ctx *ctx, int n, int c, int hw, const float *x,
                                            const float *dy, const float *gamma,
                                            const float *save_mean, const float *save_invstd,
                                            float *dx, float *dgamma, float *dbeta)
 {
-    if (c <= 0)
+    if (bn_backward_empty(ctx, n, c, hw, dgamma, dbeta))
         return;
-    if ((size_t)n * hw == 0) { /* nothing to sum: the sums are 0, as on the CPU */
-        cuda_zero_op(ctx, dgamma, (size_t)c * sizeof(float));
-        cuda_zero_op(ctx, dbeta, (size_t)c * sizeof(float));
+    if (ctx->batchnorm_split) {
+        cuda_bn_split_backward(ctx, n, c, hw, x, dy, gamma, NULL, save_mean, save_invstd, 0, dx,
+                               dgamma, dbeta);
         return;
     }
     ACT_DISPATCH(ctx, bn_backward, ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,
                  dgamma, dbeta);
+}
+
+extern "C" void cuda_batchnorm_relu_backward_op(backend_ctx *ctx, int n, int c, int hw,
+                                                const float *x, const float *y, float *dy,
+                                                const float *gamma, const float *beta,
+                                                const float *save_mean,
+                                                const float *save_invstd, float *dx,
+                                                float *dgamma, float *dbeta)
+{
+    if (ctx->batchnorm_split) {
+        if (!bn_backward_empty(ctx, n, c, hw, dgamma, dbeta))
+            cuda_bn_split_backward(ctx, n, c, hw, x, dy, gamma, beta, save_mean, save_invstd, 1,
+                                   dx, dgamma, dbeta);
+        return;
+    }
+    cuda_relu_backward_op(ctx, (size_t)n * c * hw, y, dy, dy);
+    if (!ctx->failed)
+        cuda_batchnorm_backward_op(ctx, n, c, hw, x, dy, gamma, save_mean, save_invstd, dx,
+                                   dgamma, dbeta);
 }

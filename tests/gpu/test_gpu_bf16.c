@@ -433,6 +433,13 @@ int main(void)
     check_pool();
     check_batchnorm(4, 7, 30);
     check_batchnorm(9, 13, 1);
+    printf("the split batch norm (batchnorm_split), ops and a WRN-16-4 step:\n");
+    gpu.batchnorm_split = 1;
+    check_batchnorm(4, 7, 30);
+    check_batchnorm(9, 13, 1);
+    check_batchnorm(32, 8, 1024);
+    check_step("wrn", 16, 4);
+    gpu.batchnorm_split = 0;
     check_elementwise();
     printf("one training step at batch 8, cuda:0 bf16 vs cpu fp32:\n");
     check_step("lenet", 0, 0);

@@ -74,6 +74,9 @@ static model_spec arch_spec(const char *arch, int depth, int width)
     return s;
 }
 
+/* The GPU side's batch norm: the split kernels (batchnorm_split) when set. */
+static int split_bn;
+
 /* gpu: build on GPU 0 in fp32, else on the CPU; s was zeroed. Returns 0 or
  * -1 (a failed check). */
 static int side_open(side *s, int gpu, const model_spec *spec, int batch, uint64_t seed)
@@ -82,6 +85,7 @@ static int side_open(side *s, int gpu, const model_spec *spec, int batch, uint64
     if (gpu) {
         s->ready = backend_ctx_init_cuda(&s->ctx, 0, PRECISION_FP32, 0, err, sizeof err) == 0;
         CHECK(s->ready, "cuda:0 context: %s", err);
+        s->ctx.batchnorm_split = split_bn;
     } else {
         backend_ctx_init_cpu(&s->ctx, 2);
         s->ready = 1;
@@ -460,6 +464,11 @@ int main(void)
     check_step("lenet", 0, 0, &LENET_TOL);
     check_step("allcnn", 0, 0, &DEEP_TOL);
     check_step("wrn", 16, 4, &DEEP_TOL);
+    printf("the same with the split batch norm on the GPU (BN + ReLU fused):\n");
+    split_bn = 1;
+    check_step("allcnn", 0, 0, &DEEP_TOL);
+    check_step("wrn", 16, 4, &DEEP_TOL);
+    split_bn = 0;
     printf("%d Nesterov SGD steps of LeNet on each side:\n", SGD_STEPS);
     check_sgd();
     printf("out of memory:\n");

@@ -16,7 +16,9 @@
  *    exactly, the rest within 1e-6;
  *  - batch norm reduces in double on both sides but in other orders and
  *    with other variance formulas: 1e-4 on outputs (xhat amplifies the
- *    statistics' rounding by invstd), 1e-5 relative on the statistics;
+ *    statistics' rounding by invstd), 1e-5 relative on the statistics; the
+ *    split kernels (batchnorm_split) sum in fp32 within a block and in
+ *    double across blocks, under the same bounds, and repeat bit for bit;
  *  - softmax cross-entropy works in double: loss 1e-6 relative, dlogits
  *    1e-7 + 1e-5 relative, hits exactly.
  * Exits 77 (skipped) when there is no CUDA device. */
@@ -413,39 +415,71 @@ static void check_pool(int n, int c, int h, int w, int k, int stride, int pad)
     drop(&dx);
 }
 
-static void check_batchnorm(int n, int c, int hw)
+/* The buffers of a training batch norm: inputs from fresh random values
+ * (x offset far from 0, as after a ReLU: the variance must not cancel),
+ * outputs zero. */
+typedef struct bn_bufs {
+    buf x, y, dy, dx, gamma, beta, rmean, rvar, smean, sinv, dgamma, dbeta;
+} bn_bufs;
+
+static bn_bufs bn_make(int n, int c, int hw)
 {
     const size_t count = (size_t)n * c * hw;
-    /* An offset far from 0, as after a ReLU: the variance must not cancel. */
-    buf x = make(count, 4, 6), y = make(count, 0, 0), dy = make(count, -1, 1);
-    buf dx = make(count, 0, 0), gamma = make(c, 0.5, 1.5), beta = make(c, -1, 1);
-    buf rmean = make(c, -1, 1), rvar = make(c, 0.5, 2), smean = make(c, 0, 0);
-    buf sinv = make(c, 0, 0), dgamma = make(c, 0, 0), dbeta = make(c, 0, 0);
+    bn_bufs t;
+    t.x = make(count, 4, 6), t.y = make(count, 0, 0), t.dy = make(count, -1, 1);
+    t.dx = make(count, 0, 0), t.gamma = make(c, 0.5, 1.5), t.beta = make(c, -1, 1);
+    t.rmean = make(c, -1, 1), t.rvar = make(c, 0.5, 2), t.smean = make(c, 0, 0);
+    t.sinv = make(c, 0, 0), t.dgamma = make(c, 0, 0), t.dbeta = make(c, 0, 0);
+    return t;
+}
+
+static void bn_drop(bn_bufs *t)
+{
+    buf *all[] = {&t->x, &t->y, &t->dy, &t->dx, &t->gamma, &t->beta, &t->rmean, &t->rvar,
+                  &t->smean, &t->sinv, &t->dgamma, &t->dbeta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
+}
+
+/* The forward's outputs, after `what` (y) is compared. */
+static void bn_compare_forward(const char *what, bn_bufs *t)
+{
+    compare(what, &t->y, 1e-4, 1e-4);
+    compare("  save_mean", &t->smean, 1e-6, 1e-6);
+    compare("  save_invstd", &t->sinv, 0, 1e-5);
+    compare("  running_mean", &t->rmean, 1e-6, 1e-5);
+    compare("  running_var", &t->rvar, 1e-6, 1e-5);
+}
+
+static void bn_compare_backward(bn_bufs *t)
+{
+    compare("  backward dx", &t->dx, 1e-4, 1e-4);
+    compare("  backward dgamma", &t->dgamma, 1e-4, 1e-4);
+    compare("  backward dbeta", &t->dbeta, 1e-5, 1e-5);
+}
+
+static void check_batchnorm(int n, int c, int hw)
+{
+    bn_bufs t = bn_make(n, c, hw);
     const float momentum = 0.1f, eps = 1e-5f;
     char what[96];
     snprintf(what, sizeof what, "batchnorm n=%d c=%d hw=%d train y", n, c, hw);
-    batchnorm_forward_train(&cpu, n, c, hw, x.h, gamma.h, beta.h, rmean.h, rvar.h, momentum, eps,
-                            y.h, smean.h, sinv.h);
-    batchnorm_forward_train(&gpu, n, c, hw, x.d, gamma.d, beta.d, rmean.d, rvar.d, momentum, eps,
-                            y.d, smean.d, sinv.d);
-    compare(what, &y, 1e-4, 1e-4);
-    compare("  save_mean", &smean, 1e-6, 1e-6);
-    compare("  save_invstd", &sinv, 0, 1e-5);
-    compare("  running_mean", &rmean, 1e-6, 1e-5);
-    compare("  running_var", &rvar, 1e-6, 1e-5);
-    batchnorm_forward_infer(&cpu, n, c, hw, x.h, gamma.h, beta.h, rmean.h, rvar.h, eps, y.h);
-    batchnorm_forward_infer(&gpu, n, c, hw, x.d, gamma.d, beta.d, rmean.d, rvar.d, eps, y.d);
-    compare("  infer y", &y, 1e-5, 1e-5);
-    batchnorm_backward(&cpu, n, c, hw, x.h, dy.h, gamma.h, smean.h, sinv.h, dx.h, dgamma.h,
-                       dbeta.h);
-    batchnorm_backward(&gpu, n, c, hw, x.d, dy.d, gamma.d, smean.d, sinv.d, dx.d, dgamma.d,
-                       dbeta.d);
-    compare("  backward dx", &dx, 1e-4, 1e-4);
-    compare("  backward dgamma", &dgamma, 1e-4, 1e-4);
-    compare("  backward dbeta", &dbeta, 1e-5, 1e-5);
-    buf *all[] = {&x, &y, &dy, &dx, &gamma, &beta, &rmean, &rvar, &smean, &sinv, &dgamma, &dbeta};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        drop(all[i]);
+    batchnorm_forward_train(&cpu, n, c, hw, t.x.h, t.gamma.h, t.beta.h, t.rmean.h, t.rvar.h,
+                            momentum, eps, t.y.h, t.smean.h, t.sinv.h);
+    batchnorm_forward_train(&gpu, n, c, hw, t.x.d, t.gamma.d, t.beta.d, t.rmean.d, t.rvar.d,
+                            momentum, eps, t.y.d, t.smean.d, t.sinv.d);
+    bn_compare_forward(what, &t);
+    batchnorm_forward_infer(&cpu, n, c, hw, t.x.h, t.gamma.h, t.beta.h, t.rmean.h, t.rvar.h, eps,
+                            t.y.h);
+    batchnorm_forward_infer(&gpu, n, c, hw, t.x.d, t.gamma.d, t.beta.d, t.rmean.d, t.rvar.d, eps,
+                            t.y.d);
+    compare("  infer y", &t.y, 1e-5, 1e-5);
+    batchnorm_backward(&cpu, n, c, hw, t.x.h, t.dy.h, t.gamma.h, t.smean.h, t.sinv.h, t.dx.h,
+                       t.dgamma.h, t.dbeta.h);
+    batchnorm_backward(&gpu, n, c, hw, t.x.d, t.dy.d, t.gamma.d, t.smean.d, t.sinv.d, t.dx.d,
+                       t.dgamma.d, t.dbeta.d);
+    bn_compare_backward(&t);
+    bn_drop(&t);
 }
 
 /* An empty batch has nothing to sum: dgamma and dbeta come out 0 on both
@@ -466,6 +500,79 @@ static void check_batchnorm_empty(int c, int hw)
     compare("batchnorm n=0 backward dgamma", &dgamma, 0, 0);
     compare("  backward dbeta", &dbeta, 0, 0);
     buf *all[] = {&x, &dy, &dx, &gamma, &smean, &sinv, &dgamma, &dbeta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        drop(all[i]);
+}
+
+/* Batch norm with the ReLU after it fused (batchnorm_relu_*, the split
+ * kernels') against the CPU's fused passes. Backward takes the CPU's saved
+ * statistics on both sides, so that both recompute the same ReLU mask
+ * (a x + b > 0 in fp32 from the same floats) and differ only in the sums. */
+static void check_batchnorm_relu(int n, int c, int hw)
+{
+    bn_bufs t = bn_make(n, c, hw);
+    const size_t count = (size_t)n * c * hw;
+    char what[96];
+    snprintf(what, sizeof what, "batchnorm+relu n=%d c=%d hw=%d train y", n, c, hw);
+    batchnorm_relu_forward_train(&cpu, n, c, hw, t.x.h, t.gamma.h, t.beta.h, t.rmean.h,
+                                 t.rvar.h, 0.1f, 1e-5f, t.y.h, t.smean.h, t.sinv.h);
+    batchnorm_relu_forward_train(&gpu, n, c, hw, t.x.d, t.gamma.d, t.beta.d, t.rmean.d,
+                                 t.rvar.d, 0.1f, 1e-5f, t.y.d, t.smean.d, t.sinv.d);
+    bn_compare_forward(what, &t);
+    backend_upload(&gpu, t.smean.d, t.smean.h, (size_t)c * sizeof(float));
+    backend_upload(&gpu, t.sinv.d, t.sinv.h, (size_t)c * sizeof(float));
+    backend_upload(&gpu, t.y.d, t.y.h, count * sizeof(float));
+    batchnorm_relu_backward(&cpu, n, c, hw, t.x.h, t.y.h, t.dy.h, t.gamma.h, t.beta.h, t.smean.h,
+                            t.sinv.h, t.dx.h, t.dgamma.h, t.dbeta.h);
+    batchnorm_relu_backward(&gpu, n, c, hw, t.x.d, t.y.d, t.dy.d, t.gamma.d, t.beta.d, t.smean.d,
+                            t.sinv.d, t.dx.d, t.dgamma.d, t.dbeta.d);
+    bn_compare_backward(&t);
+    bn_drop(&t);
+}
+
+/* Two runs of the training batch norm (relu: fused), forward and backward,
+ * give the same bits in every output. */
+static void check_batchnorm_repeats(int n, int c, int hw, int relu)
+{
+    const size_t count = (size_t)n * c * hw;
+    buf x = make(count, 4, 6), dy = make(count, -1, 1), gamma = make(c, 0.5, 1.5);
+    buf beta = make(c, -1, 1), rm0 = make(c, -1, 1);
+    buf out[2][7]; /* y, dx, dy (overwritable), running mean and var, dgamma, dbeta */
+    buf stats[2][2];
+    for (int r = 0; r < 2; r++) {
+        buf *o = out[r];
+        o[0] = make(count, 0, 0), o[1] = make(count, 0, 0), o[2] = make(count, 0, 0);
+        o[3] = make(c, 0, 0), o[4] = make(c, 0, 0), o[5] = make(c, 0, 0), o[6] = make(c, 0, 0);
+        stats[r][0] = make(c, 0, 0), stats[r][1] = make(c, 0, 0);
+        backend_copy(&gpu, o[2].d, dy.d, count * sizeof(float));
+        backend_copy(&gpu, o[3].d, rm0.d, (size_t)c * sizeof(float));
+        backend_copy(&gpu, o[4].d, rm0.d, (size_t)c * sizeof(float));
+        if (relu) {
+            batchnorm_relu_forward_train(&gpu, n, c, hw, x.d, gamma.d, beta.d, o[3].d, o[4].d,
+                                         0.1f, 1e-5f, o[0].d, stats[r][0].d, stats[r][1].d);
+            batchnorm_relu_backward(&gpu, n, c, hw, x.d, o[0].d, o[2].d, gamma.d, beta.d,
+                                    stats[r][0].d, stats[r][1].d, o[1].d, o[5].d, o[6].d);
+        } else {
+            batchnorm_forward_train(&gpu, n, c, hw, x.d, gamma.d, beta.d, o[3].d, o[4].d, 0.1f,
+                                    1e-5f, o[0].d, stats[r][0].d, stats[r][1].d);
+            batchnorm_backward(&gpu, n, c, hw, x.d, o[2].d, gamma.d, stats[r][0].d,
+                               stats[r][1].d, o[1].d, o[5].d, o[6].d);
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "batchnorm%s n=%d c=%d hw=%d", relu ? "+relu" : "", n, c, hw);
+    for (int k = 0; k < 7; k++)
+        check_same_bits(what, out[0][k].d, out[1][k].d, out[0][k].n);
+    for (int k = 0; k < 2; k++)
+        check_same_bits(what, stats[0][k].d, stats[1][k].d, (size_t)c);
+    printf("  %-40s two runs: the same bits\n", what);
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < 7; k++)
+            drop(&out[r][k]);
+        drop(&stats[r][0]);
+        drop(&stats[r][1]);
+    }
+    buf *all[] = {&x, &dy, &gamma, &beta, &rm0};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         drop(all[i]);
 }
@@ -629,6 +736,24 @@ int main(void)
     check_batchnorm(1, 5, 1);         /* n hw = 1: variance 0 */
     check_batchnorm(1, 3, 7);
     check_batchnorm_empty(6, 10);
+    check_batchnorm_relu(4, 7, 30);   /* the classic kernels, then ReLU */
+    /* The split kernels (batchnorm_split): one part a channel, several
+     * (hw dividing a part and not), hw = 1 in several parts. */
+    gpu.batchnorm_split = 1;
+    printf("split batch norm:\n");
+    const int split_shapes[][3] = {{4, 7, 30}, {9, 13, 1}, {1, 5, 1}, {1, 3, 7},
+                                   {128, 16, 1024}, {64, 40, 64}, {50, 6, 49}, {4096, 3, 1}};
+    for (size_t i = 0; i < sizeof split_shapes / sizeof *split_shapes; i++) {
+        const int *s = split_shapes[i];
+        check_batchnorm(s[0], s[1], s[2]);
+        check_batchnorm_relu(s[0], s[1], s[2]);
+    }
+    check_batchnorm_empty(6, 10);
+    check_batchnorm_repeats(128, 16, 1024, 0);
+    check_batchnorm_repeats(128, 16, 1024, 1);
+    check_batchnorm_repeats(4096, 3, 1, 1);
+    gpu.batchnorm_split = 0;
+    check_batchnorm_repeats(16, 4, 64, 1);
     check_softmax(7, 10);
     check_softmax(33, 100);
     check_softmax(3, 1000);

@@ -155,7 +155,8 @@ static void test_defaults(void)
         JOB("\"seed\": 9007199254740992, \"devices\": \"auto\""),
         JOB("\"devices\": \"0,1,7\""),
         JOB("\"devices\": \"cuda:0,62\", \"precision\": \"fp32\", \"deterministic\": true, "
-            "\"conv_algorithms\": \"heuristic\", \"priority\": -1000"),
+            "\"conv_algorithms\": \"heuristic\", \"priority\": -1000, "
+            "\"gpu_batchnorm\": \"split\""),
         JOB("\"devices\": \"gpu\", \"precision\": \"bf16\", \"comm\": {\"timeout_s\": 0.5}"),
         JOB("\"optim\": {\"lr_schedule\": [], \"momentum\": 0, \"batch\": 4096}"),
         "{\"model\": {\"arch\": \"wrn\", \"depth\": 28, \"width\": 10, \"dropout\": 0}, " DATA
@@ -174,13 +175,15 @@ static void test_defaults(void)
     CHECK(parse(valid[1], &cfg, err, sizeof err) == 0 && cfg.seed == 9007199254740992ull, "seed");
     CHECK(parse(valid[3], &cfg, err, sizeof err) == 0 && cfg.deterministic &&
               job_precision(&cfg) == PRECISION_FP32 &&
-              strcmp(cfg.conv_algorithms, "heuristic") == 0 && cfg.priority == -1000,
-          "precision fp32, deterministic, conv_algorithms, priority");
+              strcmp(cfg.conv_algorithms, "heuristic") == 0 && cfg.priority == -1000 &&
+              strcmp(cfg.gpu_batchnorm, "split") == 0,
+          "precision fp32, deterministic, conv_algorithms, priority, gpu_batchnorm");
     CHECK(parse(valid[4], &cfg, err, sizeof err) == 0 && cfg.comm.timeout_s == 0.5 &&
               job_precision(&cfg) == PRECISION_BF16, "precision bf16, comm.timeout_s");
     CHECK(parse(valid[0], &cfg, err, sizeof err) == 0 && !cfg.deterministic &&
               cfg.comm.timeout_s == 1800 && job_precision(&cfg) == PRECISION_TF32 &&
-              strcmp(cfg.conv_algorithms, "timed") == 0 && cfg.priority == 0 &&
+              strcmp(cfg.conv_algorithms, "auto") == 0 && cfg.priority == 0 &&
+              strcmp(cfg.gpu_batchnorm, "classic") == 0 &&
               cfg.gpu_share == 1.0,
           "defaults");
     CHECK(parse(valid[sizeof valid / sizeof valid[0] - 2], &cfg, err, sizeof err) == 0 &&
@@ -322,7 +325,8 @@ static const bad_case bad_cases[] = {
     {JOB("\"gpu_share\": 1.5"), "gpu_share: must be in (0, 1]"},
     {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
-     "conv_algorithms: unknown \"fastest\"; known: timed, heuristic"},
+     "conv_algorithms: unknown \"fastest\"; known: auto, timed, heuristic"},
+    {JOB("\"gpu_batchnorm\": \"cudnn\""), "gpu_batchnorm: unknown \"cudnn\"; known: classic, split"},
     {JOB("\"comm\": {\"timeout_s\": 0}"), "comm.timeout_s: must be"},
     {JOB("\"devices\": \"0,,1\""), "devices: \"0,,1\" is not"},
     {JOB("\"devices\": \"0,0\""), "devices: \"0,0\" is not"},
@@ -733,6 +737,34 @@ static void test_async_rules(void)
 }
 
 /* The ranks a `devices` names, against the bits written out by hand. */
+/* conv_algorithms against precision and deterministic: "auto" times at fp32
+ * and tf32 only, an explicit choice stands, deterministic never times. */
+static void test_conv_algorithms(void)
+{
+    static const struct {
+        const char *fields;
+        int timed;
+    } cases[] = {
+        {"\"precision\": \"fp32\"", 1},
+        {"\"precision\": \"tf32\"", 1},
+        {"\"precision\": \"bf16\"", 0},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"auto\"", 0},
+        {"\"precision\": \"tf32\", \"conv_algorithms\": \"auto\"", 1},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"timed\"", 1},
+        {"\"precision\": \"tf32\", \"conv_algorithms\": \"heuristic\"", 0},
+        {"\"precision\": \"fp32\", \"deterministic\": true", 0},
+        {"\"precision\": \"bf16\", \"conv_algorithms\": \"timed\", \"deterministic\": true", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[512], err[512];
+        job_config cfg;
+        snprintf(json, sizeof json, "{" BASE ", %s}", cases[i].fields);
+        CHECK(parse(json, &cfg, err, sizeof err) == 0, "conv_algorithms case %zu: %s", i, err);
+        CHECK(job_times_conv_algorithms(&cfg) == cases[i].timed, "conv_algorithms case %zu (%s)",
+              i, cases[i].fields);
+    }
+}
+
 static void test_devices_ranks(void)
 {
     static const struct { const char *s; int rc; uint64_t ranks; int gpu; } cases[] = {
@@ -775,5 +807,6 @@ int main(void)
     test_lr_at_epoch();
     test_mutations();
     test_devices_ranks();
+    test_conv_algorithms();
     return test_main_end();
 }
