@@ -9,28 +9,37 @@
 
 #include "ctl.h"
 
-int cmd_usage(const command *cmd, int argc, char **argv)
+/* The reply as JSON (without "ok") or, as text, by human(reply). */
+static int show(const args *a, cJSON *reply, void (*human)(const cJSON *reply))
 {
-    PARSE("j", 0, 0);
-    cJSON *reply = call(op_request("usage", NULL));
     if (!reply)
         return EXIT_FAIL;
     cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
-    if (a.json) {
+    if (a->json)
         print_json(reply);
-    } else {
-        printf("fair share: device use halves every %.6g h; least used goes first\n",
-               num(reply, "half_life_s") / 3600);
-        printf("%-16s %10s %16s %7s %8s %7s\n", "USER", "UID", "DEVICE-HOURS", "SHARE",
-               "RUNNING", "QUEUED");
-        const cJSON *o;
-        cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(reply, "owners"))
-            printf("%-16.16s %10.0f %16.4f %6.1f%% %8.0f %7.0f\n", str(o, "user"), num(o, "uid"),
-                   num(o, "device_seconds") / 3600, 100 * num(o, "share"), num(o, "running"),
-                   num(o, "queued"));
-    }
+    else
+        human(reply);
     cJSON_Delete(reply);
     return EXIT_OK;
+}
+
+static void usage_table(const cJSON *reply)
+{
+    printf("fair share: device use halves every %.6g h; least used goes first\n",
+           num(reply, "half_life_s") / 3600);
+    printf("%-16s %10s %16s %7s %8s %7s\n", "USER", "UID", "DEVICE-HOURS", "SHARE", "RUNNING",
+           "QUEUED");
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(reply, "owners"))
+        printf("%-16.16s %10.0f %16.4f %6.1f%% %8.0f %7.0f\n", str(o, "user"), num(o, "uid"),
+               num(o, "device_seconds") / 3600, 100 * num(o, "share"), num(o, "running"),
+               num(o, "queued"));
+}
+
+int cmd_usage(const command *cmd, int argc, char **argv)
+{
+    PARSE("j", 0, 0);
+    return show(&a, call(op_request("usage", NULL)), usage_table);
 }
 
 /* --since T: unix seconds, an age (30m, 12h, 7d: that long before now) or a
@@ -72,6 +81,25 @@ static int parse_since(const char *s, double now, double *out)
     return 0;
 }
 
+static void history_table(const cJSON *reply)
+{
+    char when[64] = "the start of the record";
+    time_t t = (time_t)num(reply, "since");
+    struct tm tm;
+    if (t > 0 && localtime_r(&t, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    printf("device-hours per owner, runs ended since %s\n", when);
+    printf("%-16s %10s %8s %16s\n", "USER", "UID", "RUNS", "DEVICE-HOURS");
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(reply, "owners"))
+        printf("%-16.16s %10.0f %8.0f %16.4f\n", str(o, "user"), num(o, "uid"), num(o, "runs"),
+               num(o, "device_hours"));
+    printf("%-16s %10s %8s %16.4f\n", "total", "", "", num(reply, "total_device_hours"));
+    if (num(reply, "skipped_lines") > 0)
+        printf("(%.0f damaged line(s) of the record skipped: see parled's log)\n",
+               num(reply, "skipped_lines"));
+}
+
 int cmd_history(const command *cmd, int argc, char **argv)
 {
     PARSE("juT", 0, 0);
@@ -84,29 +112,5 @@ int cmd_history(const command *cmd, int argc, char **argv)
         cJSON_AddStringToObject(req, "user", a.user);
     if (since > 0)
         cJSON_AddNumberToObject(req, "since", since);
-    cJSON *reply = call(req);
-    if (!reply)
-        return EXIT_FAIL;
-    cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
-    if (a.json) {
-        print_json(reply);
-    } else {
-        char when[64] = "the start of the record";
-        time_t t = (time_t)num(reply, "since");
-        struct tm tm;
-        if (t > 0 && localtime_r(&t, &tm))
-            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        printf("device-hours per owner, runs ended since %s\n", when);
-        printf("%-16s %10s %8s %16s\n", "USER", "UID", "RUNS", "DEVICE-HOURS");
-        const cJSON *o;
-        cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(reply, "owners"))
-            printf("%-16.16s %10.0f %8.0f %16.4f\n", str(o, "user"), num(o, "uid"),
-                   num(o, "runs"), num(o, "device_hours"));
-        printf("%-16s %10s %8s %16.4f\n", "total", "", "", num(reply, "total_device_hours"));
-        if (num(reply, "skipped_lines") > 0)
-            printf("(%.0f damaged line(s) of the record skipped: see parled's log)\n",
-                   num(reply, "skipped_lines"));
-    }
-    cJSON_Delete(reply);
-    return EXIT_OK;
+    return show(&a, call(req), history_table);
 }

@@ -4,11 +4,11 @@
  * after it here: job_remove.c (removals, --keep-ended), sweeps.c and
  * sweeps_json.c (sweeps), job_resume.c, jobs_reload.c (the state dir at
  * start), job_submit.c (a submission's checks and files), job_schedule.c
- * (the scheduling pass, priorities, holds, cancels), job_thread.c (each
+ * (the scheduling pass, priorities, holds, cancels), owner_usage.c (fair
+ * share's table, each run's accounting record), job_thread.c (each
  * job's own thread), job_admission.c (memory), job_events.c (what watchers
  * are told), job_files.c (a job's files), jobs_json.c (the answers),
- * job_cores.c (a CPU job's cores), job_record.c (the record read);
- * owner_usage.c (fair share, the accounting record) beside them. */
+ * job_cores.c (a CPU job's cores), job_record.c (the record read). */
 #include "jobs.h"
 
 #include <errno.h>

@@ -223,7 +223,8 @@ void job_requeued(job *j);
 
 /* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
  * decayed device use (device-seconds) up to now (also as a job ends, before
- * it stops counting as running); owner_usage_of reads one. jobs_usage_save
+ * it stops counting as running); owner_usage_of (job_record.c) reads one,
+ * as of the last update. jobs_usage_save
  * writes it to <state dir>/usage.json (atomically; a failure is logged) and
  * jobs_usage_load reads it back at start: a missing file is an empty table,
  * a bad one is logged, naming the file and the field, and ignored; it also

@@ -56,14 +56,6 @@ static owner_usage *usage_entry(jobs *js, unsigned uid, const char *user)
     return u;
 }
 
-double owner_usage_of(const jobs *js, unsigned uid)
-{
-    for (int i = 0; i < js->nusage; i++)
-        if (js->usage[i].uid == uid)
-            return js->usage[i].usage;
-    return 0.0;
-}
-
 void jobs_usage_update(jobs *js)
 {
     const double now = jobs_now_s(), half = js->limits.usage_half_life_s;

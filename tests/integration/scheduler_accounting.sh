@@ -58,7 +58,7 @@ ctl history --since 1h | grep -q "^$bob " || fail "parlectl history --since 1h m
 
 # ---- 2. a preemption withdrawn ----
 low=$(ctl_as "$bob" submit -q --priority -1 "$TMP/slow.json") || fail "bob submits low"
-wait_log "$low" "epoch 1/1000: test error" 60
+wait_steps "$low" 60
 for k in 1 2 3; do
     id=$(printf 'j%04d' $((10#${low#j} + k)))
     printf '{"op":"submit","job":%s}\n{"op":"cancel","id":"%s"}\n' \
@@ -69,7 +69,7 @@ for k in 1 2 3; do
     grep -q '"ok":false' "$TMP/raw.out" && fail "alice's submit or cancel failed: $(cat "$TMP/raw.out")"
     wait_log "$low" "preemption withdrawn: $id was cancelled|preemption withdrawn: $id ended" 10
 done
-sleep 1 # a requeue would show by now
+sleep 0.5 # a requeue would show by now
 ctl status "$low" --json >"$TMP/low.st"
 [ "$(field "$TMP/low.st" state)" = running ] || fail "$low was requeued: $(cat "$TMP/low.st")"
 grep -q ": back in the queue; it resumes" "$STATE/jobs/$low/log.txt" &&
@@ -84,6 +84,8 @@ sys.exit(not (o and o[0]["device_seconds"] > 0))' "$TMP/usage.json" "$alice" ||
 
 # ---- 3. an admin hold ----
 q=$(ctl_as "$alice" submit -q --priority -2 "$TMP/short.json") || fail "alice submits q"
+ctl_as "$alice" status "$q" | grep -q "place: priority -2, starts afresh, owner's recent use [0-9.]* device-hours, submitted 20" ||
+    fail "status does not say what places q: $(ctl status "$q")"
 ctl_as "$carol" hold "$q" --json >"$TMP/hold.json" || fail "carol (admin) holds q"
 grep -q '"admin_hold":[[:space:]]*true' "$TMP/hold.json" || fail "not an admin hold: $(cat "$TMP/hold.json")"
 out=$(ctl_as "$alice" release "$q" 2>&1) && fail "alice released an admin hold: $out"
@@ -97,7 +99,7 @@ ctl_as "$alice" release "$q" >/dev/null || fail "alice cannot release her own ho
 ctl_as "$alice" cancel "$q" >/dev/null || fail "alice cancels q"
 
 # ---- 4. kill -9 keeps the use up to the last save ----
-sleep 2 # low runs on: more use than the last job end saved
+sleep 1.5 # low runs on: more use than the last job end saved
 ctl usage --json >"$TMP/before.json"
 kill_daemon
 start_daemon "${flags[@]}"
@@ -117,7 +119,7 @@ check_alive "the accounting requests"
 stop_daemon
 
 # ---- 5. no grace is refused ----
-out=$("$PARLED" --socket "$SOCK" --state-dir "$STATE" --preempt-grace 0 2>&1) &&
+out=$(timeout 5 "$PARLED" --socket "$SOCK" --state-dir "$STATE" --preempt-grace 0 2>&1) &&
     fail "parled took --preempt-grace 0"
 echo "$out" | grep -q "preempt-grace: must be at least 1 second" || fail "no clear refusal: $out"
 echo PASS
