@@ -24,8 +24,7 @@
 #define USAGE_FILE_MAX (1 << 20)
 #define USAGE_OWNERS_MAX 65536
 #define USAGE_RUNS_MAX 4096
-/* Device-seconds: a century of 64 devices bounds any real figure. */
-#define USAGE_MAX_S 2e11
+#define USAGE_MAX_S ACCT_DEVICE_S_MAX
 
 double job_device_units(const jobs *js, const job *j)
 {
