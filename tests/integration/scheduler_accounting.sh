@@ -8,7 +8,8 @@
 #    priority -1 job runs on, never requeued, while alice is charged;
 # 3. an admin's hold is released by an admin only, and status says who holds;
 # 4. a kill -9 loses at most --usage-save-interval of use, and the run it cut
-#    is in the history as "interrupted";
+#    is in the history as "interrupted"; damaged lines of the record are
+#    skipped, counted and named;
 # 5. --preempt-grace 0 is refused, saying why.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/users_lib.sh"
@@ -102,7 +103,12 @@ ctl_as "$alice" cancel "$q" >/dev/null || fail "alice cancels q"
 sleep 1.5 # low runs on: more use than the last job end saved
 ctl usage --json >"$TMP/before.json"
 kill_daemon
+# A damaged record: a line that is not JSON, then a torn one (an append cut
+# short). Both are skipped and named; the torn end is cut before the next.
+printf '{"id": garbage\n{"id":"j9' >>"$STATE/accounting.jsonl"
 start_daemon "${flags[@]}"
+grep -q "the accounting record: 2 bad line(s) skipped (the first: $STATE/accounting.jsonl: line 2: not JSON)" \
+    "$TMP/parled.err" || fail "the damaged record is not named in the log: $(grep accounting "$TMP/parled.err")"
 ctl usage --json >"$TMP/after.json"
 py 'import json,sys
 def of(p): return [o["device_seconds"] for o in json.load(open(p))["owners"] if o["user"] == sys.argv[3]][0]
@@ -114,6 +120,7 @@ py 'import json,sys
 o=json.load(open(sys.argv[1]))["owners"][0]
 sys.exit(not (o["runs"] == 2 and o["device_hours"] * 3600 > float(sys.argv[2]) + 2))' \
     "$TMP/hist.json" "$used" || fail "the run cut by the kill is not in the history: $(cat "$TMP/hist.json")"
+grep -q '"skipped_lines":[[:space:]]*2' "$TMP/hist.json" || fail "history does not count the damaged lines"
 ctl cancel "$low" >/dev/null || fail "cancel low"
 check_alive "the accounting requests"
 stop_daemon
