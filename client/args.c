@@ -72,6 +72,11 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             if (s[7] == '\0' && i + 1 >= argc)
                 return usage_error(cmd, "--state needs a state", ""), -1;
             a->state = s[7] == '=' ? s + 8 : argv[++i];
+        } else if ((strcmp(s, "--user") == 0 || strcmp(s, "--since") == 0) &&
+                   strchr(allowed, s[2] == 'u' ? 'u' : 'T')) {
+            if (i + 1 >= argc)
+                return usage_error(cmd, s, " needs a value"), -1;
+            *(s[2] == 'u' ? &a->user : &a->since) = argv[++i];
         } else if (s[0] == '-' && s[1] != '\0' && !(s[1] >= '0' && s[1] <= '9')) {
             /* (a negative number, `priority ID -5`, is an argument) */
             return usage_error(cmd, "unknown option ", s), -1;

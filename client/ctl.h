@@ -80,11 +80,13 @@ typedef struct args {
     char priority_set[48]; /* --priority N as "priority=N", one of sets */
     const char *out;   /* -o FILE */
     const char *state; /* --state S */
+    const char *user;  /* --user U (history) */
+    const char *since; /* --since T (history) */
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwWsoSFp": --json -q -f/--follow --watch --wait --set -o --state
- * --from-scratch --priority). Prints the usage error and returns -1, or 1
+ * ("jqfwWsoSFpuT": --json -q -f/--follow --watch --wait --set -o --state
+ * --from-scratch --priority --user --since). Prints the usage error and returns -1, or 1
  * for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);
@@ -150,6 +152,11 @@ int cmd_priority(const command *cmd, int argc, char **argv);
 int cmd_hold(const command *cmd, int argc, char **argv);
 int cmd_rm(const command *cmd, int argc, char **argv);
 cJSON *remove_one(const char *op, const char *id, int json);
+
+/* client/usage.c: usage (fair share's use per owner now) and history
+ * [--user U] [--since T] (device-hours per owner from the accounting record). */
+int cmd_usage(const command *cmd, int argc, char **argv);
+int cmd_history(const command *cmd, int argc, char **argv);
 
 /* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);

@@ -87,6 +87,23 @@ void print_job(const cJSON *j)
     }
     if (num(j, "reseeds") > 0)
         printf("  replicas re-seeded: %.0f\n", num(j, "reseeds"));
+    if (strcmp(str(j, "state"), "queued") == 0 || strcmp(str(j, "state"), "preempted") == 0 ||
+        strcmp(str(j, "state"), "held") == 0) {
+        time_t sub = (time_t)num(j, "submitted_at");
+        struct tm tm;
+        char when[32] = "-";
+        if (sub > 0 && localtime_r(&sub, &tm))
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+        printf("  place: priority %.0f, %s, owner's recent use %.4f device-hours, submitted "
+               "%s\n", num(j, "priority"),
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "resuming"))
+                   ? "resumes a checkpoint" : "starts afresh",
+               num(j, "owner_usage_s") / 3600, when);
+    }
+    if (*str(j, "held_by"))
+        printf("  held by %s%s\n", str(j, "held_by"),
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "admin_hold"))
+                   ? " (an admin hold: only an admin releases it)" : "");
     if (*str(j, "waiting"))
         printf("  waiting: %s\n", str(j, "waiting"));
     if (*str(j, "preempted_by"))

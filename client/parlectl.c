@@ -40,6 +40,8 @@ static const char usage[] =
     "  priority ID N [--json]  change a job's priority (higher runs first, may preempt)\n"
     "  hold ID | release ID [--json]  keep a job out of the running (a running one\n"
     "                          checkpoints and waits, held) / let it run again\n"
+    "  usage [--json]          each owner's recent device use, as fair share ranks it\n"
+    "  history [--user U] [--since T] [--json]  device-hours per owner over ended runs\n"
     "  rm ID... [--json]       remove ended jobs (or a sweep with its jobs) and their files\n"
     "  sweep FILE [--set k=v]...|status ID|ls|cancel ID|rm ID [-q] [--json]  a grid of jobs over\n"
     "                          a base job (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
@@ -445,7 +447,10 @@ static const command commands[] = {
      "'wait' (0 done, 1 failed, 3 cancelled, 4 parled gone); --wait --json prints\n"
      "the job as it ended."},
     {"status", cmd_status,
-     "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
+     "status [ID] [--json]\nOne job's status, or the daemon's and every job's. A job's shows what\n"
+     "places it in the queue (as Slurm's sprio): its priority, whether it resumes a\n"
+     "checkpoint, its owner's recent device use (fair share) and its submission;\n"
+     "and who holds it, if held."},
     {"list", cmd_list,
      "list [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
      "(queued, held, preempted, running, done, failed, cancelled). 'ls' is the same\n"
@@ -520,8 +525,25 @@ static const command commands[] = {
     {"hold", cmd_hold,
      "hold ID [--json]\nKeep a queued job from starting (it keeps its place); a running job\n"
      "checkpoints at its next step and goes back into the queue, held. 'release'\n"
-     "lets it run again."},
-    {"release", cmd_hold, "release ID [--json]\nLet a held job run again (from its checkpoint if it ran)."},
+     "lets it run again. A hold by root, parled's user or its --admin-group is an\n"
+     "admin hold: only they release it, not the job's owner ('status' shows who\n"
+     "holds a job); an admin's hold of a job its owner held makes it one."},
+    {"release", cmd_hold, "release ID [--json]\nLet a held job run again (from its checkpoint "
+     "if it ran). An admin hold\nonly root, parled's user and its --admin-group release."},
+    {"usage", cmd_usage,
+     "usage [--json]\nEach owner's recent device use, as fair share weighs it now (as Slurm's\n"
+     "sshare): device-hours decayed by parled's --usage-half-life, the owner's share\n"
+     "of all of it, and their running and queued jobs; least used first in the queue\n"
+     "among equal priorities. A GPU job is charged its GPUs times its gpu_share, a\n"
+     "CPU job K / (the daemon's cores) for cpu:K (1 for the whole CPU), per second."},
+    {"history", cmd_history,
+     "history [--user U] [--since T] [--json]\nDevice-hours per owner over the runs that "
+     "ended (done, failed, cancelled,\npreempted, held, stopped by a shutdown, or cut by a "
+     "kill of parled), from\nparled's accounting record (STATE-DIR/accounting.jsonl, kept "
+     "when jobs are\nremoved; as Slurm's sacct), charged as 'usage' charges but not "
+     "decayed.\n--user: one owner (a name or uid). --since: runs that ended at or after T\n"
+     "(unix seconds, an age such as 30m, 12h or 7d, or a local date 2026-01-31 or\n"
+     "2026-01-31T08:00)."},
     {"rm", cmd_rm,
      "rm ID... [--json]\nRemove ended jobs: each one's folder in parled's state dir (log, metrics,\n"
      "checkpoints, exported master) goes, and the job leaves 'list'; prints the space\n"

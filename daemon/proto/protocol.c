@@ -14,6 +14,7 @@ static const char *const op_names[] = {
     [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
     [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume", [OP_PRIORITY] = "priority",
     [OP_HOLD] = "hold", [OP_RELEASE] = "release", [OP_RM] = "rm", [OP_SWEEP_RM] = "sweep_rm",
+    [OP_USAGE] = "usage", [OP_HISTORY] = "history",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -22,7 +23,7 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
 enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64,
-       F_FROM_SCRATCH = 128, F_PRIORITY = 256 };
+       F_FROM_SCRATCH = 128, F_PRIORITY = 256, F_USER = 512, F_SINCE = 1024 };
 static const int op_fields[] = {
     [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
     [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
@@ -31,6 +32,7 @@ static const int op_fields[] = {
     [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
     [OP_RESUME] = F_ID | F_FROM_SCRATCH, [OP_PRIORITY] = F_ID | F_PRIORITY, [OP_HOLD] = F_ID,
     [OP_RELEASE] = F_ID, [OP_RM] = F_ID, [OP_SWEEP_RM] = F_ID,
+    [OP_USAGE] = 0, [OP_HISTORY] = F_USER | F_SINCE,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,
@@ -108,6 +110,17 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                 return fail(code, ERR_BAD_REQUEST, msg, msglen,
                             "%s: must be a string (as an export reply gave it)", k);
             strcpy(req->version, it->valuestring);
+        } else if (strcmp(k, "user") == 0 && (allowed & F_USER)) {
+            if (!cJSON_IsString(it) || !it->valuestring[0] ||
+                strlen(it->valuestring) >= sizeof req->user)
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be a user's name or uid (1-63 bytes)", k);
+            strcpy(req->user, it->valuestring);
+        } else if (strcmp(k, "since") == 0 && (allowed & F_SINCE)) {
+            if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble <= 1e11))
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be a time in unix seconds (0..1e11)", k);
+            req->since = it->valuedouble;
         } else {
             *code = ERR_BAD_REQUEST;
             snprintf(msg, msglen, "%s: unknown field for op \"%s\"", user_text_shown(k, shown),
@@ -173,7 +186,7 @@ int proto_parse_request(const char *line, size_t len, proto_request *req, const 
         snprintf(msg, msglen,
                  "unknown op \"%s\" (ops: submit, status, list, watch, logs, cancel, export, "
                  "devices, version, shutdown, metrics, sweep_submit, sweep_status, sweep_list, "
-                 "sweep_cancel, resume)",
+                 "sweep_cancel, resume, priority, hold, release, rm, sweep_rm, usage, history)",
                  user_text_shown(op->valuestring, shown));
         goto out;
     }

@@ -16,8 +16,9 @@ enum proto_op {
     OP_SUBMIT, OP_STATUS, OP_LIST, OP_WATCH, OP_LOGS, OP_CANCEL, OP_EXPORT, OP_DEVICES,
     OP_VERSION, OP_SHUTDOWN, OP_METRICS, OP_SWEEP_SUBMIT, OP_SWEEP_STATUS, OP_SWEEP_LIST,
     OP_SWEEP_CANCEL, OP_RESUME, OP_PRIORITY, OP_HOLD, OP_RELEASE, OP_RM, OP_SWEEP_RM,
+    OP_USAGE, OP_HISTORY,
 };
-#define OP_COUNT (OP_SWEEP_RM + 1)
+#define OP_COUNT (OP_HISTORY + 1)
 /* export with an offset and metrics: the most file bytes one reply carries
  * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
 #define PROTO_CHUNK_MAX (512u << 10)
@@ -49,6 +50,8 @@ typedef struct proto_request {
     int has_offset;        /* export: a chunk of the file is asked for */
     long long offset;      /* export, metrics: the byte to start at (>= 0) */
     char version[PROTO_VERSION_TAG_MAX]; /* export: the file version the chunks must come from ("" = any) */
+    char user[64];         /* history: only this owner's (a name or a uid), "" = all */
+    double since;          /* history: runs that ended at or after (unix seconds; 0 = all) */
     cJSON *job;            /* submit: the job object; owned by the request */
     cJSON *sweep;          /* sweep_submit: the sweep object; owned by the request */
 } proto_request;

@@ -1,6 +1,7 @@
 /* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
- * state's names, the paths of its files, its training time. The bottom of
- * the queue's files: it calls none of them. */
+ * state's names, the paths of its files, its training time, its owner's
+ * use in fair share's table. The bottom of the queue's files: it calls none
+ * of them. */
 #include <stdio.h>
 #include <sys/time.h>
 
@@ -21,6 +22,14 @@ int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED 
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
+
+double owner_usage_of(const jobs *js, unsigned uid)
+{
+    for (int i = 0; i < js->nusage; i++)
+        if (js->usage[i].uid == uid)
+            return js->usage[i].usage;
+    return 0.0;
+}
 
 const char *job_shown_state(const job *j)
 {

@@ -139,6 +139,52 @@ static int requeues_pending(jobs *js)
     return asked;
 }
 
+/* Why job j, asked to make room for the job it names in preempted_by, need
+ * not any more: that job was cancelled, ended, removed, held or lowered to
+ * j's priority or below; NULL while it still waits for j's devices. */
+static const char *preemptor_gone(jobs *js, const job *j, const job **by)
+{
+    for (*by = js->first; *by && strcmp((*by)->id, j->preempted_by) != 0; *by = (*by)->next)
+        ;
+    if (!*by)
+        return "was removed";
+    if ((*by)->state == JOB_CANCELLED)
+        return "was cancelled";
+    if ((*by)->state != JOB_QUEUED)
+        return (*by)->thread_running ? NULL : "ended";
+    if ((*by)->held)
+        return "was held";
+    return (*by)->priority <= j->priority ? "was lowered" : NULL;
+}
+
+/* A preemption whose preemptor no longer needs the devices is withdrawn:
+ * the victim's stop is called off if it has not begun (the replicas agree
+ * at each step boundary, so a cleared request is seen by all or none); a
+ * victim already stopping is queued again to resume first (finish_job).
+ * The preemptor's owner is charged the victim's devices for the time they
+ * were asked for, so that asking and cancelling is never free. */
+static void withdraw_preemptions(jobs *js)
+{
+    const double now = jobs_now_s();
+    for (job *j = js->first; j; j = j->next) {
+        const job *by;
+        const char *why;
+        if (!j->thread_running || j->requeue_asked_at <= 0 || j->held || j->cancel_requested ||
+            !j->preempted_by[0] || !(why = preemptor_gone(js, j, &by)))
+            continue;
+        int asked = RUN_STOP_CHECKPOINT;
+        const int called_off = __atomic_compare_exchange_n(&j->stop, &asked, 0, 0,
+                                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        const double charge = job_device_units(js, j) * (now - j->requeue_asked_at);
+        if (by)
+            owner_usage_charge(js, &by->owner, charge);
+        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->preempted_by,
+                why, called_off ? "it runs on" : "it was stopping already, and resumes first");
+        j->requeue_asked_at = 0;
+        j->preempted_by[0] = '\0';
+    }
+}
+
 static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
@@ -191,6 +237,7 @@ void jobs_schedule(jobs *js)
     if (js->stopping)
         return;
     jobs_usage_update(js);
+    withdraw_preemptions(js);
     int n = 0, queued = 0;
     for (job *j = js->first; j; j = j->next)
         if (j->thread_running || j->state == JOB_QUEUED)
@@ -270,27 +317,42 @@ int job_set_priority(jobs *js, job *j, int priority, int privileged, const char 
     return 0;
 }
 
-int job_set_hold(jobs *js, job *j, int hold, const char **code, char *err, size_t errlen)
+int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **code, char *err,
+                 size_t errlen)
 {
     *code = ERR_BAD_STATE;
     if (job_state_final(j->state)) {
         snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
         return -1;
     }
-    if (hold == j->held) {
+    /* An admin may make its owner's hold an admin hold. */
+    const int admin_over_owner = hold && j->held && !j->admin_hold && by->privileged;
+    if (hold == j->held && !admin_over_owner) {
         snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
         return -1;
     }
-    if (hold && j->thread_running && (j->stop || j->cancel_requested)) {
+    if (!hold && j->admin_hold && !by->privileged) {
+        *code = ERR_FORBIDDEN;
+        snprintf(err, errlen, "job %s is held by an admin (%s): only root, parled's user and its "
+                 "--admin-group may release it", j->id, j->held_by);
+        return -1;
+    }
+    if (hold && !j->held && j->thread_running && (j->stop || j->cancel_requested)) {
         snprintf(err, errlen, "job %s is stopping already", j->id);
         return -1;
     }
+    const int was_held = j->held;
     j->held = hold;
-    if (hold && j->thread_running) {
+    j->admin_hold = hold && by->privileged;
+    snprintf(j->held_by, sizeof j->held_by, "%s", hold ? by->user : "");
+    if (hold && !was_held && j->thread_running) {
         j->preempted_by[0] = '\0';
         ask_requeue(j, NULL);
     } else {
-        job_log(j, "%s", hold ? "held: it keeps its place but does not start" : "released");
+        job_log(j, "%s by %s", hold ? (j->admin_hold ? "held by an admin: only an admin releases "
+                                      "it; it keeps its place but does not start"
+                                      : "held: it keeps its place but does not start")
+                                    : "released", by->user);
     }
     write_status(j);
     jobs_schedule(js);

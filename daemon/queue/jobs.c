@@ -4,7 +4,8 @@
  * after it here: job_remove.c (removals, --keep-ended), sweeps.c and
  * sweeps_json.c (sweeps), job_resume.c, jobs_reload.c (the state dir at
  * start), job_submit.c (a submission's checks and files), job_schedule.c
- * (the scheduling pass, priorities, holds, cancels), job_thread.c (each
+ * (the scheduling pass, priorities, holds, cancels), owner_usage.c (fair
+ * share's table, each run's accounting record), job_thread.c (each
  * job's own thread), job_admission.c (memory), job_events.c (what watchers
  * are told), job_files.c (a job's files), jobs_json.c (the answers),
  * job_cores.c (a CPU job's cores), job_record.c (the record read). */
@@ -128,8 +129,8 @@ static void mark_faulted(jobs *js, job *j, const char *why)
 
 static void finish_job(jobs *js, job *j, const pending *p)
 {
+    const double run_began = j->run_started_at;
     jobs_usage_update(js); /* the job's last seconds count for its owner */
-    jobs_usage_save(js);
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
@@ -142,16 +143,23 @@ static void finish_job(jobs *js, job *j, const pending *p)
     j->metrics = NULL;
     if (p->result.device_fault[0])
         mark_faulted(js, j, p->result.device_fault);
+    const char *end;
     if (p->rc != 0) {
         snprintf(j->error, sizeof(j->error), "%s", p->err ? p->err : "out of memory");
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);
         jobs_keep_ended(js); /* one more failed job's checkpoints: the count may pass */
+        end = "failed";
     } else if (p->result.stopped && j->cancel_requested) {
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
-    } else if (p->result.stopped && j->requeue_asked_at > 0 && !js->stopping) {
-        job_requeued(j); /* preempted or held: back in the queue, still watched */
+        end = "cancelled";
+    } else if (p->result.stopped && !js->stopping) {
+        /* Asked back into the queue: preempted or held (or a preemption
+         * withdrawn once it had stopped), still watched. */
+        end = j->held ? "held" : "preempted";
+        job_requeued(j);
+        jobs_usage_run_ended(js, j, end, run_began);
         return;
     } else if (p->result.stopped) {
         /* Stopped by a daemon shutdown: status.json keeps "running" so the
@@ -160,6 +168,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
                 "next start", js->restarting ? "re-exec" : "shutdown", j->last.epoch,
                 j->last.step);
         write_status(j);
+        end = "stopped";
     } else {
         if (j->early_stopped)
             sweep_stop_too_late(j);
@@ -168,7 +177,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "done: %d epochs, test error %.2f%%", p->result.epochs_done,
                 100 * p->result.test_error);
         set_state(j, JOB_DONE);
+        end = "done";
     }
+    jobs_usage_run_ended(js, j, end, run_began);
     if (job_state_final(j->state))
         job_log_stop(j);
     if (js->listener.on_end)
@@ -221,6 +232,7 @@ static void free_jobs(jobs *js)
     free(js->cores);
     free(js->core_job);
     free(js->usage);
+    acct_close(&js->acct);
     free(js);
 }
 
@@ -279,6 +291,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->async.data = js;
     jobs_schedule_init(js);
     jobs_keep_ended_init(js);
+    jobs_usage_init(js);
     *out = js;
     return 0;
 fail:
@@ -289,6 +302,7 @@ fail:
 void jobs_start(jobs *js)
 {
     jobs_keep_ended_start(js);
+    jobs_usage_start(js);
     jobs_schedule(js);
 }
 
@@ -367,9 +381,10 @@ static void on_handle_closed(uv_handle_t *h)
 
 void jobs_close(jobs *js)
 {
-    js->open_handles = 4;
+    js->open_handles = 5;
     uv_close((uv_handle_t *)&js->async, on_handle_closed);
     uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
     uv_close((uv_handle_t *)&js->requeue_check, on_handle_closed);
     uv_close((uv_handle_t *)&js->keep_ended_check, on_handle_closed);
+    uv_close((uv_handle_t *)&js->usage_save, on_handle_closed);
 }

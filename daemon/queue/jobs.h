@@ -30,6 +30,7 @@ typedef struct job_owner {
 typedef struct jobs_limits {
     int jobs_per_user;      /* queued + running jobs of one user */
     double usage_half_life_s; /* fair share: an owner's device use halves in this time */
+    double usage_save_s;    /* usage.json written this often while jobs run */
     double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
     double keep_ended_s;    /* failed jobs' checkpoints go this long after they end (0: kept) */
     int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
@@ -103,15 +104,27 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
  * uid, --admin-group), lowered by anyone allowed to act on it; a queued or
  * running job only. Held (hold 1): a queued job keeps its place but does not
  * start, a running one checkpoints and goes back into the queue held;
- * released (hold 0): it may start again. 0, or -1 with *code (ERR_BAD_STATE,
+ * released (hold 0): it may start again. `by` asks: a hold by a privileged
+ * one (an admin) is released only by an admin. 0, or -1 with *code (ERR_BAD_STATE,
  * ERR_FORBIDDEN, ERR_BAD_REQUEST) and a message. */
 int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
                      char *err, size_t errlen);
-int job_set_hold(jobs *js, job *j, int hold, const char **code, char *err, size_t errlen);
+int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **code, char *err,
+                 size_t errlen);
 /* Whether owner may queue job j at its priority: above 0 only when
  * privileged. 0, or -1 with *code ERR_FORBIDDEN and a message. */
 int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
                          size_t errlen);
+
+/* Fair share and accounting (owner_usage.c; docs/protocol.md "usage" and
+ * "history"). jobs_usage_json: each owner's decayed device use as of now,
+ * most first: {"half_life_s", "usage_at", "owners": [{"uid", "user",
+ * "device_seconds", "share", "running", "queued"}]}. jobs_history_json: the
+ * accounting record's device-hours per owner over the runs that ended at or
+ * after `since`, of `user` only (a name or uid) unless NULL. NULL only when
+ * out of memory. */
+cJSON *jobs_usage_json(jobs *js);
+cJSON *jobs_history_json(const jobs *js, const char *user, double since);
 
 /* job_remove.c: an ended job's folder removed and the job forgotten; a
  * sweep whose jobs have all ended removed with them (its record first).

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <cjson/cJSON.h>
 
+#include "accounting.h"
 #include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
@@ -90,6 +91,10 @@ struct job {
      * preempted_at. */
     int priority;
     int held;
+    /* Who held it (a name), and whether an admin did (root, parled's user,
+     * --admin-group): then only an admin releases it. */
+    char held_by[64];
+    int admin_hold;
     double requeue_asked_at;
     char preempted_by[PROTO_ID_MAX];
     int preempted;
@@ -99,11 +104,15 @@ struct job {
     int *cores;
     int ncores_held;
     uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
+    /* Fair share (owner_usage.c): device-seconds charged to the current run
+     * (acct_device_units x its seconds), for the accounting record. */
+    double run_device_s;
 };
 
 /* An owner's device use (device-seconds, decayed; owner_usage.c). */
 typedef struct owner_usage {
     unsigned uid;
+    char user[64];          /* the name of its latest job */
     double usage;
 } owner_usage;
 
@@ -140,7 +149,7 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
-    int open_handles;       /* async and the three timers, until all are closed */
+    int open_handles;       /* async and the four timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
     sweep *sweeps;
     int next_sweep_id;
@@ -159,6 +168,10 @@ struct jobs {
     char usage_path[1040];
     uv_timer_t requeue_check;
     int requeue_check_on;
+    /* usage.json written every --usage-save-interval while jobs run, and
+     * the accounting record of ended runs (owner_usage.c). */
+    uv_timer_t usage_save;
+    acct_log acct;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
 };
@@ -210,14 +223,30 @@ void job_requeued(job *j);
 
 /* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
  * decayed device use (device-seconds) up to now (also as a job ends, before
- * it stops counting as running); owner_usage_of reads one. jobs_usage_save
+ * it stops counting as running); owner_usage_of (job_record.c) reads one,
+ * as of the last update. jobs_usage_save
  * writes it to <state dir>/usage.json (atomically; a failure is logged) and
  * jobs_usage_load reads it back at start: a missing file is an empty table,
- * a bad one is logged, naming the file and the field, and ignored. */
+ * a bad one is logged, naming the file and the field, and ignored; it also
+ * opens the accounting record (js->acct) and records there the runs that
+ * usage.json shows under way (parled was killed). */
 void jobs_usage_update(jobs *js);
 double owner_usage_of(const jobs *js, unsigned uid);
 void jobs_usage_save(jobs *js);
 void jobs_usage_load(jobs *js, const char *state_dir);
+/* What job j holds, in devices (acct_device_units): a GPU times its
+ * gpu_share, K of the daemon's cores as K / ncores of the CPU. */
+double job_device_units(const jobs *js, const job *j);
+/* owner charged device_seconds more, now (a preemption it withdrew). */
+void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds);
+/* Job j's run (begun at `began`) ended `end` (accounting.h): usage.json
+ * saved, then the run appended to the accounting record (a failure is
+ * logged). After jobs_usage_update, once the job no longer runs. */
+void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began);
+/* usage.json written every --usage-save-interval while a job runs (so a
+ * kill -9 loses at most that much use): the timer made, then started. */
+void jobs_usage_init(jobs *js);
+void jobs_usage_start(jobs *js);
 
 /* job_admission.c: admission by memory (docs/architecture.md). At submit:
  * 0, or -1 with a message naming both figures when the job can never fit. */

@@ -86,6 +86,17 @@ cJSON *job_status_json(const job *j)
     cJSON_AddItemToObject(o, "owner", owner_json(&j->owner));
     cJSON_AddNumberToObject(o, "priority", j->priority);
     cJSON_AddBoolToObject(o, "held", j->held);
+    /* Who holds it, whether as an admin (then only an admin releases it);
+     * and what places it in the queue (docs/architecture.md, "Scheduling"):
+     * besides priority and submitted_at, whether it resumes a checkpoint and
+     * its owner's recent device use. */
+    if (j->held)
+        cJSON_AddStringToObject(o, "held_by", j->held_by);
+    else
+        cJSON_AddNullToObject(o, "held_by");
+    cJSON_AddBoolToObject(o, "admin_hold", j->held && j->admin_hold);
+    cJSON_AddBoolToObject(o, "resuming", j->interrupted);
+    cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(j->js, j->owner.uid));
     /* The job's last preemption, if any: by whom and when it went back. */
     if (j->preempted_by[0])
         cJSON_AddStringToObject(o, "preempted_by", j->preempted_by);

@@ -54,8 +54,8 @@ void owner_from_json(job_owner *owner, const cJSON *o)
 }
 
 /* The scheduling fields of status.json (job_schedule.c): the priority as
- * last set (the job file's when missing or out of range), held, the last
- * preemption. */
+ * last set (the job file's when missing or out of range), held (by whom,
+ * whether an admin), the last preemption. */
 static void restore_schedule(job *j, const cJSON *st, int preempted)
 {
     const double priority = status_num(st, "priority", j->cfg.priority);
@@ -64,6 +64,9 @@ static void restore_schedule(job *j, const cJSON *st, int preempted)
                       ? (int)priority
                       : j->cfg.priority;
     j->held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
+    const char *held_by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "held_by"));
+    snprintf(j->held_by, sizeof j->held_by, "%s", j->held && held_by ? held_by : "");
+    j->admin_hold = j->held && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "admin_hold"));
     const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "preempted_by"));
     if (by && numbered_id(by, 'j') >= 0)
         snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by);

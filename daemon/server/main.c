@@ -45,8 +45,9 @@ static const char usage[] =
     "                     from their last checkpoint). Clients get 5 s to read their\n"
     "                     last replies, then are disconnected\n"
     "  --preempt-grace S  a job preempted by a higher priority (or held while it\n"
-    "                     runs) has S seconds (default 300) to checkpoint; then it\n"
-    "                     stops at once and resumes from its last checkpoint\n"
+    "                     runs) has S seconds (default 300, at least 1) to\n"
+    "                     checkpoint; then it stops at once and resumes from its\n"
+    "                     last checkpoint\n"
     "  --keep-ended N|AGE  a failed job keeps its checkpoints (for parlectl resume)\n"
     "                     until it is one of more than N newer failed jobs, or ended\n"
     "                     more than AGE ago (AGE: a number with s, m, h or d, e.g.\n"
@@ -55,7 +56,12 @@ static const char usage[] =
     "                     start is the one whose owner used the least device time\n"
     "                     recently, each second of use weighing half as much after\n"
     "                     S seconds (default 86400, a day); kept across restarts\n"
-    "                     in STATE-DIR/usage.json\n"
+    "                     in STATE-DIR/usage.json, written as each run ends and\n"
+    "                     every 60 s while jobs run (a kill -9 loses at most that);\n"
+    "                     each run's use is also appended to STATE-DIR/\n"
+    "                     accounting.jsonl ('parlectl history'; 'rm' keeps it)\n"
+    "  --usage-save-interval S  for tests: write usage.json every S seconds\n"
+    "                     (0.1..60) while jobs run instead of every 60\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -234,6 +240,7 @@ int main(int argc, char **argv)
         {"stop-timeout", required_argument, 0, 't'},
         {"preempt-grace", required_argument, 0, 'P'},
         {"usage-half-life", required_argument, 0, 'H'},
+        {"usage-save-interval", required_argument, 0, 'W'},
         {"keep-ended", required_argument, 0, 'K'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
@@ -252,7 +259,8 @@ int main(int argc, char **argv)
                  (env = getenv("HOME")) && *env ? env : ".");
     server_config cfg = {.socket_path = default_socket, .state_dir = default_state,
                          .devices = "auto", .stop_timeout_s = 300, .preempt_grace_s = 300,
-                         .usage_half_life_s = 86400, .keep_ended_count = -1,
+                         .usage_half_life_s = 86400, .usage_save_s = 60,
+                         .keep_ended_count = -1,
                          .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16};
     int c, mpi = 0;
@@ -290,6 +298,25 @@ int main(int argc, char **argv)
                 fprintf(stderr, "parled: --%s: expected seconds in 0..1e8, got %s\n",
                         c == 't' ? "stop-timeout" : c == 'P' ? "preempt-grace" : "usage-half-life",
                         optarg);
+                return 2;
+            }
+            /* No grace would stop a preempted job without a checkpoint, losing
+             * everything since its last one: refused, not taken to mean that. */
+            if (c == 'P' && *to < 1) {
+                fprintf(stderr, "parled: --preempt-grace: must be at least 1 second (got %s): a "
+                        "preempted job needs time to checkpoint at its next step boundary; "
+                        "with none it would stop at once and redo the steps since its last "
+                        "checkpoint\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'W': {
+            char *end;
+            cfg.usage_save_s = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(cfg.usage_save_s >= 0.1 && cfg.usage_save_s <= 60)) {
+                fprintf(stderr, "parled: --usage-save-interval: expected seconds in 0.1..60, "
+                        "got %s\n", optarg);
                 return 2;
             }
             break;

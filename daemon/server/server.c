@@ -506,6 +506,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
         goto fail;
     jobs_set_limits(s->jobs, &(jobs_limits){.jobs_per_user = cfg->max_jobs_per_user,
                                             .usage_half_life_s = cfg->usage_half_life_s,
+                                            .usage_save_s = cfg->usage_save_s,
                                             .preempt_grace_s = cfg->preempt_grace_s,
                                             .keep_ended_s = cfg->keep_ended_s,
                                             .keep_ended_count = cfg->keep_ended_count});

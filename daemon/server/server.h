@@ -20,6 +20,7 @@ typedef struct server_config {
     double stop_timeout_s; /* a shutdown's grace for checkpointing before jobs stop at once */
     double preempt_grace_s; /* a preempted job's grace for checkpointing (jobs_limits) */
     double usage_half_life_s; /* fair share's half-life (jobs_limits) */
+    double usage_save_s;   /* usage.json's period while jobs run (jobs_limits) */
     double keep_ended_s;   /* --keep-ended AGE (jobs_limits; 0: none) */
     int keep_ended_count;  /* --keep-ended N (jobs_limits; -1: none) */
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of

@@ -310,8 +310,9 @@ static void op_sweep_cancel(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
-/* priority, hold and release: {"id", "state", "priority", "held"} as they
- * are after the change (a running job asked to hold is still running). */
+/* priority, hold and release: {"id", "state", "priority", "held", "held_by",
+ * "admin_hold"} as they are after the change (a running job asked to hold
+ * is still running). */
 static void op_schedule(conn *c, proto_request *req)
 {
     static const char *const verbs[] = {[OP_PRIORITY] = "change the priority of",
@@ -321,10 +322,12 @@ static void op_schedule(conn *c, proto_request *req)
         return;
     char err[512];
     const char *code;
+    const job_owner by = peer_owner(c);
     int rc = req->op == OP_PRIORITY
                  ? job_set_priority(c->srv->jobs, j, req->priority, c->admin, &code, err,
                                     sizeof err)
-                 : job_set_hold(c->srv->jobs, j, req->op == OP_HOLD, &code, err, sizeof err);
+                 : job_set_hold(c->srv->jobs, j, req->op == OP_HOLD, &by, &code, err,
+                                sizeof err);
     if (rc != 0) {
         send_error(c, code, err);
         return;
@@ -332,7 +335,7 @@ static void op_schedule(conn *c, proto_request *req)
     server_log(LOG_INFO, "job %s: %s by %s (uid %u)", job_id(j), proto_op_name(req->op),
                c->peer_user, c->peer_uid);
     cJSON *status = job_status_json(j), *o = cJSON_CreateObject();
-    const char *const keep[] = {"id", "state", "priority", "held"};
+    const char *const keep[] = {"id", "state", "priority", "held", "held_by", "admin_hold"};
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
         cJSON_AddItemToObject(o, keep[k], cJSON_DetachItemFromObjectCaseSensitive(status, keep[k]));
     cJSON_Delete(status);
@@ -439,6 +442,17 @@ void server_handle_request(conn *c, char *line, size_t len)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "devices", jobs_devices_json(s->jobs));
         conn_send(c, proto_reply_ok(o));
+        break;
+    }
+    case OP_USAGE:
+    case OP_HISTORY: {
+        cJSON *o = req.op == OP_USAGE ? jobs_usage_json(s->jobs)
+                                      : jobs_history_json(s->jobs, req.user[0] ? req.user : NULL,
+                                                          req.since);
+        if (o)
+            conn_send(c, proto_reply_ok(o));
+        else
+            send_error(c, ERR_INTERNAL, "out of memory");
         break;
     }
     case OP_VERSION:
