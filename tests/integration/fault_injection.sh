@@ -8,7 +8,7 @@ PARLE_FAULT_WRITE_AFTER=500000 start_daemon
 mlp_job "$TMP/job.json" 3
 a=$(ctl submit "$TMP/job.json" -q) || fail "submit a"
 ctl wait "$a" || fail "$a did not end done with checkpoints failing"
-grep -q "checkpoint at outer iteration 32 failed (the previous one stays): .*injected" \
+grep -q "checkpoint at outer iteration 32 failed (there is no earlier one to resume from): .*injected" \
     "$STATE/jobs/$a/log.txt" || fail "$a's log does not say the checkpoint failed"
 grep -q "written" "$STATE/jobs/$a/log.txt" && fail "a checkpoint was written despite the fault"
 

@@ -98,6 +98,8 @@ int main(void)
     CHECK(run(&cfg, dc, &c, &res) == 0 && c.final, "job with failing checkpoints");
     unsetenv("PARLE_FAULT_WRITE_AFTER");
     CHECK(c.failures_logged >= 1, "failed checkpoints were not reported");
+    CHECK(strstr(c.first_failure, "failed (there is no earlier one to resume from)"),
+          "the first failed checkpoint does not say none stays: %s", c.first_failure);
     CHECK(checkpoint_find_latest(dc, 2, &info, log, sizeof log) == 0,
           "a failed checkpoint is trusted: %s", info.dir);
 
