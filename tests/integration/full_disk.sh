@@ -28,6 +28,11 @@ ctl status | grep -q "^state dir: .* MiB free of [56]\.[0-9] MiB$" ||
 # One core each (cpu:1): a job waits for the disk, not for the CPU.
 mlp_job "$TMP/job.json" 3
 sed -i 's/"devices": "cpu"/"devices": "cpu:1"/' "$TMP/job.json"
+# One that keeps more checkpoints than the whole disk holds never could run.
+sed 's/"epochs"/"checkpoint": {"keep": 50}, "epochs"/' "$TMP/job.json" >"$TMP/huge.json"
+out=$(ctl submit "$TMP/huge.json" 2>&1) && fail "a job larger than the disk was accepted"
+echo "$out" | grep -q "disk: the job writes up to .* more than the .* the state dir's file system ($STATE/jobs) holds" ||
+    fail "the refusal of a job larger than the disk: $out"
 a=$(ctl submit "$TMP/job.json" -q) && ctl wait "$a" >/dev/null || fail "$a did not end done"
 b=$(ctl submit "$TMP/job.json" -q) || fail "submit b"
 wait_log "$b" "parked after step" 30
