@@ -106,11 +106,24 @@ void print_job(const cJSON *j)
                    ? " (an admin hold: only an admin releases it)" : "");
     if (*str(j, "waiting"))
         printf("  waiting: %s\n", str(j, "waiting"));
+    if (*str(j, "save_error"))
+        printf("  saving: %s\n", str(j, "save_error"));
     if (*str(j, "preempted_by"))
         printf("  last preempted by %s, %s ago\n", str(j, "preempted_by"),
                fmt_duration(time(NULL) - num(j, "preempted_at"), a, sizeof(a)));
     if (*str(j, "error"))
         printf("  error: %s\n", str(j, "error"));
+}
+
+/* The table's last column: why a queued job waits, or what a job could
+ * not write. */
+static const char *waiting_or_saving(const cJSON *j)
+{
+    static char line[1100];
+    if (*str(j, "waiting") || !*str(j, "save_error"))
+        return str(j, "waiting");
+    snprintf(line, sizeof line, "saving: %s", str(j, "save_error"));
+    return line;
 }
 
 void print_job_table(const cJSON *jobs)
@@ -127,6 +140,6 @@ void print_job_table(const cJSON *jobs)
                str(j, "state"), num(j, "priority"),
                str(cJSON_GetObjectItemCaseSensitive(j, "owner"), "user"), str(j, "name"), algo,
                epoch, fmt_percent(num(j, "test_error"), a, sizeof(a)),
-               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)), str(j, "waiting"));
+               fmt_duration(num(j, "elapsed_s"), b, sizeof(b)), waiting_or_saving(j));
     }
 }

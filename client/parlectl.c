@@ -219,6 +219,10 @@ static int cmd_status(const command *cmd, int argc, char **argv)
         printf("parled %s (pid %.0f) on %s, state dir %s, up %s\n", str(d, "version"),
                num(d, "pid"), str(d, "socket"), str(d, "state_dir"),
                fmt_duration(num(d, "uptime_s"), up, sizeof(up)));
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(d, "state_dir_free_bytes")))
+            printf("state dir: %.1f MiB free of %.1f MiB\n",
+                   num(d, "state_dir_free_bytes") / (1024.0 * 1024),
+                   num(d, "state_dir_total_bytes") / (1024.0 * 1024));
         printf("devices %s; jobs: %.0f queued, %.0f running, %.0f done, %.0f failed, %.0f "
                "cancelled\n",
                str(n, "devices"), num(n, "queued"), num(n, "running"), num(n, "done"),

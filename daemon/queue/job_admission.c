@@ -4,6 +4,7 @@
  * one that does not fit now waits in the queue, saying why. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "jobs_impl.h"
 #include "mpi_node.h"
@@ -89,11 +90,78 @@ static void held_by_starting(const jobs *js, memory_held *held)
 
 int job_admit(job *j, char *err, size_t errlen)
 {
-    char why[sizeof j->waiting];
-    if (estimate(j) != 1 || job_memory_fits(&j->need, 0, NULL, why, sizeof why))
+    char why[sizeof j->waiting], need[32], total[32];
+    uint64_t free_b, total_b;
+    if (estimate(j) != 1)
         return 0;
-    snprintf(err, errlen, "memory: %s", why);
-    return -1;
+    if (!job_memory_fits(&j->need, 0, NULL, why, sizeof why)) {
+        snprintf(err, errlen, "memory: %s", why);
+        return -1;
+    }
+    if (jobs_state_space(j->js, &free_b, &total_b) == 0 && j->need.disk > total_b) {
+        job_memory_bytes_text(j->need.disk, need, sizeof need);
+        job_memory_bytes_text(total_b, total, sizeof total);
+        snprintf(err, errlen, "disk: the job writes up to %s (its checkpoints, master and "
+                 "metrics), more than the %s the state dir's file system (%.700s) holds", need,
+                 total, j->js->jobs_dir);
+        return -1;
+    }
+    return 0;
+}
+
+int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    struct statvfs st;
+    if (statvfs(js->jobs_dir, &st) != 0)
+        return -1;
+    *free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
+    *total_bytes = (uint64_t)st.f_blocks * st.f_frsize;
+    return 0;
+}
+
+/* What running jobs are yet to write: each one's estimate less its folder
+ * as of its last status.json. */
+static uint64_t disk_held_by_running(const jobs *js, const job *except)
+{
+    uint64_t held = 0;
+    for (const job *j = js->first; j; j = j->next)
+        if (j != except && j->thread_running && j->need_known == 1 &&
+            j->need.disk > j->disk_bytes)
+            held += j->need.disk - j->disk_bytes;
+    return held;
+}
+
+int job_waits_for_disk(jobs *js, job *j)
+{
+    uint64_t free_b, total_b;
+    if (estimate(j) != 1 || jobs_state_space(js, &free_b, &total_b) != 0)
+        return 0;
+    uint64_t held = disk_held_by_running(js, j);
+    uint64_t has = free_b > held ? free_b - held : 0;
+    /* A queued job that ran before already holds part of what it writes. */
+    uint64_t need = j->need.disk > j->disk_bytes ? j->need.disk - j->disk_bytes : 0;
+    if (need <= has) {
+        if (j->disk_short)
+            job_log(j, "the state dir has room for it again");
+        j->disk_short = 0;
+        return 0;
+    }
+    char need_t[32], ckpt_t[32], free_t[32], held_t[32];
+    job_memory_bytes_text(need, need_t, sizeof need_t);
+    job_memory_bytes_text(j->need.checkpoint, ckpt_t, sizeof ckpt_t);
+    job_memory_bytes_text(free_b, free_t, sizeof free_t);
+    job_memory_bytes_text(held, held_t, sizeof held_t);
+    snprintf(j->waiting, sizeof j->waiting, "disk: the job writes up to %s (%d checkpoints of "
+             "%s, its master and metrics) to %.700s, which has %s free, %s of it for running jobs' "
+             "files", need_t, j->cfg.checkpoint.every_epochs > 0 ? j->cfg.checkpoint.keep + 1 : 0,
+             ckpt_t, js->jobs_dir, free_t, held_t);
+    /* Logged and persisted once per wait: the figures change at every retry. */
+    if (!j->disk_short) {
+        j->disk_short = 1;
+        job_log(j, "waiting for %s", j->waiting);
+        write_status(j);
+    }
+    return 1;
 }
 
 int job_waits_for_memory(jobs *js, job *j)

@@ -226,7 +226,8 @@ static void apply(jobs *js, job **list, const sched_decision *out, int n, int qu
         const int i = by_turn[k];
         if (out[i].action != SCHED_START)
             set_waiting(js, list[i], list, &out[i]);
-        else if (!job_waits_for_memory(js, list[i]) && job_cores_take(js, list[i]) == 0)
+        else if (!job_waits_for_memory(js, list[i]) && !job_waits_for_disk(js, list[i]) &&
+                 job_cores_take(js, list[i]) == 0)
             job_start(js, list[i]);
     }
     free(by_turn);

@@ -100,9 +100,9 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
     if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0 ||
         job_devices_now(js, j, err, errlen) != 0)
         goto fail;
+    j->js = js; /* admission reads the state dir's disk through it */
     if (job_admit(j, err, errlen) != 0)
         goto fail;
-    j->js = js;
     j->test_error = j->test_loss = NAN;
     j->priority = j->cfg.priority;
     return j;

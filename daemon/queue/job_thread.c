@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "data_file.h"
 #include "dataset.h"
@@ -82,29 +83,181 @@ static void wait_for_loop(job *j)
     pthread_mutex_unlock(&js->mu);
 }
 
-/* On the replica thread that evaluated the master: save it for `export`. */
-static void on_master(void *user, const model *master, const float *params, const float *stats,
-                      double epochs_done, int last)
+/* What could not be written (a checkpoint's or the master's error), or ""
+ * once it was: shown in the job's status until then (jobs.c). */
+static void post_save(job *j, enum run_saved what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void post_save(job *j, enum run_saved what, const char *fmt, ...)
 {
-    job *j = user;
-    char path[1200], err[512], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
+    run_event ev = {.kind = RUN_EV_SAVE, .saved = what};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.message, sizeof(ev.message), fmt, ap);
+    va_end(ap);
+    on_run_event(j, &ev);
+}
+
+/* What a master's file says of it besides its tensors. */
+typedef struct master_figures {
+    double epochs_done, test_error, test_loss;
+    int last;
+} master_figures;
+
+/* The final master that could not be written, kept for the retries
+ * (retry_final_master): its tensor list, weights and statistics. */
+struct held_master {
+    model m;                /* tensors, ntensors, nparams, nstats; nothing else */
+    float *params, *stats;
+    master_figures f;
+    char err[512];          /* the last write's error */
+};
+
+static int write_master(job *j, const model *master, const float *params, const float *stats,
+                        const master_figures *f, char *err, size_t errlen)
+{
+    char path[1200], epoch[16], epochs[16], replicas[16], terr[32], tloss[32];
     job_file_path(j, "master.safetensors", path, sizeof(path));
-    snprintf(epoch, sizeof(epoch), "%.6g", epochs_done);
+    snprintf(epoch, sizeof(epoch), "%.6g", f->epochs_done);
     snprintf(epochs, sizeof(epochs), "%d", j->cfg.epochs);
     snprintf(replicas, sizeof(replicas), "%d", j->cfg.algorithm.replicas);
-    snprintf(terr, sizeof(terr), "%.17g", j->master_test_error);
-    snprintf(tloss, sizeof(tloss), "%.17g", j->master_test_loss);
+    snprintf(terr, sizeof(terr), "%.17g", f->test_error);
+    snprintf(tloss, sizeof(tloss), "%.17g", f->test_loss);
     const st_meta meta[] = {
         {"job_id", j->id}, {"job_name", j->cfg.name[0] ? j->cfg.name : j->id},
         {"arch", j->cfg.model.arch}, {"dataset", j->cfg.data.dataset},
         {"algorithm", j->cfg.algorithm.name}, {"replicas", replicas}, {"epoch", epoch},
-        {"epochs", epochs}, {"final", last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
+        {"epochs", epochs}, {"final", f->last ? "true" : "false"}, {"eval_bn", j->cfg.eval.bn},
         {"test_error", terr}, {"test_loss", tloss},
     };
-    if (safetensors_write(path, master, params, stats, meta,
-                          (int)(sizeof(meta) / sizeof(meta[0])), err, sizeof(err)) != 0)
-        post_log(j, "could not save the master of epoch %.6g for export: %s", epochs_done, err);
+    return safetensors_write(path, master, params, stats, meta,
+                             (int)(sizeof(meta) / sizeof(meta[0])), err, errlen);
+}
+
+/* A copy of the master for the retries; the copy holds no weights when
+ * out of memory (the job then fails at once). */
+static struct held_master *hold_master(const model *master, const float *params,
+                                       const float *stats, const master_figures *f,
+                                       const char *err)
+{
+    struct held_master *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->f = *f;
+    snprintf(h->err, sizeof(h->err), "%s", err);
+    size_t ts = (size_t)master->ntensors * sizeof(*master->tensors);
+    h->m.tensors = malloc(ts ? ts : 1);
+    h->params = malloc((master->nparams ? master->nparams : 1) * sizeof(float));
+    h->stats = malloc((master->nstats ? master->nstats : 1) * sizeof(float));
+    if (!h->m.tensors || !h->params || !h->stats) {
+        free(h->m.tensors);
+        free(h->params);
+        free(h->stats);
+        h->m.tensors = NULL;
+        h->params = h->stats = NULL;
+        return h;
+    }
+    memcpy(h->m.tensors, master->tensors, ts);
+    memcpy(h->params, params, master->nparams * sizeof(float));
+    memcpy(h->stats, stats, master->nstats * sizeof(float));
+    h->m.ntensors = master->ntensors;
+    h->m.nparams = master->nparams;
+    h->m.nstats = master->nstats;
+    return h;
+}
+
+static void free_held_master(struct held_master *h)
+{
+    if (!h)
+        return;
+    free(h->m.tensors);
+    free(h->params);
+    free(h->stats);
+    free(h);
+}
+
+/* On the replica thread that evaluated the master: save it for `export`.
+ * The final one, if it cannot be written, is kept for the job thread to
+ * retry once the replicas are gone (retry_final_master). */
+static void on_master(void *user, const model *master, const float *params, const float *stats,
+                      double epochs_done, int last)
+{
+    job *j = user;
+    char err[512];
+    master_figures f = {.epochs_done = epochs_done, .test_error = j->master_test_error,
+                        .test_loss = j->master_test_loss, .last = last};
+    if (write_master(j, master, params, stats, &f, err, sizeof(err)) == 0) {
+        post_save(j, RUN_SAVED_MASTER, "%s", "");
+    } else if (last) {
+        j->final_unsaved = 1;
+        j->unsaved = hold_master(master, params, stats, &f, err);
+        post_save(j, RUN_SAVED_MASTER, "the final master (epoch %.6g) could not be written: %s; "
+                  "kept in memory and retried for up to %.0f s (--save-retry)", epochs_done, err,
+                  j->js->limits.save_retry_s);
+    } else {
+        post_save(j, RUN_SAVED_MASTER, "could not save the master of epoch %.6g for export: %s",
+                  epochs_done, err);
+    }
     wait_for_loop(j);
+}
+
+/* Sleeps until the next retry (SAVE_RETRY_MS) or `until`, whichever comes
+ * first, waking early for a stop: the stop flags then. */
+static int sleep_before_retry(job *j, double until)
+{
+    for (int slept = 0; slept < SAVE_RETRY_MS && jobs_now_s() < until; slept += 50) {
+        int stop = __atomic_load_n(&j->stop, __ATOMIC_RELAXED);
+        if (stop)
+            return stop;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return __atomic_load_n(&j->stop, __ATOMIC_RELAXED);
+}
+
+/* The job trained to its end but its final master is not on disk: retry
+ * the write for --save-retry seconds (the job stays running, its status
+ * saying why), then fail. A cancel or a shutdown meanwhile tries once more
+ * and, if that fails too, ends the job as a stop does, saying the weights
+ * are lost. 0 (written, or stopped: result->stopped), or -1 with err. */
+static int retry_final_master(job *j, run_result *result, char *err, size_t errlen)
+{
+    struct held_master *h = j->unsaved;
+    const double limit = j->js->limits.save_retry_s, t0 = jobs_now_s();
+    if (!h || !h->params) {
+        snprintf(err, errlen, "the final master could not be written (%s) nor kept in memory "
+                 "for another try: out of memory", h ? h->err : "no message");
+        return -1;
+    }
+    char shown[sizeof(h->err)];
+    snprintf(shown, sizeof(shown), "%s", h->err);
+    for (;;) {
+        int stop = sleep_before_retry(j, t0 + limit);
+        if (write_master(j, &h->m, h->params, h->stats, &h->f, h->err, sizeof(h->err)) == 0) {
+            post_log(j, "the final master written after %.0f s of retries", jobs_now_s() - t0);
+            post_save(j, RUN_SAVED_MASTER, "%s", "");
+            return 0;
+        }
+        if (stop) {
+            int cancel = (stop & RUN_STOP) != 0;
+            post_log(j, "%s while the final master could not be written (%s): its weights are "
+                     "lost%s", cancel ? "cancelled" : "stopped", h->err,
+                     cancel ? "" : "; it trains again from its newest complete checkpoint, if "
+                                   "any, at the next start");
+            result->stopped = 1;
+            result->cancelled = cancel;
+            return 0;
+        }
+        if (jobs_now_s() - t0 >= limit) {
+            snprintf(err, errlen, "the final master could not be written in %.0f s of retries "
+                     "(--save-retry): %s", limit, h->err);
+            return -1;
+        }
+        if (strcmp(shown, h->err) != 0) {
+            snprintf(shown, sizeof(shown), "%s", h->err);
+            post_save(j, RUN_SAVED_MASTER, "the final master could not be written: %s; retrying "
+                      "until %.0f s have passed (--save-retry)", h->err, limit);
+        }
+    }
 }
 
 /* The job's data, every file opened with its owner's rights (data_file.h):
@@ -181,6 +334,12 @@ static void *job_thread(void *arg)
             pthread_mutex_unlock(&js->mu);
         }
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
+        /* Never done without its weights: the replicas are gone, the master stays. */
+        if (rc == 0 && !result.stopped && j->final_unsaved)
+            rc = retry_final_master(j, &result, err, sizeof(err));
+        free_held_master(j->unsaved);
+        j->unsaved = NULL;
+        j->final_unsaved = 0;
     }
     if (load_stopped)
         rc = stopped_while_loading(j, &result);

@@ -53,10 +53,27 @@ static void begin_resumed_run(job *j, const run_event *resume)
     }
 }
 
+/* A checkpoint or master that could not be written is logged and shown in
+ * the status until one of its kind is. */
+static void note_save(job *j, const run_event *ev)
+{
+    char *shown = j->save_failed[ev->saved == RUN_SAVED_MASTER];
+    if (ev->message[0])
+        job_log_event(j, ev->message);
+    if (strcmp(shown, ev->message) == 0)
+        return;
+    snprintf(shown, sizeof j->save_failed[0], "%s", ev->message);
+    write_status(j);
+}
+
 static void apply_event(jobs *js, job *j, const run_event *ev)
 {
     if (ev->kind == RUN_EV_LOG) {
         job_log_event(j, ev->message);
+        return;
+    }
+    if (ev->kind == RUN_EV_SAVE) {
+        note_save(j, ev);
         return;
     }
     if (ev->kind == RUN_EV_RESUME || j->run_pending)
@@ -174,6 +191,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
             sweep_stop_too_late(j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
+        memset(j->save_failed, 0, sizeof j->save_failed); /* its master is on disk */
         job_log(j, "done: %d epochs, test error %.2f%%", p->result.epochs_done,
                 100 * p->result.test_error);
         set_state(j, JOB_DONE);

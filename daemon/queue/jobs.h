@@ -34,6 +34,8 @@ typedef struct jobs_limits {
     double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
     double keep_ended_s;    /* failed jobs' checkpoints go this long after they end (0: kept) */
     int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
+    double save_retry_s;    /* a job's final master that cannot be written is retried this
+                               long, then the job fails */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
@@ -76,6 +78,9 @@ cJSON *job_status_json(const job *j);
 cJSON *jobs_list_json(const jobs *js);
 cJSON *jobs_devices_json(const jobs *js);
 cJSON *jobs_summary_json(const jobs *js);
+/* The state dir's free bytes (as an unprivileged user sees them: what
+ * admission by disk counts) and its file system's size: 0, or -1. */
+int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* The reply to `export`: {"id", "path" of <job dir>/master.safetensors (the
  * master of the job's last evaluation), "metadata"}. NULL with *code

@@ -29,6 +29,8 @@
 #define JOB_FILE_MAX (1u << 20)        /* job.json, status.json */
 #define METRICS_FILE_MAX (1u << 30)
 #define SAFETENSORS_HEADER_MAX (16u << 20)
+/* A final master that could not be written is tried again this often. */
+#define SAVE_RETRY_MS 1000
 
 struct job {
     jobs *js;
@@ -107,6 +109,13 @@ struct job {
     /* Fair share (owner_usage.c): device-seconds charged to the current run
      * (acct_device_units x its seconds), for the accounting record. */
     double run_device_s;
+    /* Saving (job_thread.c; jobs.c keeps the first): per run_saved, what
+     * could not be written ("" once it was), shown in its status; the
+     * final master kept in memory while the job thread retries it. */
+    char save_failed[2][512];
+    int final_unsaved;
+    struct held_master *unsaved;
+    int disk_short;         /* held back for the state dir's free space (job_admission.c) */
 };
 
 /* An owner's device use (device-seconds, decayed; owner_usage.c). */
@@ -254,6 +263,11 @@ int job_admit(job *j, char *err, size_t errlen);
 /* At scheduling, for a queued job whose devices are free: 1 if it must wait
  * for memory (j->waiting says why, in its status), 0 if it may start. */
 int job_waits_for_memory(jobs *js, job *j);
+/* Admission by disk (job_admission.c): 1 if the state dir's free space,
+ * less what running jobs are yet to write, is short of what the job
+ * writes (job_memory.disk); then j->waiting says so ("disk: ..."), logged
+ * and persisted once per wait. */
+int job_waits_for_disk(jobs *js, job *j);
 /* On the job's thread, as its loader asks (data_admit_fn, user: the job):
  * once its files' headers are read, the data they claim is counted again;
  * more than the job was admitted with must fit in what the host has now,

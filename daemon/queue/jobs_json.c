@@ -124,6 +124,15 @@ cJSON *job_status_json(const job *j)
         cJSON_AddStringToObject(o, "waiting", j->waiting);
     else
         cJSON_AddNullToObject(o, "waiting");
+    /* What could not be written (a checkpoint, the master), until it is. */
+    if (j->save_failed[0][0] || j->save_failed[1][0]) {
+        char both[sizeof j->save_failed + 4];
+        snprintf(both, sizeof both, "%s%s%s", j->save_failed[0],
+                 j->save_failed[0][0] && j->save_failed[1][0] ? "; " : "", j->save_failed[1]);
+        cJSON_AddStringToObject(o, "save_error", both);
+    } else {
+        cJSON_AddNullToObject(o, "save_error");
+    }
     cJSON_AddNumberToObject(o, "epoch", j->last.epoch);
     cJSON_AddNumberToObject(o, "epochs", j->cfg.epochs);
     cJSON_AddNumberToObject(o, "step", (double)j->last.step);

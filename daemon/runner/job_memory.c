@@ -34,6 +34,31 @@ static size_t batches_bytes(const job_config *cfg, const data_claim *s, const mo
     return (size_t)cfg->algorithm.replicas * loader + (m->nparams + m->nstats) * sizeof(float);
 }
 
+/* A file's bytes on disk: its size rounded up to whole 4 KiB blocks. */
+static size_t on_disk(size_t bytes) { return (bytes + 4095) / 4096 * 4096 + 4096; }
+
+/* Bytes a job's folder holds at most: (keep + 1) checkpoints (the new one
+ * is complete before the oldest goes), each every replica's rule state
+ * (rule->vectors, an upper bound on what it checkpoints) and BN statistics
+ * with a header; the master; metrics.jsonl, log.txt and status.json, for
+ * which METRICS_BYTES_PER_EPOCH an epoch and METRICS_BYTES more is ample
+ * for the default eval.every_passes. */
+enum { ST_HEADER_BYTES = 16384, METRICS_BYTES = 256 << 10, METRICS_BYTES_PER_EPOCH = 16 << 10 };
+
+static void disk_bytes(const job_config *cfg, const coupling_rule *rule, const model *train,
+                       job_memory *m)
+{
+    int n = cfg->algorithm.replicas;
+    size_t vec = train->nparams_logical * sizeof(float), stats = train->nstats * sizeof(float);
+    m->checkpoint = 0;
+    for (int r = 0; r < n; r++)
+        m->checkpoint += on_disk((size_t)rule->vectors(cfg, r > 0) * vec + stats + ST_HEADER_BYTES);
+    m->checkpoint += 2 * on_disk(0); /* its directory and manifest */
+    size_t copies = cfg->checkpoint.every_epochs > 0 ? (size_t)cfg->checkpoint.keep + 1 : 0;
+    m->disk = copies * m->checkpoint + on_disk(vec + stats + ST_HEADER_BYTES) + METRICS_BYTES +
+              (size_t)cfg->epochs * METRICS_BYTES_PER_EPOCH;
+}
+
 /* m->bytes of the model the runner builds, planned: nothing allocated. */
 static int planned(const job_config *cfg, const data_claim *s, int device, int batch, int train,
                    model *m, char *err, size_t errlen)
@@ -86,6 +111,7 @@ int job_memory_estimate_claimed(const job_config *cfg, const data_claim *s, cons
     m->rule0 = (size_t)rule->vectors(cfg, 0) * vec;
     m->data = job_memory_data_bytes(cfg, s);
     m->batches = batches_bytes(cfg, s, &train);
+    disk_bytes(cfg, rule, &train, m);
     model_free(&train, NULL);
     if (planned(cfg, s, device, EVAL_BATCH, 0, &eval, err, errlen) != 0)
         return -1;

@@ -24,6 +24,10 @@ typedef struct job_memory {
     /* Summed where they live: the host (everything, for a CPU job; data and
      * batches beside GPUs) and each of the job's GPUs. */
     size_t host;
+    /* On the state dir's disk: the most the job's folder holds at once,
+     * its checkpoints (checkpoint.keep and the one being written), its
+     * master, metrics and log (job_memory_disk). */
+    size_t checkpoint, disk;
     int ngpus;
     int gpus[JOB_MEMORY_GPUS];
     size_t gpu[JOB_MEMORY_GPUS];

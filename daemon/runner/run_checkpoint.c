@@ -18,6 +18,7 @@ void run_checkpoint_find(job_run *run)
                                        sizeof log);
     for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
         run_emit_log(run, "%s", line);
+    __atomic_store_n(&run->kept_k, found == 1 ? run->resume.k : 0, __ATOMIC_RELAXED);
     if (found == 1 && run->resume.k < run->total_outer) {
         run->t_start -= run->resume.elapsed_s;
         run->result.epochs_done = run->resume.epochs_done;
@@ -108,6 +109,23 @@ static int rule_scalars_meta(job_run *run, replica *r, st_meta *meta)
     return n;
 }
 
+/* A checkpoint that could not be written: logged and shown in the job's
+ * status (RUN_EV_SAVE) until one is, naming the one a resume would use. */
+static void checkpoint_failed(job_run *run, long k, const char *err)
+{
+    run_event ev = {.kind = RUN_EV_SAVE, .saved = RUN_SAVED_CHECKPOINT,
+                    .epochs = run->cfg->epochs};
+    long kept = __atomic_load_n(&run->kept_k, __ATOMIC_RELAXED);
+    char stays[64];
+    if (kept > 0)
+        snprintf(stays, sizeof stays, "the one at outer iteration %ld stays", kept);
+    else
+        snprintf(stays, sizeof stays, "there is no earlier one to resume from");
+    snprintf(ev.message, sizeof ev.message, "checkpoint at outer iteration %ld failed (%s): %.400s",
+             k, stays, err);
+    run_emit(run, &ev);
+}
+
 int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, long step)
 {
     if (fault_strikes(&run->fault, r->rank, FAULT_CHECKPOINT, r->k, 0)) {
@@ -142,8 +160,7 @@ int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, lo
                                        sizeof err) != 0;
     host_mirror_free(r, host, n);
     if (bad)
-        run_emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",
-                     r->k, err);
+        checkpoint_failed(run, r->k, err);
     int anyone_bad = comm_any(r->comm, r->rank, bad);
     if (anyone_bad < 0)
         return -1;
@@ -155,11 +172,15 @@ int run_checkpoint_take(job_run *run, replica *r, const batch_loader *loader, lo
                             .test_loss = run->result.test_loss,
                             .elapsed_s = comm_now_s() - run->t_start, .reseeds = r->reseeds};
     if (checkpoint_commit(run->hooks->checkpoint_dir, &info, run->cfg->checkpoint.keep, err,
-                          sizeof err) != 0)
-        run_emit_log(run, "checkpoint at outer iteration %ld failed (the previous one stays): %s",
-                     r->k, err);
-    else
-        run_emit_log(run, "checkpoint at outer iteration %ld (step %ld) written", r->k, step);
+                          sizeof err) != 0) {
+        checkpoint_failed(run, r->k, err);
+        return 0;
+    }
+    __atomic_store_n(&run->kept_k, r->k, __ATOMIC_RELAXED);
+    run_emit_log(run, "checkpoint at outer iteration %ld (step %ld) written", r->k, step);
+    run_event ev = {.kind = RUN_EV_SAVE, .saved = RUN_SAVED_CHECKPOINT,
+                    .epochs = run->cfg->epochs};
+    run_emit(run, &ev);
     return 0;
 }
 

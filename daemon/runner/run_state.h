@@ -38,6 +38,9 @@ typedef struct job_run {
     model eval_model;         /* the master, evaluated on rank 0's thread, in its memory */
     float *master_params, *master_stats; /* its host copy for on_master */
     checkpoint_info resume;   /* resume.k > 0: continue from this checkpoint */
+    long kept_k;              /* the newest complete checkpoint on disk (0: none), what a
+                                 failed one leaves to resume from; rank 0 writes it
+                                 (atomically: the others read it to say so) */
     fault_point fault;        /* PARLE_FAULT_REPLICA (tests) */
     long number;              /* the job's number among parled's in this process
                                  (from 1; 0: a job without a stop flag) */

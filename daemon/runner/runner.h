@@ -14,8 +14,13 @@
 enum { EVAL_BATCH = 256 };
 
 /* RUN_EV_RESUME comes first when a run continues from a checkpoint: `step`
- * and `epoch` say where (metrics after that step are superseded). */
-enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG, RUN_EV_RESUME };
+ * and `epoch` say where (metrics after that step are superseded).
+ * RUN_EV_SAVE: a checkpoint or the master (`saved`) could not be written
+ * (`message` says why, and which checkpoint stays), or "" when one was. */
+enum run_event_kind { RUN_EV_PROGRESS, RUN_EV_EVAL, RUN_EV_LOG, RUN_EV_RESUME, RUN_EV_SAVE };
+
+/* What a RUN_EV_SAVE is about. */
+enum run_saved { RUN_SAVED_CHECKPOINT, RUN_SAVED_MASTER };
 
 typedef struct run_event {
     enum run_event_kind kind;
@@ -41,7 +46,8 @@ typedef struct run_event {
     /* RUN_EV_PROGRESS, RUN_EV_RESUME: the job's re-seeded replicas so far
      * (algorithm.on_replica_failure), checkpointed with it. */
     long reseeds;
-    char message[256];          /* RUN_EV_LOG */
+    enum run_saved saved;       /* RUN_EV_SAVE */
+    char message[512];          /* RUN_EV_LOG, RUN_EV_SAVE */
     char rule[1024];            /* the coupling rule's own quantities, a JSON object or "" */
     char memory[512];           /* RUN_EV_PROGRESS: peak bytes per device, a JSON object
                                    ({"cpu":N}, {"cuda:0":N,...}; runner.c note_memory) or "" */

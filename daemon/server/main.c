@@ -52,6 +52,11 @@ static const char usage[] =
     "                     until it is one of more than N newer failed jobs, or ended\n"
     "                     more than AGE ago (AGE: a number with s, m, h or d, e.g.\n"
     "                     7d); by default they stay until resumed or removed\n"
+    "  --save-retry S     a job whose final weights (its master) cannot be written,\n"
+    "                     e.g. to a full disk, keeps them in memory and retries\n"
+    "                     every second for up to S seconds (default 600), its\n"
+    "                     status saying why; then it fails. It never ends done\n"
+    "                     without them\n"
     "  --usage-half-life S  fair share: among jobs of equal priority the next to\n"
     "                     start is the one whose owner used the least device time\n"
     "                     recently, each second of use weighing half as much after\n"
@@ -242,6 +247,7 @@ int main(int argc, char **argv)
         {"usage-half-life", required_argument, 0, 'H'},
         {"usage-save-interval", required_argument, 0, 'W'},
         {"keep-ended", required_argument, 0, 'K'},
+        {"save-retry", required_argument, 0, 'R'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -263,6 +269,7 @@ int main(int argc, char **argv)
                          .keep_ended_count = -1,
                          .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16};
+    cfg.save_retry_s = 600;
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -336,6 +343,16 @@ int main(int argc, char **argv)
                 return 2;
             }
             server_log_level = (enum log_level)level;
+            break;
+        }
+        case 'R': {
+            char *end;
+            cfg.save_retry_s = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(cfg.save_retry_s >= 0 && cfg.save_retry_s <= 1e8)) {
+                fprintf(stderr, "parled: --save-retry: expected seconds in 0..1e8, got %s\n",
+                        optarg);
+                return 2;
+            }
             break;
         }
         case 'M': mpi = 1; break;

@@ -509,7 +509,8 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
                                             .usage_save_s = cfg->usage_save_s,
                                             .preempt_grace_s = cfg->preempt_grace_s,
                                             .keep_ended_s = cfg->keep_ended_s,
-                                            .keep_ended_count = cfg->keep_ended_count});
+                                            .keep_ended_count = cfg->keep_ended_count,
+                                            .save_retry_s = cfg->save_retry_s});
     if (listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
         jobs_close(s->jobs);
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */

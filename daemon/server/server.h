@@ -23,6 +23,7 @@ typedef struct server_config {
     double usage_save_s;   /* usage.json's period while jobs run (jobs_limits) */
     double keep_ended_s;   /* --keep-ended AGE (jobs_limits; 0: none) */
     int keep_ended_count;  /* --keep-ended N (jobs_limits; -1: none) */
+    double save_retry_s;   /* --save-retry: a final master's retries (jobs_limits) */
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
                               binding socket_path (and never unlinked) */
 } server_config;

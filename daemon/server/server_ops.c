@@ -101,6 +101,20 @@ static void op_submit(conn *c, proto_request *req)
     conn_send(c, proto_reply_ok(o));
 }
 
+/* The state dir's file system, what jobs are admitted against by disk;
+ * null when unknown. */
+static void add_state_dir_space(cJSON *d, const jobs *js)
+{
+    uint64_t free_b, total_b;
+    if (jobs_state_space(js, &free_b, &total_b) == 0) {
+        cJSON_AddNumberToObject(d, "state_dir_free_bytes", (double)free_b);
+        cJSON_AddNumberToObject(d, "state_dir_total_bytes", (double)total_b);
+    } else {
+        cJSON_AddNullToObject(d, "state_dir_free_bytes");
+        cJSON_AddNullToObject(d, "state_dir_total_bytes");
+    }
+}
+
 static void op_status(conn *c, proto_request *req)
 {
     server *s = c->srv;
@@ -117,6 +131,7 @@ static void op_status(conn *c, proto_request *req)
         cJSON_AddNumberToObject(d, "pid", getpid());
         cJSON_AddStringToObject(d, "socket", s->socket_path);
         cJSON_AddStringToObject(d, "state_dir", s->state_dir);
+        add_state_dir_space(d, s->jobs);
         cJSON_AddNumberToObject(d, "uptime_s", server_mono_s() - s->started_at);
         cJSON_AddItemToObject(d, "jobs", jobs_summary_json(s->jobs));
         cJSON_AddItemToObject(o, "daemon", d);

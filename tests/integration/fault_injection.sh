@@ -8,7 +8,7 @@ PARLE_FAULT_WRITE_AFTER=500000 start_daemon
 mlp_job "$TMP/job.json" 3
 a=$(ctl submit "$TMP/job.json" -q) || fail "submit a"
 ctl wait "$a" || fail "$a did not end done with checkpoints failing"
-grep -q "checkpoint at outer iteration 32 failed (the previous one stays): .*injected" \
+grep -q "checkpoint at outer iteration 32 failed (there is no earlier one to resume from): .*injected" \
     "$STATE/jobs/$a/log.txt" || fail "$a's log does not say the checkpoint failed"
 grep -q "written" "$STATE/jobs/$a/log.txt" && fail "a checkpoint was written despite the fault"
 
@@ -27,6 +27,29 @@ grep -q "skipping checkpoint .*no manifest (incomplete)" "$STATE/jobs/$b/log.txt
 grep -q "no complete checkpoint to resume from: starting over from scratch" "$STATE/jobs/$b/log.txt" ||
     fail "$b's log does not say it started over"
 check_metrics "$STATE/jobs/$b/metrics.jsonl" 100
+stop_daemon
+
+# A final master that cannot be written (PARLE_FAULT_WRITE_AFTER below its
+# 400 KB, above status.json's size): the job retries for --save-retry
+# seconds, then fails with the write's error and keeps its checkpoints'
+# place for a resume; a job cancelled while it retries says its weights
+# are lost.
+PARLE_FAULT_WRITE_AFTER=100000 start_daemon --save-retry 2
+mlp_job "$TMP/short.json" 1
+e=$(ctl submit "$TMP/short.json" -q) || fail "submit e"
+ctl wait "$e" 2>/dev/null && fail "$e ended done without its final master"
+ctl status "$e" --json >"$TMP/e.json"
+[ "$(field "$TMP/e.json" state)" = failed ] || fail "$e: $(field "$TMP/e.json" state)"
+grep -q '"error":.*the final master could not be written in 2 s of retries (--save-retry): .*injected' \
+    "$TMP/e.json" || fail "$e's error: $(grep '"error"' "$TMP/e.json")"
+stop_daemon
+PARLE_FAULT_WRITE_AFTER=100000 start_daemon --save-retry 60
+f=$(ctl submit "$TMP/short.json" -q) || fail "submit f"
+wait_log "$f" "the final master \(epoch 1\) could not be written" 30
+ctl cancel "$f" >/dev/null || fail "cancel $f"
+wait_state "$f" cancelled 10
+grep -q "cancelled while the final master could not be written (.*injected.*): its weights are lost" \
+    "$STATE/jobs/$f/log.txt" || fail "$f's log does not say its weights are lost"
 stop_daemon
 
 # Out of memory in the middle of a job (replica 0 asks its backend for 1 PiB

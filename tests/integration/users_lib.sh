@@ -5,7 +5,8 @@
 # and setpriv; then makes group $grp and admin group $adm, members $alice and
 # $bob, $carol a member of both, and $eve in neither (names from TAG, two
 # letters, and the shell's pid, so that tests running at once never meet).
-# The caller's EXIT trap calls remove_users. as USER CMD... runs CMD with
+# The caller's EXIT trap calls remove_users (which also removes users_bin's
+# copies). as USER CMD... runs CMD with
 # USER's uid, gid and groups; ctl_as USER ARGS... runs parlectl so.
 make_users() {
     if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v setpriv >/dev/null; then
@@ -20,16 +21,29 @@ make_users() {
         useradd -M -N -g "$grp" -G "$adm" -s /usr/sbin/nologin "$carol" &&
         useradd -M -N -s /usr/sbin/nologin "$eve" || fail "useradd"
     chmod 755 "$TMP"
+    users_bin
+}
+
+# What the test runs as other users, copied where they may enter: the
+# build directory may sit in a folder they cannot (a clone in root's 0700
+# home). PARLECTL and RAWCLIENT name the copies from then on.
+users_bin() {
+    shared_bin=$(mktemp -d /tmp/parle-bin.XXXXXX) || fail "mktemp for the programs other users run"
+    cp "$PARLECTL" "$shared_bin/parlectl" && cp "$RAWCLIENT" "$shared_bin/rawclient" ||
+        fail "copying to $shared_bin"
+    chmod 755 "$shared_bin" "$shared_bin/parlectl" "$shared_bin/rawclient"
+    PARLECTL=$shared_bin/parlectl RAWCLIENT=$shared_bin/rawclient
 }
 
 # Empty until make_users sets them, so that an EXIT trap may call
 # remove_users whenever the test ends.
-grp= adm= alice= bob= carol= eve=
+grp= adm= alice= bob= carol= eve= shared_bin=
 
 remove_users() {
     for u in $alice $bob $carol $eve; do userdel "$u" 2>/dev/null; done
     groupdel "$grp" 2>/dev/null
     groupdel "$adm" 2>/dev/null
+    [ -z "$shared_bin" ] || rm -rf "$shared_bin"
 }
 
 as() {

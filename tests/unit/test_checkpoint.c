@@ -4,7 +4,8 @@
  * interrupted; only the newest `keep` checkpoints stay; a corrupt or
  * incomplete checkpoint is skipped for the previous one; a checkpoint writer
  * that fails (PARLE_FAULT_WRITE_AFTER) leaves no checkpoint a resume would
- * trust, and the job goes on. */
+ * trust, and the job goes on, saying none stays; the disk estimate
+ * (job_memory.h) bounds what checkpoints take. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "file_tree.h"
+#include "job_memory.h"
 #include "runner.h"
 #include "testjob.h"
 
@@ -65,6 +68,17 @@ int main(void)
     test_watch a = {0};
     CHECK(run(&cfg, da, &a, &res) == 0 && a.final, "uninterrupted run");
     CHECK(count_checkpoints(da) == 2, "keep 2: found %d checkpoints", count_checkpoints(da));
+    /* Admission by disk's estimate of a checkpoint bounds what one takes,
+     * not by much; a job's folder at most (keep + 1) of them and a master. */
+    job_memory m;
+    char why[256];
+    CHECK(job_memory_estimate(&cfg, NULL, 0, &m, why, sizeof why) == 0, "estimate: %s", why);
+    uint64_t kept = tree_disk_bytes(da);
+    CHECK(kept <= 2 * m.checkpoint && kept >= m.checkpoint, "2 checkpoints take %llu bytes, "
+          "estimated %zu each", (unsigned long long)kept, m.checkpoint);
+    CHECK(m.disk >= 3 * m.checkpoint + a.n * sizeof(float), "the job's disk estimate %zu: no "
+          "room for its master (%zu floats) beside 3 checkpoints of %zu", m.disk, a.n,
+          m.checkpoint);
 
     /* Stopped with a checkpoint right after epoch 2's evaluation (that is,
      * one outer iteration into epoch 3), then resumed. */
@@ -98,6 +112,8 @@ int main(void)
     CHECK(run(&cfg, dc, &c, &res) == 0 && c.final, "job with failing checkpoints");
     unsetenv("PARLE_FAULT_WRITE_AFTER");
     CHECK(c.failures_logged >= 1, "failed checkpoints were not reported");
+    CHECK(strstr(c.first_failure, "failed (there is no earlier one to resume from)"),
+          "the first failed checkpoint does not say none stays: %s", c.first_failure);
     CHECK(checkpoint_find_latest(dc, 2, &info, log, sizeof log) == 0,
           "a failed checkpoint is trusted: %s", info.dir);
 

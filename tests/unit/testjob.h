@@ -53,6 +53,7 @@ typedef struct test_watch {
     int print_evals;
     volatile int stop;
     int evals, resumes, failures_logged;
+    char first_failure[512]; /* the first message that said something failed */
     long reseeds;
     double eval_epoch[TEST_MAX_EVALS], eval_error[TEST_MAX_EVALS];
     long eval_step[TEST_MAX_EVALS];

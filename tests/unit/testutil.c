@@ -101,8 +101,9 @@ static void watch_event(void *user, const run_event *ev)
         w->progress_step = ev->step;
         w->busy_s = ev->compute_s + ev->sync_s + ev->wait_s;
     }
-    if (ev->kind == RUN_EV_LOG && strstr(ev->message, "failed"))
-        __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED);
+    if ((ev->kind == RUN_EV_LOG || ev->kind == RUN_EV_SAVE) && strstr(ev->message, "failed") &&
+        __atomic_fetch_add(&w->failures_logged, 1, __ATOMIC_RELAXED) == 0)
+        snprintf(w->first_failure, sizeof w->first_failure, "%s", ev->message);
 }
 
 static void watch_master(void *user, const model *master, const float *params, const float *stats,
