@@ -83,7 +83,7 @@ typedef struct job_config {
     bool deterministic;             /* GPU: deterministic algorithms only */
     char conv_algorithms[12];       /* GPU: "timed" (cuDNN's find calls) or "heuristic" */
     int priority;                   /* higher runs first; above 0 only for admins (docs/architecture.md) */
-    double gpu_share;               /* (0, 1]: of each of its GPUs; jobs whose shares fit share one */
+    double gpu_share;               /* [0.01, 1] of each of its GPUs (whole thousandths) */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
     struct {

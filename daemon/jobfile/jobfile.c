@@ -132,7 +132,7 @@ static const field fields[] = {
     BOOL("deterministic", deterministic),
     STR("conv_algorithms", conv_algorithms, conv_algorithm_choices),
     INT("priority", priority, JOB_PRIORITY_MIN, JOB_PRIORITY_MAX),
-    NUM("gpu_share", gpu_share, 0, 1, LO_OPEN),
+    NUM("gpu_share", gpu_share, 0.01, 1, 0),
     NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),
     INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
     INT("checkpoint.keep", checkpoint.keep, 1, 1000),

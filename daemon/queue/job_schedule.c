@@ -34,7 +34,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order)
         .started_at = j->run_started_at,
         .usage = owner_usage_of(js, j->owner.uid),
         .gpus = j->devices & ~DEV_CPU,
-        .gpu_share = j->cfg.gpu_share,
+        .gpu_share = sched_share_milli(j->cfg.gpu_share),
         .cores = job_cores_wanted(js, j),
     };
 }
