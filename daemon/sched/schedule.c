@@ -83,13 +83,25 @@ static void pool_without(const decide_ctx *c, pool *p)
             hold(p, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), 1);
 }
 
-/* Priority, then resuming, then the owner's use, then submission. */
-static int by_turn(const void *a, const void *b, void *jobs)
+/* Whether queued job j has waited long enough to rank before fair share. */
+static int aged(const sched_input *in, const sched_job *j)
 {
-    const sched_job *x = (const sched_job *)jobs + *(const int *)a;
-    const sched_job *y = (const sched_job *)jobs + *(const int *)b;
+    return in->oldest_first_s > 0 && in->now - j->submitted_at >= in->oldest_first_s;
+}
+
+/* Priority, then aged (by submission), then resuming, then the owner's use,
+ * then submission. */
+static int by_turn(const void *a, const void *b, void *arg)
+{
+    const sched_input *in = arg;
+    const sched_job *x = in->jobs + *(const int *)a;
+    const sched_job *y = in->jobs + *(const int *)b;
     if (x->priority != y->priority)
         return x->priority > y->priority ? -1 : 1;
+    if (aged(in, x) != aged(in, y))
+        return aged(in, x) ? -1 : 1;
+    if (aged(in, x))
+        return (x->order > y->order) - (x->order < y->order);
     if (x->resuming != y->resuming)
         return x->resuming ? -1 : 1;
     if (x->usage != y->usage)
@@ -384,7 +396,7 @@ int sched_decide(const sched_input *in, sched_decision *out)
             turn[queued++] = i;
         }
     }
-    qsort_r(turn, (size_t)queued, sizeof *turn, by_turn, (void *)in->jobs);
+    qsort_r(turn, (size_t)queued, sizeof *turn, by_turn, (void *)in);
     for (int k = 0; k < queued; k++) {
         out[turn[k]].turn = k;
         decide_queued(&c, turn[k]);

@@ -10,6 +10,8 @@
  *   equal priorities, jobs resuming a checkpoint (stopped by a preemption
  *   or a stop of parled, as the store says) first, then by their owner's
  *   recent use of devices (less first: fair share), then by submission.
+ *   A job submitted oldest_first_s ago or more ranks before all of these
+ *   among its priority, by submission: fair share delays, never starves.
  * - Eligibility. A held job, one whose dependencies have not all ended
  *   (after_pending), one past its owner's quota of GPUs or cores and one
  *   that waits for host memory keep nothing from the jobs after them.
@@ -50,6 +52,7 @@ typedef struct sched_job {
     long order;           /* submission order, smaller first */
     unsigned owner;       /* whose job (quotas) */
     double usage;         /* its owner's recent device use (sched_usage_decay) */
+    double submitted_at;  /* queued: when it was submitted (oldest_first_s) */
     double started_at;    /* running: when its current run began */
     int was_preempted;    /* running: this run resumed a preemption (the minimum run applies) */
     double time_limit;    /* seconds a run may last; 0: none (its end is unknown) */
@@ -70,6 +73,7 @@ typedef struct sched_input {
     int backfill;          /* backfill allowed */
     double now;            /* the time started_at and time limits are counted in */
     double min_run_s;      /* a run that resumed a preemption is not preempted sooner */
+    double oldest_first_s; /* a job queued this long ranks before fair share (0: never) */
     uint64_t links[SCHED_GPUS]; /* bit h of links[g]: GPUs g and h are joined (NVLink/P2P) */
     int max_gpus_per_owner;  /* whole GPUs one owner's jobs may hold at once (0: no bound) */
     int max_cores_per_owner; /* cores one owner's jobs may hold at once (0: no bound) */

@@ -213,6 +213,16 @@ static void test_fair_share(void)
     CHECK(sched_decide(&in, out) == 0 && out[5].action == SCHED_START, "resuming first");
     jobs[3].priority = 1;
     CHECK(sched_decide(&in, out) == 0 && out[3].action == SCHED_START, "priority before all");
+    /* Waited oldest_first_s: by submission, before fair share and resuming. */
+    jobs[3].priority = 0;
+    jobs[6].usage = 60;
+    for (int i = 0; i < 8; i++)
+        jobs[i].submitted_at = i == 2 ? 0 : 90;
+    in.now = 100, in.oldest_first_s = 50;
+    CHECK(sched_decide(&in, out) == 0 && out[2].action == SCHED_START,
+          "a heavy owner's job queued past oldest_first_s goes first");
+    in.oldest_first_s = 0;
+    CHECK(sched_decide(&in, out) == 0 && out[5].action == SCHED_START, "off: resuming first");
 }
 
 /* A random job for the random queues: on 4 GPUs (named, or any N of them,
