@@ -13,11 +13,15 @@ double jobs_now_s(void)
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
 }
 
-static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
+static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled",
+                                           "timeout"};
 
 const char *job_state_name(enum job_state s) { return state_names[s]; }
 
-int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
+int job_state_final(enum job_state s)
+{
+    return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED || s == JOB_TIMEOUT;
+}
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }

@@ -243,11 +243,11 @@ cJSON *jobs_devices_json(const jobs *js)
 
 cJSON *jobs_summary_json(const jobs *js)
 {
-    int count[JOB_CANCELLED + 1] = {0};
+    int count[JOB_STATES] = {0};
     for (job *j = js->first; j; j = j->next)
         count[j->state]++;
     cJSON *o = cJSON_CreateObject();
-    for (int s = 0; s <= JOB_CANCELLED; s++)
+    for (int s = 0; s < JOB_STATES; s++)
         cJSON_AddNumberToObject(o, job_state_name((enum job_state)s), count[s]);
     cJSON_AddStringToObject(o, "devices", js->devices_text);
     return o;
