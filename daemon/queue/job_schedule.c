@@ -334,7 +334,6 @@ void jobs_schedule(jobs *js)
     if (js->stopping)
         return;
     jobs_usage_update(js);
-    time_limits(js);
     /* Each pass that finds a job waiting for memory decides again with it
      * waiting (marked with this call's number): at most once per queued job. */
     const unsigned pass = ++js->schedule_passes;
@@ -343,6 +342,7 @@ void jobs_schedule(jobs *js)
         queued += j->state == JOB_QUEUED;
     for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
         ;
+    time_limits(js); /* those just started too */
     memory_retry(js);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
