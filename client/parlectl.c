@@ -23,8 +23,8 @@ static const char usage[] =
     "$XDG_RUNTIME_DIR/parled.sock, else /run/parled.sock).\n"
     "\n"
     "commands:\n"
-    "  submit FILE [-q] [--set key.path=value]... [--priority N] [--after[-any] IDS]\n"
-    "         [--watch|--wait] [--json]  queue a job\n"
+    "  submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
+    "         [--after IDS | --after-any IDS]  queue a job\n"
     "  status [ID] [--json]    one job, or the daemon and all jobs\n"
     "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
@@ -432,18 +432,17 @@ static int cmd_shutdown(const command *cmd, int argc, char **argv)
 
 static const command commands[] = {
     {"submit", cmd_submit,
-     "submit FILE [-q] [--set key.path=value]... [--priority N] [--after[-any] IDS]\n"
-     "       [--watch|--wait] [--json]\n"
+     "submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
+     "       [--after IDS | --after-any IDS]\n"
      "Queue the job in FILE ('-' for stdin) and print its id (-q: only the id).\n"
      "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
      "else a string. --priority N is --set priority=N (higher runs first; above 0\n"
      "only for root, parled's user and its --admin-group). --after IDS (job or\n"
      "sweep ids, j0001,s0002) starts it once they all ended done; if one ends\n"
      "otherwise it is cancelled, saying which. --after-any IDS once they ended\n"
-     "however. --watch then follows\n"
-     "the job like 'watch', --wait blocks silently like 'wait'; either exits like\n"
-     "'wait' (0 done, 1 failed or timeout, 3 cancelled, 4 parled gone); --wait\n"
-     "--json prints the job as it ended."},
+     "however. --watch then follows the job like 'watch', --wait blocks silently\n"
+     "like 'wait'; either exits like 'wait' (0 done, 1 failed or timeout, 3\n"
+     "cancelled, 4 parled gone); --wait --json prints the job as it ended."},
     {"status", cmd_status,
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's."},
     {"list", cmd_list,

@@ -102,7 +102,18 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
     if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
         snprintf(dev, sizeof dev, "cpu:%d", j->cfg.device_spec.cores);
+    if (j->cfg.device_spec.count && j->state == JOB_QUEUED) /* the GPUs are picked at its start */
+        snprintf(dev, sizeof dev, "gpu:%d", j->cfg.device_spec.count);
     cJSON_AddStringToObject(o, "devices", dev);
+    /* Scheduling limits: a run's time limit (seconds, null: none) and what
+     * it starts after. */
+    const double limit = j->js ? job_time_limit(j->js, j) : j->cfg.time_limit;
+    add_num_or_null(o, "time_limit", limit > 0 ? limit : NAN);
+    if (j->cfg.after[0])
+        cJSON_AddStringToObject(o, "after", j->cfg.after);
+    else
+        cJSON_AddNullToObject(o, "after");
+    cJSON_AddBoolToObject(o, "after_any", j->cfg.after_any);
     /* The core ids a running CPU job holds (disjoint from the others'). */
     if (j->cores)
         cJSON_AddItemToObject(o, "cores", cJSON_CreateIntArray(j->cores, j->ncores_held));
