@@ -59,11 +59,14 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
     };
 }
 
-/* Why `ahead` comes before `j` in the queue's order. */
+/* Why `ahead` comes before `j` in the queue's order (sched_decide's). */
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
+    const double aged = jobs_now_s() - js->limits.oldest_first_s;
     if (ahead->priority != j->priority)
         return "a higher priority";
+    if (js->limits.oldest_first_s > 0 && ahead->submitted_at <= aged && j->submitted_at > aged)
+        return "it was queued longer than --oldest-first-after";
     if (ahead->resume_first != j->resume_first)
         return "it resumes a checkpoint after a preemption or a restart";
     if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))

@@ -3,7 +3,9 @@
 # "Scheduling"), as real users made here, on the CPU with cpu:1 standing in
 # for a GPU:
 # 1. a job at its time_limit checkpoints and ends "timeout" ('wait' exits
-#    1, the error says so); 'resume' runs it on from that checkpoint;
+#    1, the error says so); 'resume' runs it on from that checkpoint, ranked
+#    as any queued job: behind a lighter user's, not ahead as a job resuming
+#    a preemption;
 # 2. dependencies: a job --after another waits naming it and starts once it
 #    ended done; one after a cancelled job ends cancelled naming it and why;
 #    --after-any starts after it however it ended; an unknown id is refused;
@@ -20,7 +22,7 @@ fi
 if [ "$(nproc)" -gt 2 ] && command -v taskset >/dev/null; then
     PARLED_WRAP="taskset -c 0,1" # parled's cores: two, as on the CI machine
 fi
-start_daemon --group "$grp" --admin-group "$adm" --max-cores-per-user 1
+start_daemon --group "$grp" --admin-group "$adm"
 job() { # job FILE EPOCHS [extra fields]
     mlp_job "$1" "$2"
     sed -i "s/\"devices\": \"cpu\"/\"devices\": \"cpu:1\"${3:+, $3}/" "$1"
@@ -40,7 +42,16 @@ case "$(field "$TMP/t.st" error)" in
 *) fail "$t's error does not say why: $(field "$TMP/t.st" error)" ;;
 esac
 ctl list --state timeout | grep -q "^$t " || fail "list --state timeout does not show $t"
+blocker=$(ctl submit -q --set devices=cpu "$TMP/long.json") || fail "submit the blocker"
+wait_state "$blocker" running 20
+b=$(ctl_as "$bob" submit -q "$TMP/short.json") || fail "submit bob's job"
 ctl_as "$alice" resume "$t" >/dev/null || fail "alice cannot resume her timed-out job"
+ctl status "$t" --json >"$TMP/t.st"
+case "$(field "$TMP/t.st" waiting)" in
+"queue: cpu kept for $b ($bob), ahead by its owner used less device time recently") ;;
+*) fail "the resumed $t does not rank behind bob's job: $(field "$TMP/t.st" waiting)" ;;
+esac
+ctl cancel "$blocker" >/dev/null || fail "cancel the blocker"
 wait_log "$t" "resuming from checkpoint at outer iteration" 20
 step=$(resume_step "$t")
 [ -n "$step" ] && [ "$step" -gt 0 ] || fail "$t did not resume from its checkpoint"
@@ -76,6 +87,8 @@ esac
 ctl_as "$carol" wait "$d" || fail "d (after any x) did not end done"
 
 # ---- 3. quotas ----
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --max-cores-per-user 1
 out=$(ctl_as "$alice" submit -q --set devices=cpu:2 "$TMP/short.json" 2>&1) &&
     fail "a job past the quota alone was queued: $out"
 echo "$out" | grep -q "above parled's --max-cores-per-user (1)" || fail "no clear refusal: $out"
