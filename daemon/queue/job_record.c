@@ -45,3 +45,8 @@ double job_elapsed(const job *j)
     double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
     return j->elapsed_base + running;
 }
+
+double job_time_limit(const jobs *js, const job *j)
+{
+    return j->cfg.time_limit > 0 ? j->cfg.time_limit : js->limits.default_time_limit_s;
+}

@@ -25,11 +25,6 @@
 #define MEMORY_NO_PREEMPT "; it preempts no job (the memory may be held outside parled) and " \
                           "keeps no devices from jobs that fit now"
 
-double job_time_limit(const jobs *js, const job *j)
-{
-    return j->cfg.time_limit > 0 ? j->cfg.time_limit : js->limits.default_time_limit_s;
-}
-
 /* The scheduler's view of job j: a queued "gpu:N" job may take any N of
  * the GPUs its devices resolved to. */
 static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,

@@ -183,6 +183,9 @@ double job_elapsed(const job *j);         /* training seconds so far */
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */
 const char *job_shown_state(const job *j);
+/* The limit of a run of j in seconds (its time_limit, else parled's
+ * default; 0: none). */
+double job_time_limit(const jobs *js, const job *j);
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -224,9 +227,6 @@ void job_requeued(job *j);
 /* A job asked to stop at its time limit stopped at its checkpoint: ended
  * "timeout", resumable (job_resume). */
 void job_timed_out(job *j);
-/* The limit of a run of j in seconds (its time_limit, else parled's
- * default; 0: none). */
-double job_time_limit(const jobs *js, const job *j);
 
 /* job_after.c: a queued job's dependencies (`after`). job_after_check: 0
  * they allow it to start, 1 one has not ended (why names it), -1 one ended
