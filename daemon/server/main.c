@@ -289,18 +289,26 @@ int main(int argc, char **argv)
         case 'a': cfg.admin_group = optarg; break;
         case 'J':
         case 'C':
-        case 'U': {
+        case 'U':
+        case 'G':
+        case 'c': {
             char *end;
             long n = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end || n < 0 || n > 1000000) {
                 fprintf(stderr, "parled: --%s: expected a count in 0..1000000, got %s\n",
-                        c == 'J' ? "max-jobs-per-user" : c == 'C' ? "max-connections"
-                                                                  : "max-connections-per-user",
+                        c == 'J'   ? "max-jobs-per-user"
+                        : c == 'C' ? "max-connections"
+                        : c == 'U' ? "max-connections-per-user"
+                        : c == 'G' ? "max-gpus-per-user"
+                                   : "max-cores-per-user",
                         optarg);
                 return 2;
             }
-            *(c == 'J' ? &cfg.max_jobs_per_user : c == 'C' ? &cfg.max_conns
-                                                           : &cfg.max_conns_per_user) = (int)n;
+            *(c == 'J'   ? &cfg.max_jobs_per_user
+              : c == 'C' ? &cfg.max_conns
+              : c == 'U' ? &cfg.max_conns_per_user
+              : c == 'G' ? &cfg.sched.gpus_per_user
+                         : &cfg.sched.cores_per_user) = (int)n;
             break;
         }
         case 't':
@@ -316,18 +324,6 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            break;
-        }
-        case 'G':
-        case 'c': {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end || n < 0 || n > 1000000) {
-                fprintf(stderr, "parled: --%s: expected a count in 0..1000000, got %s\n",
-                        c == 'G' ? "max-gpus-per-user" : "max-cores-per-user", optarg);
-                return 2;
-            }
-            *(c == 'G' ? &cfg.sched.gpus_per_user : &cfg.sched.cores_per_user) = (int)n;
             break;
         }
         case 'T':
