@@ -26,7 +26,8 @@
                           "keeps no devices from jobs that fit now"
 
 /* The scheduler's view of job j: a queued "gpu:N" job may take any N of
- * the GPUs its devices resolved to. */
+ * the daemon's GPUs (those of its last run, in j->devices, are no longer
+ * its own once it is back in the queue). */
 static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,
                             unsigned pass)
 {
@@ -47,7 +48,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
         .started_at = j->run_started_at,
         .was_preempted = j->run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
-        .gpus = j->devices & ~DEV_CPU,
+        .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
         .ngpus = any ? spec->count : 0,
         .gpu_share = sched_share_milli(j->cfg.gpu_share),
         .cores = job_cores_wanted(js, j),
