@@ -251,10 +251,11 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
 {
     char why[JOB_ERR_MAX - 64];
     *after_pending = 0;
-    if (!j->cfg.after[0] || j->state != JOB_QUEUED || j->thread_running)
+    if (!j->cfg.after[0] || j->after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
+    j->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
     snprintf(j->error, sizeof j->error, "not started: %s", why);

@@ -98,6 +98,7 @@ struct job {
     int run_resumed_preemption;
     int timing_out;
     unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
+    int after_met;          /* its dependencies (`after`) all ended as it asks */
     double requeue_asked_at;
     char preempted_by[PROTO_ID_MAX];
     int preempted;
