@@ -8,7 +8,8 @@
 #    a preemption;
 # 2. dependencies: a job --after another waits naming it and starts once it
 #    ended done; one after a cancelled job ends cancelled naming it and why;
-#    --after-any starts after it however it ended; an unknown id is refused;
+#    --after-any starts after it however it ended; one after a sweep waits
+#    for its jobs; an unknown id is refused;
 # 3. --max-cores-per-user 1: a user's second job waits "quota" while
 #    another user's starts; a job that alone is past the quota is refused.
 . "$(dirname "$0")/lib.sh"
@@ -85,6 +86,17 @@ case "$(field "$TMP/c.st" error)" in
 *) fail "$c's error does not name $x: $(field "$TMP/c.st" error)" ;;
 esac
 ctl_as "$carol" wait "$d" || fail "d (after any x) did not end done"
+# A job after a sweep: it waits for every job of the sweep to end done.
+printf '%s\n' '{"base": "short.json", "grid": {"optim.lr": [0.01, 0.02]}}' >"$TMP/sweep.json"
+chmod 644 "$TMP/sweep.json"
+sw=$(ctl_as "$bob" sweep -q "$TMP/sweep.json") || fail "submit the sweep"
+e=$(ctl_as "$bob" submit -q --after "$sw" "$TMP/short.json") || fail "submit e after the sweep"
+ctl status "$e" --json >"$TMP/e.st"
+case "$(field "$TMP/e.st" waiting)" in
+"after: sweep $sw has "[12]" job(s) not ended") ;;
+*) fail "$e does not name the sweep: $(field "$TMP/e.st" waiting)" ;;
+esac
+ctl_as "$bob" wait "$e" || fail "e (after the sweep) did not end done"
 
 # ---- 3. quotas ----
 stop_daemon
