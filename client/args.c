@@ -63,6 +63,20 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             snprintf(a->priority_set, sizeof a->priority_set, "priority=%.30s",
                      s[10] == '=' ? s + 11 : argv[++i]);
             a->sets[a->nsets++] = a->priority_set;
+        } else if ((strcmp(s, "--after") == 0 || strcmp(s, "--after-any") == 0) &&
+                   strchr(allowed, 'a')) {
+            /* --after IDS is --set after=IDS; --after-any also after_any=true */
+            if (i + 1 >= argc)
+                return usage_error(cmd, s, " needs job or sweep ids (j0001,s0002)"), -1;
+            if (a->after_set[0] ||
+                a->nsets + 2 > (int)(sizeof(a->sets) / sizeof(a->sets[0])))
+                return usage_error(cmd, "one --after or --after-any, and too many --set "
+                                   "options", ""), -1;
+            snprintf(a->after_set, sizeof a->after_set, "after=%.280s", argv[i + 1]);
+            a->sets[a->nsets++] = a->after_set;
+            if (s[7] == '-')
+                a->sets[a->nsets++] = "after_any=true";
+            i++;
         } else if (strcmp(s, "-o") == 0 && strchr(allowed, 'o')) {
             if (i + 1 >= argc)
                 return usage_error(cmd, "-o needs a file name", ""), -1;

@@ -78,6 +78,7 @@ typedef struct args {
     char *sets[64];
     int nsets;
     char priority_set[48]; /* --priority N as "priority=N", one of sets */
+    char after_set[300];   /* --after IDS as "after=IDS", one of sets (and "after_any=true") */
     const char *out;   /* -o FILE */
     const char *state; /* --state S */
     const char *user;  /* --user U (history) */

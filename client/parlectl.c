@@ -27,13 +27,14 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
-    "                          queue a job\n"
+    "         [--after IDS | --after-any IDS]  queue a job\n"
     "  status [ID] [--json]    one job, or the daemon and all jobs\n"
     "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
     "  logs ID [-f] [--json]   a job's log (-f: follow until the job ends)\n"
     "  cancel ID [--json]      cancel a queued or running job\n"
-    "  resume ID [--from-scratch] [--json]  queue a failed job again, from its checkpoint\n"
+    "  resume ID [--from-scratch] [--json]  queue a failed or timed-out job again, from\n"
+    "                          its checkpoint\n"
     "  wait ID [--json]        block until the job ends; exit status below\n"
     "  export ID -o FILE [--json]  write the job's master weights and BN statistics (safetensors)\n"
     "  plot ID [ID...] [-o F] [--json]  train loss, test error, lr against passes, as an SVG\n"
@@ -164,7 +165,7 @@ cJSON *read_json_object(const char *path, const char *what)
 
 static int cmd_submit(const command *cmd, int argc, char **argv)
 {
-    PARSE("qjswWp", 1, 1);
+    PARSE("qjswWpa", 1, 1);
     if (a.watch && a.wait)
         return usage_error(cmd, "--watch and --wait exclude each other", "");
     cJSON *job = read_json_object(a.pos[0], "a job file");
@@ -238,8 +239,8 @@ static int cmd_list(const command *cmd, int argc, char **argv)
     PARSE("jS", 0, 0);
     /* The states status and list show (docs/protocol.md): "held" and
      * "preempted" are queued jobs shown so. */
-    static const char *const states[] = {"queued", "held", "preempted", "running",
-                                         "done",   "failed", "cancelled"};
+    static const char *const states[] = {"queued", "held",   "preempted", "running",
+                                         "done",   "failed", "cancelled", "timeout"};
     int known = !a.state;
     for (size_t k = 0; !known && k < sizeof(states) / sizeof(states[0]); k++)
         known = strcmp(a.state, states[k]) == 0;
@@ -443,13 +444,16 @@ static int cmd_shutdown(const command *cmd, int argc, char **argv)
 static const command commands[] = {
     {"submit", cmd_submit,
      "submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
+     "       [--after IDS | --after-any IDS]\n"
      "Queue the job in FILE ('-' for stdin) and print its id (-q: only the id).\n"
      "--set overrides a field by its dotted path; the value is JSON if it parses,\n"
      "else a string. --priority N is --set priority=N (higher runs first; above 0\n"
-     "only for root, parled's user and its --admin-group). --watch then follows\n"
-     "the job like 'watch', --wait blocks silently like 'wait'; either exits like\n"
-     "'wait' (0 done, 1 failed, 3 cancelled, 4 parled gone); --wait --json prints\n"
-     "the job as it ended."},
+     "only for root, parled's user and its --admin-group). --after IDS (job or\n"
+     "sweep ids, j0001,s0002) starts it once they all ended done; if one ends\n"
+     "otherwise it is cancelled, saying which. --after-any IDS once they ended\n"
+     "however. --watch then follows the job like 'watch', --wait blocks silently\n"
+     "like 'wait'; either exits like 'wait' (0 done, 1 failed or timeout, 3\n"
+     "cancelled, 4 parled gone); --wait --json prints the job as it ended."},
     {"status", cmd_status,
      "status [ID] [--json]\nOne job's status, or the daemon's and every job's. A job's shows what\n"
      "places it in the queue (as Slurm's sprio): its priority, whether it resumes a\n"
@@ -471,10 +475,11 @@ static const command commands[] = {
      "object per line)."},
     {"cancel", cmd_cancel, "cancel ID [--json]\nCancel a queued job, or stop a running one at its next step."},
     {"resume", cmd_resume,
-     "resume ID [--from-scratch] [--json]\nQueue a failed job again: it resumes from its newest "
+     "resume ID [--from-scratch] [--json]\nQueue a failed or timed-out job again: it resumes "
+     "from its newest "
      "complete checkpoint\n(a failed job keeps its checkpoints) and goes on to its end. A job "
      "without a\ncomplete checkpoint is refused unless --from-scratch, which runs it again "
-     "from\nstep 0 (its checkpoints removed). Only a failed job; its owner, root and\n"
+     "from\nstep 0 (its checkpoints removed). Only a failed or timed-out job; its owner,\nroot and "
      "parled's --admin-group."},
     {"wait", cmd_wait,
      "wait ID [--json]\nBlock until the job ends (--json: then print the job as it ended).\n"

@@ -342,7 +342,7 @@ static int run_read(conn *c, tb_run *r)
         return -1;
     const char *state = str(cJSON_GetObjectItemCaseSensitive(st, "job"), "state");
     int ended = strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
-                strcmp(state, "cancelled") == 0;
+                strcmp(state, "cancelled") == 0 || strcmp(state, "timeout") == 0;
     cJSON_Delete(st);
     if (metrics_read(c, r->id, &r->offset, tb_line, r) != 0)
         return -1;

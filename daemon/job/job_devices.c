@@ -86,6 +86,20 @@ int job_devices_read(const char *s, job_device_spec *d, char *why, size_t whylen
         d->cores = (int)k;
         return 0;
     }
+    if (!strncmp(s, "gpu:", 4)) {
+        long n = 0;
+        const char *at = s + 4;
+        for (; isdigit((unsigned char)*at) && n <= MAX_GPU_ID + 1; at++)
+            n = n * 10 + (*at - '0');
+        if (at == s + 4 || *at || n < 1 || n > MAX_GPU_ID + 1) {
+            snprintf(why, whylen, "gpu:N takes any N of the daemon's GPUs, N in 1..%d",
+                     MAX_GPU_ID + 1);
+            return -1;
+        }
+        d->kind = DEVICES_GPU;
+        d->count = (int)n;
+        return 0;
+    }
     if (!strcmp(s, "cpu") || !strcmp(s, "auto") || !strcmp(s, "gpu")) {
         d->kind = s[0] == 'c' ? DEVICES_CPU : s[0] == 'a' ? DEVICES_AUTO : DEVICES_GPU;
         return 0;
@@ -130,13 +144,28 @@ int job_devices_resolve(const job_device_spec *d, const char *text, uint64_t all
     case DEVICES_GPU: *out = gpus; break;
     case DEVICES_IDS: *out = d->ids; break;
     }
+    const int present = __builtin_popcountll(gpus);
+    if (d->kind == DEVICES_GPU && d->count && present >= d->count) {
+        /* The daemon's scheduler picks N as the job starts (any of *out);
+         * elsewhere the lowest N. */
+        if (of == DEVICES_OF_MACHINE)
+            for (uint64_t all = *out, n = 0; all; all &= all - 1)
+                if (++n > (uint64_t)d->count)
+                    *out &= ~(all & -all);
+        return 0;
+    }
+    if (d->kind == DEVICES_GPU && d->count) {
+        snprintf(err, errlen, "%s\"%s\" asks for %d GPUs, %s %d", of == DEVICES_OF_DAEMON ? "" : "devices: ",
+                 text, d->count, of == DEVICES_OF_DAEMON ? "the daemon has" : "this machine has",
+                 present);
+        return -1;
+    }
     if (of == DEVICES_OF_DAEMON) {
         if (!*out)
             snprintf(err, errlen, "\"%s\": the daemon has no GPU", text);
         else if (*out & ~allowed)
             snprintf(err, errlen, "\"%s\" is not within the daemon's --devices", text);
     } else {
-        int present = __builtin_popcountll(gpus);
         if (!*out)
             snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU");
         else if (*out & ~allowed)

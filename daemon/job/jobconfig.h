@@ -17,8 +17,9 @@
 #define JOB_PRIORITY_MAX 1000
 
 /* A `devices` string: "cpu", "auto" (the GPUs if there are any, else the
- * CPU), "gpu" (every GPU) or distinct GPU ids "0,1" / "cuda:0,1" (bit i of
- * ids for GPU i, ids 0..62), or the MPI ranks form below (ranks). */
+ * CPU), "gpu" (every GPU), "gpu:N" (any N free GPUs, all at once) or
+ * distinct GPU ids "0,1" / "cuda:0,1" (bit i of ids for GPU i, ids 0..62),
+ * or the MPI ranks form below (ranks). */
 enum job_devices { DEVICES_CPU, DEVICES_AUTO, DEVICES_GPU, DEVICES_IDS };
 typedef struct job_device_spec {
     enum job_devices kind;          /* ranks named: DEVICES_CPU or DEVICES_GPU */
@@ -26,6 +27,8 @@ typedef struct job_device_spec {
     uint64_t ranks;                 /* bit r for MPI rank r; 0: every rank */
     int cores;                      /* DEVICES_CPU: K of "cpu:K", cores of the daemon's the job
                                        takes (jobs whose shares fit run at once); 0: all */
+    int count;                      /* DEVICES_GPU: N of "gpu:N", any N of the daemon's GPUs
+                                       the scheduler picks as the job starts; 0: all */
 } job_device_spec;
 
 typedef struct job_config {
@@ -84,7 +87,10 @@ typedef struct job_config {
     char conv_algorithms[12];       /* GPU: "auto" (by precision), "timed" (cuDNN's find calls) or "heuristic" */
     char gpu_batchnorm[8];          /* GPU: "classic" (one block a channel) or "split" (kernels/bn_split.h) */
     int priority;                   /* higher runs first; above 0 only for admins (docs/architecture.md) */
-    double gpu_share;               /* (0, 1]: of each of its GPUs; jobs whose shares fit share one */
+    double gpu_share;               /* [0.01, 1] of each of its GPUs (whole thousandths) */
+    double time_limit;              /* seconds a run may last (then it ends "timeout"); 0: parled's default */
+    char after[256];                /* ids of jobs or sweeps it starts after, "j0001,s0002"; "" none */
+    bool after_any;                 /* after they end however; else only once all ended done */
     struct { double timeout_s; } comm; /* a collective's deadline */
     struct { int every_epochs, keep; } checkpoint;
     struct {
@@ -96,6 +102,14 @@ typedef struct job_config {
 
 /* Fill every field with its default (before parsing). */
 void job_config_defaults(job_config *cfg);
+
+/* A duration: seconds ("3600", "90.5") or Slurm's [D-]HH:MM:SS ("1-12:00:00",
+ * "02:30:00"), into *seconds: 0, or -1 when malformed or past 10 years. */
+int job_duration_read(const char *s, double *seconds);
+/* The ids of `after` ("j0001,s0002": jobs j, sweeps s, at most JOB_MAX_AFTER)
+ * into ids[]: their count, or -1 with `why` when malformed. */
+#define JOB_MAX_AFTER 16
+int job_after_ids(const char *after, char ids[][16], char *why, size_t whylen);
 
 /* Under `parled --mpi` (docs/mpi.md), a `devices` of the form
  * "rank0:cpu,rank2:cpu" names the MPI ranks that run the job, each on its CPU

@@ -51,7 +51,8 @@ static const char *const *dataset_names(void)
 
 /* K_RULE: a string, one of the coupling rules' names (coupling.h); K_DATASET:
  * one of the datasets' names (data/dataset_table.h). */
-enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_DATASET, K_SEED, K_SCHEDULE };
+enum field_kind { K_INT, K_NUM, K_FLOAT, K_BOOL, K_STR, K_RULE, K_DATASET, K_SEED, K_SCHEDULE,
+                  K_DURATION };
 enum { LO_OPEN = 1, HI_OPEN = 2 };
 
 typedef struct field {
@@ -134,7 +135,10 @@ static const field fields[] = {
     STR("conv_algorithms", conv_algorithms, conv_algorithm_choices),
     STR("gpu_batchnorm", gpu_batchnorm, gpu_batchnorms),
     INT("priority", priority, JOB_PRIORITY_MIN, JOB_PRIORITY_MAX),
-    NUM("gpu_share", gpu_share, 0, 1, LO_OPEN),
+    NUM("gpu_share", gpu_share, 0.01, 1, 0),
+    F("time_limit", K_DURATION, time_limit, 0, 0, 0, NULL),
+    STR("after", after, NULL),
+    BOOL("after_any", after_any),
     NUM("comm.timeout_s", comm.timeout_s, 0, 1e7, LO_OPEN),
     INT("checkpoint.every_epochs", checkpoint.every_epochs, 0, INT_MAX),
     INT("checkpoint.keep", checkpoint.keep, 1, 1000),
@@ -321,6 +325,15 @@ static int parse_field(parser *p, const field *f, const cJSON *v, const char *pa
         else
             *(double *)dst = x;
         return 1;
+    case K_DURATION: /* seconds, or "[D-]HH:MM:SS" */
+        if (cJSON_IsNumber(v) ? in_range(v->valuedouble, 0, 10 * 366 * 86400.0, 0) &&
+                                    (*(double *)dst = v->valuedouble, 1)
+                              : cJSON_IsString(v) && job_duration_read(v->valuestring,
+                                                                       (double *)dst) == 0)
+            return 1;
+        report(p, "%s: must be seconds (3600) or [D-]HH:MM:SS (\"1-12:00:00\"), at most 10 "
+               "years", path);
+        return 0;
     case K_BOOL:
         if (!cJSON_IsBool(v)) {
             report(p, "%s: must be a boolean", path);
@@ -535,9 +548,12 @@ static void finish(parser *p)
     if (devices == -1)
         report(p, "devices: \"%s\": %s", user_text_shown(cfg->devices, buf), why);
     else if (devices != 0)
-        report(p, "devices: \"%s\" is not \"cpu\", \"cpu:K\", \"auto\", \"gpu\" or distinct GPU ids "
-               "like \"0,1\" or \"cuda:0,1\"",
+        report(p, "devices: \"%s\" is not \"cpu\", \"cpu:K\", \"auto\", \"gpu\", \"gpu:N\" or "
+               "distinct GPU ids like \"0,1\" or \"cuda:0,1\"",
                user_text_shown(cfg->devices, buf));
+    char ids[JOB_MAX_AFTER][16];
+    if (job_after_ids(cfg->after, ids, why, sizeof why) < 0)
+        report(p, "after: \"%s\": %s", user_text_shown(cfg->after, buf), why);
 }
 
 enum backend_precision job_precision(const job_config *cfg)

@@ -63,8 +63,8 @@ static int num_field(const cJSON *o, const char *k, double lo, double hi, double
 
 int acct_run_from_json(const cJSON *o, acct_run *r, char *why, size_t whylen)
 {
-    static const char *const ends[] = {"done",   "failed",  "cancelled",  "preempted",
-                                       "held",   "stopped", "interrupted"};
+    static const char *const ends[] = {"done", "failed",  "cancelled", "timeout",
+                                       "preempted", "held", "stopped",   "interrupted"};
     double uid;
     memset(r, 0, sizeof *r);
     if (!cJSON_IsObject(o)) {
@@ -90,8 +90,8 @@ int acct_run_from_json(const cJSON *o, acct_run *r, char *why, size_t whylen)
     while (k < sizeof ends / sizeof ends[0] && strcmp(r->end, ends[k]) != 0)
         k++;
     if (k == sizeof ends / sizeof ends[0]) {
-        snprintf(why, whylen, "end: must be done, failed, cancelled, preempted, held, stopped "
-                 "or interrupted");
+        snprintf(why, whylen, "end: must be done, failed, cancelled, timeout, preempted, held, "
+                 "stopped or interrupted");
         return -1;
     }
     return 0;

@@ -30,7 +30,7 @@ typedef struct acct_run {
     char id[32];
     unsigned uid;
     char user[64];
-    /* How the run ended: done, failed, cancelled (the job ended); preempted,
+    /* How the run ended: done, failed, cancelled, timeout (the job ended); preempted,
      * held (back in the queue); stopped (parled's shutdown); interrupted
      * (parled was killed: recorded at its next start). */
     char end[16];

@@ -14,11 +14,15 @@ double jobs_now_s(void)
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
 }
 
-static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled"};
+static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled",
+                                           "timeout"};
 
 const char *job_state_name(enum job_state s) { return state_names[s]; }
 
-int job_state_final(enum job_state s) { return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED; }
+int job_state_final(enum job_state s)
+{
+    return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED || s == JOB_TIMEOUT;
+}
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
@@ -49,4 +53,9 @@ double job_elapsed(const job *j)
 {
     double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
     return j->elapsed_base + running;
+}
+
+double job_time_limit(const jobs *js, const job *j)
+{
+    return j->cfg.time_limit > 0 ? j->cfg.time_limit : js->limits.default_time_limit_s;
 }

@@ -28,9 +28,9 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
                const char **code, char *err, size_t errlen)
 {
     *code = ERR_BAD_STATE;
-    if (j->state != JOB_FAILED) {
-        snprintf(err, errlen, "job %s is %s: only a failed job can be resumed", j->id,
-                 job_state_name(j->state));
+    if (j->state != JOB_FAILED && j->state != JOB_TIMEOUT) {
+        snprintf(err, errlen, "job %s is %s: only a failed or timed-out job can be resumed",
+                 j->id, job_state_name(j->state));
         return -1;
     }
     checkpoint_info info = {0};
@@ -59,20 +59,23 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
     }
     if (from_scratch) {
         job_remove_checkpoints(j);
-        job_log(j, "resume asked by %s: queued to run again from scratch (it failed: %s)", by,
-                j->error);
+        job_log(j, "resume asked by %s: queued to run again from scratch (it ended %s: %s)", by,
+                job_state_name(j->state), j->error);
     } else {
         job_log(j, "resume asked by %s: queued to resume from its checkpoint at outer iteration "
-                "%ld (step %ld) (it failed: %s)", by, info.k, info.step, j->error);
+                "%ld (step %ld) (it ended %s: %s)", by, info.k, info.step,
+                job_state_name(j->state), j->error);
     }
     *from_step = found ? info.step : 0;
     j->error[0] = '\0';
     j->ended_at = 0;
     j->cancel_requested = 0;
     __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
-    /* As after a restart: it goes first, and its first event says where
-     * the run starts (jobs.c, begin_resumed_run). */
+    /* As after a restart, its first event says where the run starts (jobs.c,
+     * begin_resumed_run); but it ranks as any queued job, not as one
+     * resuming a preemption or a restart (resume_first). */
     j->interrupted = 1;
+    j->resume_first = 0;
     set_state(j, JOB_QUEUED);
     jobs_schedule(js);
     return 0;

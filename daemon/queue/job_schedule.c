@@ -20,32 +20,51 @@
  * may free outside parled, where no event tells (a job's end and a submit
  * retry at once as well). */
 #define MEMORY_RETRY_MS 2000
+/* Why a wait for host memory preempts no job: what holds it is not known to
+ * be a job of lower priority. It keeps no devices from later jobs. */
+#define MEMORY_NO_PREEMPT "; it preempts no job (the memory may be held outside parled) and " \
+                          "keeps no devices from jobs that fit now"
 
-/* The scheduler's view of job j. */
-static sched_job sched_view(const jobs *js, const job *j, long order)
+/* The scheduler's view of job j: a queued "gpu:N" job may take any N of
+ * the daemon's GPUs (those of its last run, in j->devices, are no longer
+ * its own once it is back in the queue). */
+static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,
+                            unsigned pass)
 {
+    const job_device_spec *spec = &j->cfg.device_spec;
+    const int any = !j->thread_running && spec->kind == DEVICES_GPU && spec->count;
     return (sched_job){
         .running = j->thread_running,
         .stopping = j->thread_running && j->stop != 0,
         .held = j->held,
-        .resuming = j->interrupted,
+        .resuming = j->resume_first,
+        .after_pending = after_pending,
+        .memory_wait = !j->thread_running && j->memory_pass == pass,
         .priority = j->priority,
         .order = order,
-        .started_at = j->run_started_at,
+        .owner = j->owner.uid,
         .usage = owner_usage_of(js, j->owner.uid),
-        .gpus = j->devices & ~DEV_CPU,
-        .gpu_share = j->cfg.gpu_share,
+        .submitted_at = j->submitted_at,
+        .started_at = j->run_started_at,
+        .was_preempted = j->run_resumed_preemption,
+        .time_limit = job_time_limit(js, j),
+        .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
+        .ngpus = any ? spec->count : 0,
+        .gpu_share = sched_share_milli(j->cfg.gpu_share),
         .cores = job_cores_wanted(js, j),
     };
 }
 
-/* Why `ahead` comes before `j` in the queue's order. */
+/* Why `ahead` comes before `j` in the queue's order (sched_decide's). */
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
+    const double aged = jobs_now_s() - js->limits.oldest_first_s;
     if (ahead->priority != j->priority)
         return "a higher priority";
-    if (ahead->interrupted != j->interrupted)
-        return "it resumes a checkpoint";
+    if (js->limits.oldest_first_s > 0 && ahead->submitted_at <= aged && j->submitted_at > aged)
+        return "it was queued longer than --oldest-first-after";
+    if (ahead->resume_first != j->resume_first)
+        return "it resumes a checkpoint after a preemption or a restart";
     if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
         return "its owner used less device time recently";
     return "submitted earlier";
@@ -96,6 +115,19 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     case SCHED_ONE_AT_A_TIME:
         snprintf(text, sizeof text, "mpi: one job runs at a time across the ranks");
         break;
+    case SCHED_AFTER:
+        job_after_check(js, j, text, sizeof text);
+        break;
+    case SCHED_QUOTA:
+        snprintf(text, sizeof text, "quota: %s's running jobs hold parled's --max-gpus-per-user "
+                 "(%d) or --max-cores-per-user (%d) with this one's devices:%s", j->owner.user,
+                 js->limits.gpus_per_user, js->limits.cores_per_user, who);
+        break;
+    case SCHED_MEMORY: /* admission's figures (memory or disk) are in j->waiting already */
+        if (strncmp(j->waiting, "memory:", 7) == 0 && !strstr(j->waiting, MEMORY_NO_PREEMPT) &&
+            strlen(j->waiting) + sizeof MEMORY_NO_PREEMPT < sizeof j->waiting)
+            strcat(j->waiting, MEMORY_NO_PREEMPT);
+        return;
     default:
         return;
     }
@@ -193,6 +225,8 @@ void jobs_schedule_init(jobs *js)
     js->requeue_check.data = js;
     uv_timer_init(js->loop, &js->memory_retry);
     js->memory_retry.data = js;
+    uv_timer_init(js->loop, &js->time_limit_check);
+    js->time_limit_check.data = js;
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
@@ -209,28 +243,138 @@ static void memory_retry(jobs *js)
     js->memory_retry_on = waiting && !js->stopping;
 }
 
-/* Carry out the decisions in the queue's order: starts (unless admission
- * holds the job back for memory), preemptions, and the reasons to wait. */
-static void apply(jobs *js, job **list, const sched_decision *out, int n, int queued)
+/* Carry out the decisions in the queue's order: starts (a "gpu:N" job on
+ * the GPUs picked for it), preemptions, and the reasons to wait. A job the
+ * decision starts that must wait for host memory stops the pass: 1, and
+ * the decision is made again with it waiting (keeping nothing). */
+static int apply(jobs *js, job **list, const sched_decision *out, int n, int queued,
+                 unsigned pass)
 {
     int *by_turn = malloc((size_t)(queued ? queued : 1) * sizeof *by_turn);
     if (!by_turn)
-        return;
+        return 0;
     for (int i = 0; i < n; i++) {
         if (out[i].turn >= 0)
             by_turn[out[i].turn] = i;
         if (out[i].action == SCHED_PREEMPT)
             ask_requeue(list[i], list[out[i].preempted_for]);
     }
-    for (int k = 0; k < queued; k++) {
+    int again = 0;
+    for (int k = 0; k < queued && !again; k++) {
         const int i = by_turn[k];
-        if (out[i].action != SCHED_START)
-            set_waiting(js, list[i], list, &out[i]);
-        else if (!job_waits_for_memory(js, list[i]) && !job_waits_for_disk(js, list[i]) &&
-                 job_cores_take(js, list[i]) == 0)
-            job_start(js, list[i]);
+        job *j = list[i];
+        if (out[i].action != SCHED_START) {
+            set_waiting(js, j, list, &out[i]);
+            continue;
+        }
+        const uint64_t may_take = j->devices;
+        if (j->cfg.device_spec.count)
+            j->devices = out[i].gpus;
+        /* Memory and the state dir's disk may free outside parled: a job
+         * waiting for either keeps no devices. */
+        if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j)) {
+            j->devices = may_take;
+            j->memory_pass = pass;
+            again = 1;
+        } else if (job_cores_take(js, j) == 0) {
+            /* What this run is: one resuming a preemption keeps its
+             * minimum run; it ranks as resuming no more. */
+            j->run_resumed_preemption = j->preempted;
+            j->resume_first = 0;
+            if (out[i].backfilled)
+                job_log(j, "backfilled: it ends by its time limit before %s could start",
+                        list[out[i].blockers[0]]->id);
+            job_start(js, j);
+        } else {
+            j->devices = may_take;
+        }
     }
     free(by_turn);
+    return again;
+}
+
+/* A queued job whose dependency ended so that it never starts ends
+ * cancelled, saying which and why. 1 if it did; *pending: one has not ended. */
+static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
+{
+    char why[JOB_ERR_MAX - 64];
+    *after_pending = 0;
+    if (!j->cfg.after[0] || j->after_met || j->state != JOB_QUEUED || j->thread_running)
+        return 0;
+    const int r = job_after_check(js, j, why, sizeof why);
+    *after_pending = r > 0;
+    j->after_met = r == 0; /* once met, a dependency removed later does not matter */
+    if (r >= 0)
+        return 0;
+    snprintf(j->error, sizeof j->error, "not started: %s", why);
+    job_log(j, "cancelled: %s", j->error);
+    set_state(j, JOB_CANCELLED);
+    job_log_stop(j);
+    if (js->listener.on_end)
+        js->listener.on_end(js->listener.user, j);
+    return 1;
+}
+
+/* Running jobs at their time limit are asked to checkpoint and end
+ * "timeout"; the timer wakes the queue at the next limit. */
+static void time_limits(jobs *js)
+{
+    const double now = jobs_now_s();
+    double next = INFINITY;
+    for (job *j = js->first; j; j = j->next) {
+        const double limit = job_time_limit(js, j);
+        if (!j->thread_running || limit <= 0 || j->stop || j->cancel_requested)
+            continue;
+        const double left = j->run_started_at + limit - now;
+        if (left > 0) {
+            next = fmin(next, left);
+            continue;
+        }
+        j->timing_out = 1;
+        j->requeue_asked_at = now;
+        job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
+                "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
+        __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+    }
+    uv_timer_stop(&js->time_limit_check);
+    if (isfinite(next))
+        uv_timer_start(&js->time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
+}
+
+/* One decision on the queue as it is, carried out: 1 if it must be made
+ * again (a job waits for memory now). */
+static int schedule_pass(jobs *js, unsigned pass)
+{
+    int n = 0, queued = 0, after_pending = 0;
+    for (job *j = js->first; j; j = j->next)
+        if (j->thread_running || j->state == JOB_QUEUED)
+            n++;
+    job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
+    sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
+    sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    sched_input in = {.jobs = view, .ncores = js->ncores, .faulted = js->faulted,
+                      .one_at_a_time = mpi_node_size() > 1, .preempt = 1, .backfill = 1,
+                      .now = jobs_now_s(), .min_run_s = js->limits.preempt_min_run_s,
+                      .oldest_first_s = js->limits.oldest_first_s,
+                      .max_gpus_per_owner = js->limits.gpus_per_user,
+                      .max_cores_per_owner = js->limits.cores_per_user};
+    memcpy(in.links, js->gpu_links, sizeof in.links);
+    int ok = list && view && out, again = 0;
+    long order = 0;
+    for (job *j = js->first; j && ok; j = j->next, order++)
+        if (j->thread_running ||
+            (j->state == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
+            list[in.njobs] = j;
+            view[in.njobs++] = sched_view(js, j, order, !j->thread_running && after_pending,
+                                          pass);
+            queued += !j->thread_running;
+        }
+    if (ok && sched_decide(&in, out) == 0)
+        again = apply(js, list, out, in.njobs, queued, pass);
+    free(list);
+    free(view);
+    free(out);
+    return again;
 }
 
 void jobs_schedule(jobs *js)
@@ -239,29 +383,15 @@ void jobs_schedule(jobs *js)
         return;
     jobs_usage_update(js);
     withdraw_preemptions(js);
-    int n = 0, queued = 0;
-    for (job *j = js->first; j; j = j->next)
-        if (j->thread_running || j->state == JOB_QUEUED)
-            n++;
-    job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
-    sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
-    sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
-    sched_input in = {.jobs = view, .njobs = n, .ncores = js->ncores, .faulted = js->faulted,
-                      .one_at_a_time = mpi_node_size() > 1, .preempt = 1};
-    int ok = list && view && out;
-    long order = 0;
-    n = 0;
-    for (job *j = js->first; j && ok; j = j->next, order++)
-        if (j->thread_running || j->state == JOB_QUEUED) {
-            list[n] = j;
-            view[n++] = sched_view(js, j, order);
-            queued += !j->thread_running;
-        }
-    if (ok && sched_decide(&in, out) == 0)
-        apply(js, list, out, n, queued);
-    free(list);
-    free(view);
-    free(out);
+    /* Each pass that finds a job waiting for memory decides again with it
+     * waiting (marked with this call's number): at most once per queued job. */
+    const unsigned pass = ++js->schedule_passes;
+    int queued = 0;
+    for (const job *j = js->first; j; j = j->next)
+        queued += j->state == JOB_QUEUED;
+    for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
+        ;
+    time_limits(js); /* those just started too */
     memory_retry(js);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
@@ -283,10 +413,22 @@ void job_requeued(job *j)
     if (j->preempted_by[0] && !j->held) {
         j->preempted = 1;
         j->preempted_at = jobs_now_s();
+        j->resume_first = 1; /* not a hold: released, it ranks as any queued job */
     }
     job_log(j, "%s at epoch %.6g, step %ld: back in the queue; it resumes from its newest "
             "complete checkpoint", j->held ? "held" : "preempted", j->last.epoch, j->last.step);
     set_state(j, JOB_QUEUED);
+}
+
+void job_timed_out(job *j)
+{
+    j->timing_out = 0;
+    j->requeue_asked_at = 0;
+    snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
+             "it resumes from its checkpoint with parlectl resume %s",
+             job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);
+    job_log(j, "timeout: %s", j->error);
+    set_state(j, JOB_TIMEOUT);
 }
 
 /* ---- priorities, holds and cancels ---- */

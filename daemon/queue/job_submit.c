@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "jobfile.h"
 #include "jobs_impl.h"
+#include "schedule.h"
 #include "mpi_node.h"
 
 /* Queued and running jobs of uid. */
@@ -88,6 +89,30 @@ int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
     return -1;
 }
 
+/* Within parled's bounds: its time limit (--max-time-limit) and its devices
+ * alone within a user's quota (else it never starts): 0, or -1 with a message. */
+static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t errlen)
+{
+    const jobs_limits *l = &js->limits;
+    const double limit = job_time_limit(js, j);
+    const job_device_spec *spec = &j->cfg.device_spec;
+    const int gpus = spec->count ? spec->count : __builtin_popcountll(j->devices & ~DEV_CPU);
+    const int cores = job_cores_wanted(js, j);
+    if (l->max_time_limit_s > 0 && (limit <= 0 || limit > l->max_time_limit_s))
+        snprintf(err, errlen, "time_limit: %s%.0f s is above parled's --max-time-limit (%.0f s)",
+                 limit <= 0 ? "none (unbounded) " : "", limit, l->max_time_limit_s);
+    else if (l->gpus_per_user > 0 && (long)gpus * sched_share_milli(j->cfg.gpu_share) >
+                                         (long)l->gpus_per_user * SCHED_WHOLE)
+        snprintf(err, errlen, "devices: %d GPU(s) are above parled's --max-gpus-per-user (%d): "
+                 "the job would never start", gpus, l->gpus_per_user);
+    else if (l->cores_per_user > 0 && cores > l->cores_per_user)
+        snprintf(err, errlen, "devices: %d cores are above parled's --max-cores-per-user (%d): "
+                 "the job would never start", cores, l->cores_per_user);
+    else
+        return 0;
+    return -1;
+}
+
 job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
     job *j = calloc(1, sizeof(*j));
@@ -101,7 +126,8 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         job_devices_now(js, j, err, errlen) != 0)
         goto fail;
     j->js = js; /* admission reads the state dir's disk through it */
-    if (job_admit(j, err, errlen) != 0)
+    if (job_admit(j, err, errlen) != 0 || job_limits_allowed(js, j, err, errlen) != 0 ||
+        job_after_valid(js, &j->cfg, err, errlen) != 0)
         goto fail;
     j->test_error = j->test_loss = NAN;
     j->priority = j->cfg.priority;

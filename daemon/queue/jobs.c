@@ -24,6 +24,7 @@
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
+#include "topology.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
 
@@ -171,6 +172,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
         end = "cancelled";
+    } else if (p->result.stopped && j->timing_out && !js->stopping) {
+        job_timed_out(j);
+        end = "timeout";
     } else if (p->result.stopped && !js->stopping) {
         /* Asked back into the queue: preempted or held (or a preemption
          * withdrawn once it had stopped), still watched. */
@@ -296,6 +300,10 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         goto fail;
     }
     devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
+    for (int g = 0; g < DEV_MAX_GPUS; g++) /* NVLink/P2P pairs, for "gpu:N" */
+        for (int h = 0; h < DEV_MAX_GPUS && (js->devices >> g & 1); h++)
+            if (h != g && (js->devices >> h & 1) && topology_peer_access(g, h))
+                js->gpu_links[g] |= 1ull << h;
     snprintf(js->sweeps_dir, sizeof(js->sweeps_dir), "%s/sweeps", state_dir);
     js->next_sweep_id = 1;
     jobs_usage_load(js, state_dir);
@@ -401,6 +409,7 @@ void jobs_close(jobs *js)
 {
     js->open_handles = 5;
     uv_close((uv_handle_t *)&js->async, on_handle_closed);
+    uv_close((uv_handle_t *)&js->time_limit_check, on_handle_closed);
     uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
     uv_close((uv_handle_t *)&js->requeue_check, on_handle_closed);
     uv_close((uv_handle_t *)&js->keep_ended_check, on_handle_closed);

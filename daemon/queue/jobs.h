@@ -14,7 +14,10 @@ typedef struct jobs jobs;
 typedef struct job job;
 typedef struct sweep sweep;
 
-enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED };
+/* timeout: a run reached its time limit and checkpointed; resumable as a
+ * failed job is. */
+enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED, JOB_TIMEOUT };
+#define JOB_STATES (JOB_TIMEOUT + 1)
 
 /* Who submitted a job, from the socket's peer credentials: the job reads its
  * files with this user's rights, and only this user, root and the daemon's
@@ -36,6 +39,12 @@ typedef struct jobs_limits {
     int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
     double save_retry_s;    /* a job's final master that cannot be written is retried this
                                long, then the job fails */
+    int gpus_per_user;      /* GPUs one user's running jobs hold at once (0: no bound) */
+    int cores_per_user;     /* CPU cores likewise */
+    double default_time_limit_s; /* a run's limit for a job without time_limit (0: none) */
+    double max_time_limit_s;     /* the most a job may ask (0: no bound) */
+    double preempt_min_run_s;    /* a run resumed from a preemption is not preempted sooner */
+    double oldest_first_s;       /* a job queued this long ranks before fair share (0: never) */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:

@@ -97,6 +97,15 @@ struct job {
      * --admin-group): then only an admin releases it. */
     char held_by[64];
     int admin_hold;
+    /* It ranks as resuming a checkpoint (stopped by a preemption or a stop
+     * of parled; not a resumed failure or a released hold) until it runs;
+     * the run it is in resumed a preemption (the minimum run applies); and
+     * it was asked to stop at its time limit, to end "timeout". */
+    int resume_first;
+    int run_resumed_preemption;
+    int timing_out;
+    unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
+    int after_met;          /* its dependencies (`after`) all ended as it asks */
     double requeue_asked_at;
     char preempted_by[PROTO_ID_MAX];
     int preempted;
@@ -183,6 +192,11 @@ struct jobs {
     acct_log acct;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
+    /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N"; and the
+     * timer that wakes the queue at the next run's time limit. */
+    uint64_t gpu_links[DEV_MAX_GPUS];
+    uv_timer_t time_limit_check;
+    unsigned schedule_passes; /* jobs_schedule's calls, numbering memory waits */
 };
 
 /* job_record.c: the record read, calling none of the queue's files (also
@@ -192,6 +206,9 @@ double job_elapsed(const job *j);         /* training seconds so far */
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */
 const char *job_shown_state(const job *j);
+/* The limit of a run of j in seconds (its time_limit, else parled's
+ * default; 0: none). */
+double job_time_limit(const jobs *js, const job *j);
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -227,8 +244,19 @@ void set_state(job *j, enum job_state s);
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
 /* A job asked to go back into the queue stopped at its checkpoint: queued
- * again, to resume from it ("preempted", or "held"). */
+ * again, to resume from it ("preempted", or "held"); or, stopped at its
+ * time limit, ended "timeout". */
 void job_requeued(job *j);
+/* A job asked to stop at its time limit stopped at its checkpoint: ended
+ * "timeout", resumable (job_resume). */
+void job_timed_out(job *j);
+
+/* job_after.c: a queued job's dependencies (`after`). job_after_check: 0
+ * they allow it to start, 1 one has not ended (why names it), -1 one ended
+ * so that it never will (why says which and how). job_after_valid at
+ * submit: 0, or -1 with a message naming an id that is not there. */
+int job_after_check(jobs *js, const job *j, char *why, size_t whylen);
+int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen);
 
 /* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
  * decayed device use (device-seconds) up to now (also as a job ends, before

@@ -95,7 +95,7 @@ cJSON *job_status_json(const job *j)
     else
         cJSON_AddNullToObject(o, "held_by");
     cJSON_AddBoolToObject(o, "admin_hold", j->held && j->admin_hold);
-    cJSON_AddBoolToObject(o, "resuming", j->interrupted);
+    cJSON_AddBoolToObject(o, "resuming", j->resume_first);
     cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(j->js, j->owner.uid));
     /* The job's last preemption, if any: by whom and when it went back. */
     if (j->preempted_by[0])
@@ -113,7 +113,18 @@ cJSON *job_status_json(const job *j)
     cJSON_AddStringToObject(o, "dataset", j->cfg.data.dataset);
     if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
         snprintf(dev, sizeof dev, "cpu:%d", j->cfg.device_spec.cores);
+    if (j->cfg.device_spec.count && j->state == JOB_QUEUED) /* the GPUs are picked at its start */
+        snprintf(dev, sizeof dev, "gpu:%d", j->cfg.device_spec.count);
     cJSON_AddStringToObject(o, "devices", dev);
+    /* Scheduling limits: a run's time limit (seconds, null: none) and what
+     * it starts after. */
+    const double limit = j->js ? job_time_limit(j->js, j) : j->cfg.time_limit;
+    add_num_or_null(o, "time_limit", limit > 0 ? limit : NAN);
+    if (j->cfg.after[0])
+        cJSON_AddStringToObject(o, "after", j->cfg.after);
+    else
+        cJSON_AddNullToObject(o, "after");
+    cJSON_AddBoolToObject(o, "after_any", j->cfg.after_any);
     /* The core ids a running CPU job holds (disjoint from the others'). */
     if (j->cores)
         cJSON_AddItemToObject(o, "cores", cJSON_CreateIntArray(j->cores, j->ncores_held));
@@ -263,11 +274,11 @@ cJSON *jobs_devices_json(const jobs *js)
 
 cJSON *jobs_summary_json(const jobs *js)
 {
-    int count[JOB_CANCELLED + 1] = {0};
+    int count[JOB_STATES] = {0};
     for (job *j = js->first; j; j = j->next)
         count[j->state]++;
     cJSON *o = cJSON_CreateObject();
-    for (int s = 0; s <= JOB_CANCELLED; s++)
+    for (int s = 0; s < JOB_STATES; s++)
         cJSON_AddNumberToObject(o, job_state_name((enum job_state)s), count[s]);
     cJSON_AddStringToObject(o, "devices", js->devices_text);
     return o;

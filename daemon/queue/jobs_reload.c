@@ -85,13 +85,13 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     if (preempted || (state && strcmp(state, "held") == 0))
         s = JOB_QUEUED;
     else
-        while (state && s <= JOB_CANCELLED && strcmp(state, job_state_name((enum job_state)s)) != 0)
+        while (state && s < JOB_STATES && strcmp(state, job_state_name((enum job_state)s)) != 0)
             s++;
     long epoch = status_count(st, "epoch"), step = status_count(st, "step");
-    if (!cJSON_IsObject(st) || !state || s > JOB_CANCELLED || epoch < 0 || epoch > INT32_MAX ||
+    if (!cJSON_IsObject(st) || !state || s >= JOB_STATES || epoch < 0 || epoch > INT32_MAX ||
         step < 0) {
         snprintf(err, errlen, "status.json: %s", !st ? "not valid JSON"
-                 : !state || s > JOB_CANCELLED ? "no valid \"state\"" : "bad epoch or step");
+                 : !state || s >= JOB_STATES ? "no valid \"state\"" : "bad epoch or step");
         cJSON_Delete(st);
         return -1;
     }
@@ -188,6 +188,7 @@ static void requeue(jobs *js, job *j)
     const int was_running = j->state == JOB_RUNNING;
     j->state = JOB_QUEUED;
     j->interrupted = j->started_at > 0;
+    j->resume_first = was_running || j->preempted;
     if (was_running)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");
@@ -318,7 +319,7 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
     size_t n;
     if (numbered_dirs(js->jobs_dir, 'j', &names, &n, &js->next_id, err, errlen) != 0)
         return -1;
-    int counts[JOB_CANCELLED + 1] = {0}, skipped = 0, interrupted = 0;
+    int counts[JOB_STATES] = {0}, skipped = 0, interrupted = 0;
     for (size_t i = 0; i < n; i++) {
         char why[JOB_ERR_MAX];
         if (half_made(js, names[i]))
@@ -342,8 +343,8 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
     numbered_dirs_free(names, n);
     if (n > 0)
         server_log(LOG_INFO, "reloaded %zu job(s): %d queued (%d of them interrupted, to resume), "
-                   "%d done, %d failed, %d cancelled, %d unreadable and skipped",
+                   "%d done, %d failed, %d cancelled, %d timeout, %d unreadable and skipped",
                    n - (size_t)skipped, counts[JOB_QUEUED], interrupted, counts[JOB_DONE],
-                   counts[JOB_FAILED], counts[JOB_CANCELLED], skipped);
+                   counts[JOB_FAILED], counts[JOB_CANCELLED], counts[JOB_TIMEOUT], skipped);
     return 0;
 }

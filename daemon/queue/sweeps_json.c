@@ -9,7 +9,7 @@
 /* A point's jobs summed up: states, the final test errors of those done
  * (Welford's running mean and squared deviations), their wall time. */
 typedef struct point_row {
-    int count[JOB_CANCELLED + 1];
+    int count[JOB_STATES];
     int early_stopped, done;
     double mean, m2, wall_s;
     cJSON *ids;
@@ -41,6 +41,8 @@ static const char *point_state(const int *count, int early_stopped)
         return "early_stopped";
     if (count[JOB_FAILED])
         return "failed";
+    if (count[JOB_TIMEOUT])
+        return "timeout";
     return count[JOB_CANCELLED] ? "cancelled" : "done";
 }
 
@@ -66,7 +68,7 @@ static cJSON *point_json(const sweep *s, int p, point_row *r)
 
 cJSON *sweep_status_json(const jobs *js, const sweep *s)
 {
-    int n = s->spec.npoints, count[JOB_CANCELLED + 1] = {0}, early = 0, njobs = 0;
+    int n = s->spec.npoints, count[JOB_STATES] = {0}, early = 0, njobs = 0;
     point_row *rows = calloc((size_t)n, sizeof *rows);
     if (!rows)
         return NULL;
@@ -122,7 +124,7 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s)
     cJSON_AddNumberToObject(o, "seeds", s->spec.seeds);
     cJSON_AddNumberToObject(o, "jobs", njobs);
     cJSON *counts = cJSON_AddObjectToObject(o, "counts");
-    for (int st = 0; st <= JOB_CANCELLED; st++)
+    for (int st = 0; st < JOB_STATES; st++)
         cJSON_AddNumberToObject(counts, job_state_name((enum job_state)st), count[st]);
     cJSON_AddNumberToObject(counts, "early_stopped", early);
     if (s->spec.early_after) {

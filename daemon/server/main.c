@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "fsutil.h"
+#include "jobconfig.h"
 #include "mpi_node.h"
 #include "parle_config.h"
 #include "runner.h"
@@ -67,6 +68,22 @@ static const char usage[] =
     "                     accounting.jsonl ('parlectl history'; 'rm' keeps it)\n"
     "  --usage-save-interval S  for tests: write usage.json every S seconds\n"
     "                     (0.1..60) while jobs run instead of every 60\n"
+    "  --max-gpus-per-user N  GPUs one user's running jobs hold at once (shares\n"
+    "                     count as their part; default 0: no bound); a job past it\n"
+    "                     waits (\"quota\"), one that alone is past it is refused\n"
+    "  --max-cores-per-user N  the same for CPU cores (cpu:K; default 0: no bound)\n"
+    "  --default-time-limit T  a run's time limit for jobs without time_limit\n"
+    "                     (seconds or [D-]HH:MM:SS; default 0: none). At its limit\n"
+    "                     a job checkpoints and ends \"timeout\" (parlectl resume\n"
+    "                     runs it on); with limits known a later job may start on\n"
+    "                     devices kept for a waiting one if it ends first (backfill)\n"
+    "  --max-time-limit T  the longest time_limit a job may ask (default 0: any);\n"
+    "                     with it, a job must have a limit, its own or the default\n"
+    "  --preempt-min-run S  a job resumed after a preemption runs at least S\n"
+    "                     seconds (default 600) before it can be preempted again\n"
+    "  --oldest-first-after S  a job queued S seconds (default 86400) ranks before\n"
+    "                     fair share and resuming jobs of its priority, by\n"
+    "                     submission: fair share delays a job, never starves it\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -247,7 +264,13 @@ int main(int argc, char **argv)
         {"usage-half-life", required_argument, 0, 'H'},
         {"usage-save-interval", required_argument, 0, 'W'},
         {"keep-ended", required_argument, 0, 'K'},
-        {"save-retry", required_argument, 0, 'R'},
+        {"save-retry", required_argument, 0, 'S'},
+        {"max-gpus-per-user", required_argument, 0, 'G'},
+        {"max-cores-per-user", required_argument, 0, 'c'},
+        {"default-time-limit", required_argument, 0, 'T'},
+        {"max-time-limit", required_argument, 0, 'X'},
+        {"preempt-min-run", required_argument, 0, 'R'},
+        {"oldest-first-after", required_argument, 0, 'O'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -268,8 +291,8 @@ int main(int argc, char **argv)
                          .usage_half_life_s = 86400, .usage_save_s = 60,
                          .keep_ended_count = -1,
                          .max_jobs_per_user = 100,
-                         .max_conns = 128, .max_conns_per_user = 16};
-    cfg.save_retry_s = 600;
+                         .max_conns = 128, .max_conns_per_user = 16, .save_retry_s = 600,
+                         .sched = {.preempt_min_run_s = 600, .oldest_first_s = 86400}};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -280,18 +303,26 @@ int main(int argc, char **argv)
         case 'a': cfg.admin_group = optarg; break;
         case 'J':
         case 'C':
-        case 'U': {
+        case 'U':
+        case 'G':
+        case 'c': {
             char *end;
             long n = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end || n < 0 || n > 1000000) {
                 fprintf(stderr, "parled: --%s: expected a count in 0..1000000, got %s\n",
-                        c == 'J' ? "max-jobs-per-user" : c == 'C' ? "max-connections"
-                                                                  : "max-connections-per-user",
+                        c == 'J'   ? "max-jobs-per-user"
+                        : c == 'C' ? "max-connections"
+                        : c == 'U' ? "max-connections-per-user"
+                        : c == 'G' ? "max-gpus-per-user"
+                                   : "max-cores-per-user",
                         optarg);
                 return 2;
             }
-            *(c == 'J' ? &cfg.max_jobs_per_user : c == 'C' ? &cfg.max_conns
-                                                           : &cfg.max_conns_per_user) = (int)n;
+            *(c == 'J'   ? &cfg.max_jobs_per_user
+              : c == 'C' ? &cfg.max_conns
+              : c == 'U' ? &cfg.max_conns_per_user
+              : c == 'G' ? &cfg.sched.gpus_per_user
+                         : &cfg.sched.cores_per_user) = (int)n;
             break;
         }
         case 't':
@@ -328,6 +359,25 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'T':
+        case 'X':
+        case 'R':
+        case 'O': {
+            const char *name = c == 'T'   ? "default-time-limit"
+                               : c == 'X' ? "max-time-limit"
+                               : c == 'R' ? "preempt-min-run"
+                                          : "oldest-first-after";
+            double *to = c == 'T'   ? &cfg.sched.default_time_limit_s
+                         : c == 'X' ? &cfg.sched.max_time_limit_s
+                         : c == 'R' ? &cfg.sched.preempt_min_run_s
+                                    : &cfg.sched.oldest_first_s;
+            if (job_duration_read(optarg, to) != 0) {
+                fprintf(stderr, "parled: --%s: expected seconds or [D-]HH:MM:SS, got %s\n",
+                        name, optarg);
+                return 2;
+            }
+            break;
+        }
         case 'K':
             if (parse_keep_ended(optarg, &cfg) != 0) {
                 fprintf(stderr, "parled: --keep-ended: expected a count (50) or an age with s, "
@@ -345,7 +395,7 @@ int main(int argc, char **argv)
             server_log_level = (enum log_level)level;
             break;
         }
-        case 'R': {
+        case 'S': {
             char *end;
             cfg.save_retry_s = strtod(optarg, &end);
             if (*optarg == '\0' || *end || !(cfg.save_retry_s >= 0 && cfg.save_retry_s <= 1e8)) {

@@ -504,13 +504,15 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
                        .user = s};
     if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, err, errlen) != 0)
         goto fail;
-    jobs_set_limits(s->jobs, &(jobs_limits){.jobs_per_user = cfg->max_jobs_per_user,
-                                            .usage_half_life_s = cfg->usage_half_life_s,
-                                            .usage_save_s = cfg->usage_save_s,
-                                            .preempt_grace_s = cfg->preempt_grace_s,
-                                            .keep_ended_s = cfg->keep_ended_s,
-                                            .keep_ended_count = cfg->keep_ended_count,
-                                            .save_retry_s = cfg->save_retry_s});
+    jobs_limits limits = cfg->sched;
+    limits.jobs_per_user = cfg->max_jobs_per_user;
+    limits.usage_half_life_s = cfg->usage_half_life_s;
+    limits.usage_save_s = cfg->usage_save_s;
+    limits.preempt_grace_s = cfg->preempt_grace_s;
+    limits.keep_ended_s = cfg->keep_ended_s;
+    limits.keep_ended_count = cfg->keep_ended_count;
+    limits.save_retry_s = cfg->save_retry_s;
+    jobs_set_limits(s->jobs, &limits);
     if (listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
         jobs_close(s->jobs);
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "jobs.h"
 #include "log.h"
 
 
@@ -24,6 +25,10 @@ typedef struct server_config {
     double keep_ended_s;   /* --keep-ended AGE (jobs_limits; 0: none) */
     int keep_ended_count;  /* --keep-ended N (jobs_limits; -1: none) */
     double save_retry_s;   /* --save-retry: a final master's retries (jobs_limits) */
+    /* --max-gpus-per-user, --max-cores-per-user, --default-time-limit,
+     * --max-time-limit, --preempt-min-run, --oldest-first-after (the
+     * fields of jobs_limits so named; the others there are above). */
+    jobs_limits sched;
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
                               binding socket_path (and never unlinked) */
 } server_config;

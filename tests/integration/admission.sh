@@ -50,7 +50,7 @@ for _ in $(seq 300); do
 done
 waiting=$(field "$TMP/b.json" waiting)
 case "$waiting" in
-"memory: needs "*" on cpu ("*") but 1.0 MiB are available now (MemAvailable)") ;;
+"memory: needs "*" on cpu ("*") but 1.0 MiB are available now (MemAvailable); it preempts no job"*) ;;
 *) fail "$b does not wait for memory: $(cat "$TMP/b.json")" ;;
 esac
 [ "$(field "$TMP/b.json" state)" = queued ] || fail "$b is not queued"

@@ -57,7 +57,7 @@ ctl export nope "$TMP/x" 2>&1 | grep -q "no job nope" || fail "export of an unkn
 ctl export "$id" /nonexistent/dir/x 2>&1 | grep -q "cannot create a temporary in /nonexistent/dir" ||
     fail "export into a missing directory"
 ctl cancel "$id" 2>&1 | grep -q "already ended" || fail "cancelling a done job"
-ctl resume "$id" 2>&1 | grep -q "is done: only a failed job" || fail "resuming a done job"
+ctl resume "$id" 2>&1 | grep -q "is done: only a failed or timed-out job" || fail "resuming a done job"
 ctl resume "$id" --frob 2>/dev/null; [ $? = 2 ] || fail "resume --frob must exit 2"
 ctl shutdown | grep -q "shutting down" || fail "shutdown"
 wait_exit 30 || fail "parled did not exit after shutdown"

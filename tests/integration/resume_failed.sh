@@ -43,7 +43,7 @@ grep -qF "$want" "$STATE/jobs/$a/status.json" || fail "$a's error: $(field "$STA
 ls "$STATE/jobs/$a/ckpt/"k*/manifest.json >/dev/null 2>&1 ||
     fail "the failed job $a kept no complete checkpoint"
 [ ! -e "$STATE/jobs/$d/ckpt" ] || fail "the done job $d kept its checkpoints"
-resume_refused "$d" "job $d is done: only a failed job can be resumed"
+resume_refused "$d" "job $d is done: only a failed or timed-out job can be resumed"
 resume_refused "$b" "job $b has no complete checkpoint to resume from"
 resume_refused j9999 "no job j9999"
 cp "$STATE/jobs/$a/metrics.jsonl" "$TMP/before.jsonl"
@@ -61,7 +61,7 @@ ctl resume "$a" --json >"$TMP/resume.json" || fail "resume $a"
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 assert r["id"] == sys.argv[2] and r["state"] in ("queued", "running") and r["from_step"] == 96, r' \
     "$TMP/resume.json" "$a" || fail "resume --json: $(cat "$TMP/resume.json")"
-resume_refused "$a" "only a failed job can be resumed"
+resume_refused "$a" "only a failed or timed-out job can be resumed"
 ctl wait "$a" >/dev/null || fail "the resumed job did not end done: $(field "$STATE/jobs/$a/status.json" error)"
 [ "$(resume_step "$a")" = 96 ] || fail "the job did not resume from step 96: $(tail -n 20 "$STATE/jobs/$a/log.txt")"
 grep -qF "failed: $want" "$STATE/jobs/$a/log.txt" || fail "the log lost the job's failure"

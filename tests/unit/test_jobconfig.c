@@ -321,8 +321,9 @@ static const bad_case bad_cases[] = {
     {JOB("\"precision\": \"fp16\""), "precision: unknown \"fp16\"; known: fp32, tf32, bf16"},
     {JOB("\"deterministic\": 1"), "deterministic: must be a boolean"},
     {JOB("\"priority\": 1001"), "priority: must be an integer in -1000..1000"},
-    {JOB("\"gpu_share\": 0"), "gpu_share: must be in (0, 1]"},
-    {JOB("\"gpu_share\": 1.5"), "gpu_share: must be in (0, 1]"},
+    {JOB("\"gpu_share\": 0"), "gpu_share: must be in [0.01, 1]"},
+    {JOB("\"gpu_share\": 1e-10"), "gpu_share: must be in [0.01, 1]"},
+    {JOB("\"gpu_share\": 1.5"), "gpu_share: must be in [0.01, 1]"},
     {JOB("\"priority\": 0.5"), "priority: must be an integer in -1000..1000"},
     {JOB("\"conv_algorithms\": \"fastest\""),
      "conv_algorithms: unknown \"fastest\"; known: auto, timed, heuristic"},
@@ -793,9 +794,57 @@ static void test_devices_ranks(void)
     }
 }
 
+/* "gpu:N" read and resolved (the daemon's candidates, a machine's lowest
+ * N); time_limit's forms; after's ids. */
+static void test_scheduling_fields(void)
+{
+    job_device_spec spec;
+    char why[200] = "", err[200] = "";
+    uint64_t out = 0;
+    CHECK(job_devices_read("gpu:2", &spec, why, sizeof why) == 0 && spec.kind == DEVICES_GPU &&
+              spec.count == 2, "gpu:2 read: %s", why);
+    CHECK(job_devices_resolve(&spec, "gpu:2", 0xf, DEVICES_OF_DAEMON, &out, err, sizeof err) ==
+              0 && out == 0xf, "gpu:2 on the daemon: any of its 4 GPUs (%#llx)",
+          (unsigned long long)out);
+    CHECK(job_devices_resolve(&spec, "gpu:2", 0xf, DEVICES_OF_MACHINE, &out, err, sizeof err) ==
+              0 && out == 0x3, "gpu:2 on a machine: the first 2 (%#llx)", (unsigned long long)out);
+    CHECK(job_devices_resolve(&spec, "gpu:2", 0x1, DEVICES_OF_DAEMON, &out, err, sizeof err) < 0 &&
+              strstr(err, "asks for 2 GPUs, the daemon has 1"), "gpu:2 on one GPU: %s", err);
+    static const char *const bad_devices[] = {"gpu:0", "gpu:", "gpu:64", "gpu:1x"};
+    for (size_t i = 0; i < sizeof bad_devices / sizeof *bad_devices; i++)
+        CHECK(job_devices_read(bad_devices[i], &spec, why, sizeof why) == -1 &&
+                  strstr(why, "gpu:N takes any N"), "%s refused: %s", bad_devices[i], why);
+    static const struct { const char *s; double seconds; } durations[] = {
+        {"3600", 3600}, {"90.5", 90.5}, {"02:30:00", 9000}, {"1-12:00:00", 129600},
+        {"0", 0}, {"25:00:00", -1}, {"1:2:3", 3723}, {"1:2", -1}, {"00:60:00", -1}, {"-5", -1}, {"", -1},
+        {"1-", -1}, {"abc", -1}, {"99999-00:00:00", -1}};
+    for (size_t i = 0; i < sizeof durations / sizeof *durations; i++) {
+        double x = -7;
+        const int rc = job_duration_read(durations[i].s, &x);
+        CHECK(durations[i].seconds < 0 ? rc == -1 : rc == 0 && x == durations[i].seconds,
+              "duration \"%s\": rc %d, %g s", durations[i].s, rc, x);
+    }
+    job_config cfg;
+    CHECK(parse(JOB("\"time_limit\": \"1-00:00:00\", \"after\": \"j0001,s0002\", "
+                    "\"after_any\": true"), &cfg, err, sizeof err) == 0 &&
+              cfg.time_limit == 86400 && !strcmp(cfg.after, "j0001,s0002") && cfg.after_any,
+          "time_limit, after, after_any: %s", err);
+    CHECK(parse(JOB("\"time_limit\": 90"), &cfg, err, sizeof err) == 0 && cfg.time_limit == 90,
+          "time_limit in seconds: %s", err);
+    CHECK(parse(JOB("\"time_limit\": \"26:00:00\""), &cfg, err, sizeof err) != 0 &&
+              strstr(err, "time_limit: must be seconds"), "a bad time_limit: %s", err);
+    CHECK(parse(JOB("\"after\": \"j1,,j2\""), &cfg, err, sizeof err) != 0 &&
+              strstr(err, "after: \"j1,,j2\": expected job ids"), "a bad after: %s", err);
+    char ids[JOB_MAX_AFTER][16];
+    CHECK(job_after_ids("j0003,s12", ids, why, sizeof why) == 2 && !strcmp(ids[0], "j0003") &&
+              !strcmp(ids[1], "s12"), "after ids");
+    CHECK(job_after_ids("j1,", ids, why, sizeof why) < 0, "a trailing comma refused");
+}
+
 int main(void)
 {
     test_init("jobconfig");
+    test_scheduling_fields();
     test_shipped_configs();
     test_defaults();
     test_bad_fields();

@@ -1,0 +1,106 @@
+/* A queued job's dependencies (job field `after`, parlectl submit --after):
+ * it starts once the jobs and sweeps it names have ended done (or however
+ * they ended, with `after_any`); if one ends otherwise it never will, and
+ * the queue cancels it, saying which and why (job_schedule.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+
+/* The job or sweep so named (looked up here: the queue's helpers call
+ * nothing of jobs.c or sweeps.c). */
+static const job *job_named(const jobs *js, const char *id)
+{
+    for (const job *j = js->first; j; j = j->next)
+        if (!strcmp(j->id, id))
+            return j;
+    return NULL;
+}
+
+static const sweep *sweep_named(const jobs *js, const char *id)
+{
+    for (const sweep *s = js->sweeps; s; s = s->next)
+        if (!strcmp(s->id, id))
+            return s;
+    return NULL;
+}
+
+/* A sweep's end: 0 not yet (*left: its jobs not ended), 1 every job done
+ * (or stopped early by its rule), -1 one ended otherwise (*bad: it). */
+static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
+{
+    *left = 0;
+    *bad = NULL;
+    for (const job *j = js->first; j; j = j->next) {
+        if (j->sweep != s)
+            continue;
+        if (!job_state_final(j->state))
+            (*left)++;
+        else if (j->state != JOB_DONE && !(j->state == JOB_CANCELLED && j->early_stopped) &&
+                 !*bad)
+            *bad = j;
+    }
+    for (const sweep_submission *sub = js->submitting; sub && !*left; sub = sub->next)
+        *left += sub->s == s ? sub->njobs - sub->committed : 0;
+    if (*left)
+        return 0;
+    return *bad ? -1 : 1;
+}
+
+int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
+{
+    char ids[JOB_MAX_AFTER][16];
+    const int n = job_after_ids(j->cfg.after, ids, why, whylen);
+    for (int k = 0; k < n; k++) {
+        if (ids[k][0] == 's') {
+            const sweep *s = sweep_named(js, ids[k]);
+            int left;
+            const job *bad;
+            const int end = s ? sweep_end(js, s, &left, &bad) : -2;
+            if (end == -2) {
+                snprintf(why, whylen, "sweep %s it runs after was removed", ids[k]);
+                return -1;
+            }
+            if (end == 0) {
+                snprintf(why, whylen, "after: sweep %s has %d job(s) not ended", ids[k], left);
+                return 1;
+            }
+            if (end < 0 && !j->cfg.after_any) {
+                snprintf(why, whylen, "sweep %s it runs after did not end done: its job %s "
+                         "ended %s%s%.900s", ids[k], bad->id, job_state_name(bad->state),
+                         bad->error[0] ? ": " : "", bad->error);
+                return -1;
+            }
+            continue;
+        }
+        const job *d = job_named(js, ids[k]);
+        if (!d) {
+            snprintf(why, whylen, "job %s it runs after was removed", ids[k]);
+            return -1;
+        }
+        if (!job_state_final(d->state)) {
+            snprintf(why, whylen, "after: %s (%s) is %s", d->id, d->owner.user,
+                     job_shown_state(d));
+            return 1;
+        }
+        if (d->state != JOB_DONE && !j->cfg.after_any) {
+            snprintf(why, whylen, "job %s it runs after ended %s%s%.900s", d->id,
+                     job_state_name(d->state), d->error[0] ? ": " : "", d->error);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen)
+{
+    char ids[JOB_MAX_AFTER][16], why[128];
+    const int n = job_after_ids(cfg->after, ids, why, sizeof why);
+    for (int k = 0; k < n; k++)
+        if (ids[k][0] == 's' ? !sweep_named(js, ids[k]) : !job_named(js, ids[k])) {
+            snprintf(err, errlen, "after: %s %s is not in parled's queue", ids[k][0] == 's' ?
+                     "sweep" : "job", ids[k]);
+            return -1;
+        }
+    return n < 0 ? -1 : 0;
+}

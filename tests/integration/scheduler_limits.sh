@@ -1,0 +1,122 @@
+#!/bin/bash
+# Time limits, dependencies and quotas through parled (docs/architecture.md,
+# "Scheduling"), as real users made here, on the CPU with cpu:1 standing in
+# for a GPU:
+# 1. a job at its time_limit checkpoints and ends "timeout" ('wait' exits
+#    1, the error says so); 'resume' runs it on from that checkpoint, ranked
+#    as any queued job: behind a lighter user's, not ahead as a job resuming
+#    a preemption;
+# 2. dependencies: a job --after another waits naming it and starts once it
+#    ended done; one after a cancelled job ends cancelled naming it and why;
+#    --after-any starts after it however it ended; one after a sweep waits
+#    for its jobs; an unknown id is refused;
+# 3. --max-cores-per-user 1: a user's second job waits "quota" while
+#    another user's starts; a job that alone is past the quota is refused.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/users_lib.sh"
+trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
+make_users sl
+if [ "$(nproc)" -lt 2 ]; then
+    echo "SKIP: two CPU cores are needed (two cpu:1 jobs side by side)"
+    exit 77
+fi
+if [ "$(nproc)" -gt 2 ] && command -v taskset >/dev/null; then
+    PARLED_WRAP="taskset -c 0,1" # parled's cores: two, as on the CI machine
+fi
+start_daemon --group "$grp" --admin-group "$adm"
+job() { # job FILE EPOCHS [extra fields]
+    mlp_job "$1" "$2"
+    sed -i "s/\"devices\": \"cpu\"/\"devices\": \"cpu:1\"${3:+, $3}/" "$1"
+    chmod 644 "$1"
+}
+job "$TMP/short.json" 1
+job "$TMP/long.json" 1000
+job "$TMP/limited.json" 1000 '"time_limit": "00:00:02"'
+
+# ---- 1. time limit ----
+t=$(ctl_as "$alice" submit -q "$TMP/limited.json") || fail "submit the limited job"
+ctl_as "$alice" wait "$t" && fail "wait on a timed-out job exited 0"
+ctl status "$t" --json >"$TMP/t.st"
+[ "$(field "$TMP/t.st" state)" = timeout ] || fail "$t did not end timeout: $(cat "$TMP/t.st")"
+case "$(field "$TMP/t.st" error)" in
+"time limit of 2 s reached at epoch "*"parlectl resume $t") ;;
+*) fail "$t's error does not say why: $(field "$TMP/t.st" error)" ;;
+esac
+ctl list --state timeout | grep -q "^$t " || fail "list --state timeout does not show $t"
+blocker=$(ctl submit -q --set devices=cpu "$TMP/long.json") || fail "submit the blocker"
+wait_state "$blocker" running 20
+b=$(ctl_as "$bob" submit -q "$TMP/short.json") || fail "submit bob's job"
+ctl_as "$alice" resume "$t" >/dev/null || fail "alice cannot resume her timed-out job"
+ctl status "$t" --json >"$TMP/t.st"
+case "$(field "$TMP/t.st" waiting)" in
+"queue: cpu kept for $b ($bob), ahead by its owner used less device time recently") ;;
+*) fail "the resumed $t does not rank behind bob's job: $(field "$TMP/t.st" waiting)" ;;
+esac
+ctl cancel "$blocker" >/dev/null || fail "cancel the blocker"
+wait_log "$t" "resuming from checkpoint at outer iteration" 20
+step=$(resume_step "$t")
+[ -n "$step" ] && [ "$step" -gt 0 ] || fail "$t did not resume from its checkpoint"
+ctl cancel "$t" >/dev/null || fail "cancel $t"
+wait_state "$t" cancelled 20
+
+# ---- 2. dependencies ----
+out=$(ctl_as "$bob" submit -q --after j0999 "$TMP/short.json" 2>&1) &&
+    fail "a job after an unknown id was queued: $out"
+echo "$out" | grep -q "after: job j0999 is not in parled's queue" || fail "no clear refusal: $out"
+a=$(ctl_as "$bob" submit -q "$TMP/short.json") || fail "submit a"
+b=$(ctl_as "$bob" submit -q --after "$a" "$TMP/short.json") || fail "submit b after a"
+x=$(ctl_as "$carol" submit -q --priority -1 "$TMP/long.json") || fail "submit x"
+c=$(ctl_as "$carol" submit -q --after "$x" "$TMP/short.json") || fail "submit c after x"
+d=$(ctl_as "$carol" submit -q --after-any "$x" "$TMP/short.json") || fail "submit d after any x"
+ctl status "$c" --json >"$TMP/c.st"
+case "$(field "$TMP/c.st" waiting)" in
+"after: $x ($carol) is "*) ;;
+*) fail "$c does not name its dependency: $(field "$TMP/c.st" waiting)" ;;
+esac
+ctl_as "$bob" wait "$b" || fail "b (after a) did not end done"
+awk -v a="$(ctl status "$a" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["ended_at"])')" \
+    -v b="$(ctl status "$b" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["started_at"])')" \
+    'BEGIN { exit !(a <= b) }' || fail "b started before a ended"
+ctl_as "$carol" cancel "$x" >/dev/null || fail "cancel x"
+ctl_as "$carol" wait "$c" && fail "c (after the cancelled x) did not end cancelled"
+ctl status "$c" --json >"$TMP/c.st"
+[ "$(field "$TMP/c.st" state)" = cancelled ] || fail "$c is not cancelled: $(cat "$TMP/c.st")"
+case "$(field "$TMP/c.st" error)" in
+"not started: job $x it runs after ended cancelled"*) ;;
+*) fail "$c's error does not name $x: $(field "$TMP/c.st" error)" ;;
+esac
+ctl_as "$carol" wait "$d" || fail "d (after any x) did not end done"
+# A job after a sweep: it waits for every job of the sweep to end done.
+printf '%s\n' '{"base": "short.json", "grid": {"optim.lr": [0.01, 0.02]}}' >"$TMP/sweep.json"
+chmod 644 "$TMP/sweep.json"
+sw=$(ctl_as "$bob" sweep -q "$TMP/sweep.json") || fail "submit the sweep"
+e=$(ctl_as "$bob" submit -q --after "$sw" "$TMP/short.json") || fail "submit e after the sweep"
+ctl status "$e" --json >"$TMP/e.st"
+case "$(field "$TMP/e.st" waiting)" in
+"after: sweep $sw has "[12]" job(s) not ended") ;;
+*) fail "$e does not name the sweep: $(field "$TMP/e.st" waiting)" ;;
+esac
+ctl_as "$bob" wait "$e" || fail "e (after the sweep) did not end done"
+
+# ---- 3. quotas ----
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --max-cores-per-user 1
+out=$(ctl_as "$alice" submit -q --set devices=cpu:2 "$TMP/short.json" 2>&1) &&
+    fail "a job past the quota alone was queued: $out"
+echo "$out" | grep -q "above parled's --max-cores-per-user (1)" || fail "no clear refusal: $out"
+a1=$(ctl_as "$alice" submit -q "$TMP/long.json") || fail "submit a1"
+wait_state "$a1" running 20
+a2=$(ctl_as "$alice" submit -q "$TMP/short.json") || fail "submit a2"
+b1=$(ctl_as "$bob" submit -q "$TMP/long.json") || fail "submit b1"
+wait_state "$b1" running 20
+ctl status "$a2" --json >"$TMP/a2.st"
+case "$(field "$TMP/a2.st" waiting)" in
+"quota: $alice's running jobs hold"*"$a1 ($alice)") ;;
+*) fail "$a2 does not wait for the quota: $(cat "$TMP/a2.st")" ;;
+esac
+ctl cancel "$a1" >/dev/null || fail "cancel a1"
+ctl_as "$alice" wait "$a2" || fail "a2 did not end done once a1 stopped"
+ctl cancel "$b1" >/dev/null || fail "cancel b1"
+check_alive "the users' requests"
+stop_daemon
+echo PASS
