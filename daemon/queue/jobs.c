@@ -407,11 +407,13 @@ static void on_handle_closed(uv_handle_t *h)
 
 void jobs_close(jobs *js)
 {
-    js->open_handles = 5;
-    uv_close((uv_handle_t *)&js->async, on_handle_closed);
-    uv_close((uv_handle_t *)&js->time_limit_check, on_handle_closed);
-    uv_close((uv_handle_t *)&js->memory_retry, on_handle_closed);
-    uv_close((uv_handle_t *)&js->requeue_check, on_handle_closed);
-    uv_close((uv_handle_t *)&js->keep_ended_check, on_handle_closed);
-    uv_close((uv_handle_t *)&js->usage_save, on_handle_closed);
+    uv_handle_t *const handles[] = {
+        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->time_limit_check,
+        (uv_handle_t *)&js->memory_retry,    (uv_handle_t *)&js->requeue_check,
+        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->usage_save,
+    };
+    /* The store is freed once the last of them has closed. */
+    js->open_handles = (int)(sizeof handles / sizeof handles[0]);
+    for (size_t k = 0; k < sizeof handles / sizeof handles[0]; k++)
+        uv_close(handles[k], on_handle_closed);
 }
