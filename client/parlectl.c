@@ -56,7 +56,7 @@ static const char usage[] =
     "\n"
     "Exit statuses:\n"
     "  0  success (wait, watch, submit --wait/--watch: the job ended done)\n"
-    "  1  failure: an error reply, or the job ended failed\n"
+    "  1  failure: an error reply, or the job ended failed or timeout\n"
     "  2  usage error\n"
     "  3  the job was cancelled (wait, watch, submit --wait/--watch)\n"
     "  4  parled is not running, or the connection was lost before the job ended\n"
@@ -461,15 +461,15 @@ static const command commands[] = {
      "and who holds it, if held."},
     {"list", cmd_list,
      "list [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, held, preempted, running, done, failed, cancelled). 'ls' is the same\n"
-     "command."},
+     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'ls' is\n"
+     "the same command."},
     {"ls", cmd_list,
      "ls [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, held, preempted, running, done, failed, cancelled). 'list' is the same\n"
-     "command."},
+     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'list' is\n"
+     "the same command."},
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
-     "Exits like 'wait': 0 done, 1 failed, 3 cancelled, 4 parled gone."},
+     "Exits like 'wait': 0 done, 1 failed or timeout, 3 cancelled, 4 parled gone."},
     {"logs", cmd_logs, "logs ID [-f] [--json]\nPrint the job's log; -f (--follow) keeps printing until the job ends.\n"
      "--json: one object with the text (with -f: JSON lines, the log so far, then one\n"
      "object per line)."},
@@ -483,7 +483,7 @@ static const command commands[] = {
      "parled's --admin-group."},
     {"wait", cmd_wait,
      "wait ID [--json]\nBlock until the job ends (--json: then print the job as it ended).\n"
-     "Exit status: 0 it ended done, 1 it failed (or\n"
+     "Exit status: 0 it ended done, 1 it failed or timed out (or\n"
      "parled refused, e.g. no such job), 2 usage error, 3 it was cancelled, 4 parled\n"
      "is not running or the connection was lost before the job ended."},
     {"export", cmd_export,

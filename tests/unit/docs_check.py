@@ -5,7 +5,11 @@
   (its command table in client/parlectl.c), and every command is in
   `parlectl --help` and named as `parlectl COMMAND` somewhere in the docs;
 - every job state parled shows is in docs/protocol.md and taken by
-  `parlectl list --state`, and no other;
+  `parlectl list --state`, and no other, and `parlectl list --help` (and
+  `ls --help`) names each;
+- the exit statuses of `parlectl --help` and the --help of wait, watch and
+  submit say, as docs/protocol.md's table does, that a job ended `timeout`
+  exits 1;
 - every job field of the job-file validator's table (daemon/jobfile/jobfile.c,
   `fields[]`) has a row in docs/config.md's tables, every row is such a field,
   and every dotted field (`optim.lr`, ...) the docs name in backquotes exists.
@@ -79,6 +83,25 @@ for state in sorted(daemon_states | doc_states | ctl_states):
                         ("parlectl list --state (client/parlectl.c)", ctl_states)):
         if state not in have:
             problems.append("the job state %s is not in %s" % (state, where))
+for cmd in ("list", "ls"):
+    out = subprocess.run([parlectl, cmd, "--help"], capture_output=True, text=True).stdout
+    m = re.search(r"--state keeps those in state S\s*\(([^)]*)\)", out)
+    listed = set(re.split(r",\s*", m.group(1))) if m else set()
+    for state in sorted(ctl_states ^ listed):
+        problems.append("parlectl %s --help %s the state %s" %
+                        (cmd, "lists" if state in listed else "does not list", state))
+
+# ---- exit statuses: a job ended timeout exits 1 ----
+exit_row = next((l for l in proto.splitlines() if l.startswith("| 1 |")), "")
+if "`timeout`" not in exit_row:
+    problems.append("docs/protocol.md's exit status 1 row does not name `timeout`")
+top = helptext[helptext.index("Exit statuses:"):] if "Exit statuses:" in helptext else ""
+if not re.search(r"^  1 .*timeout", top, re.M):
+    problems.append("parlectl --help's exit status 1 does not name timeout")
+for cmd in ("wait", "watch", "submit"):
+    out = subprocess.run([parlectl, cmd, "--help"], capture_output=True, text=True).stdout
+    if not re.search(r"1 [^,]*(timeout|timed out)", " ".join(out.split())):
+        problems.append("parlectl %s --help does not say that a job ended timeout exits 1" % cmd)
 
 # ---- job fields ----
 jobfile = read("daemon/jobfile/jobfile.c")
