@@ -9,7 +9,9 @@
 # 2. dependencies: a job --after another waits naming it and starts once it
 #    ended done; one after a cancelled job ends cancelled naming it and why;
 #    --after-any starts after it however it ended; one after a sweep waits
-#    for its jobs; an unknown id is refused;
+#    for its jobs; a sweep's jobs after a job (the base job's `after`) wait
+#    naming it and run once it ended done, or end cancelled naming it; an
+#    unknown id is refused;
 # 3. --max-cores-per-user 1: a user's second job waits "quota" while
 #    another user's starts; a job that alone is past the quota is refused.
 . "$(dirname "$0")/lib.sh"
@@ -60,6 +62,15 @@ ctl cancel "$t" >/dev/null || fail "cancel $t"
 wait_state "$t" cancelled 20
 
 # ---- 2. dependencies ----
+sweep_jobs() { # SWEEP: its jobs' ids, one a line
+    ctl list --json | python3 -c 'import json,sys
+print("\n".join(j["id"] for j in json.load(sys.stdin) if j["sweep"] == sys.argv[1]))' "$1"
+}
+started_after_end() { # DEP JOB: JOB started at or after DEP ended
+    ctl list --json | python3 -c 'import json,sys
+j = {j["id"]: j for j in json.load(sys.stdin)}
+sys.exit(not j[sys.argv[1]]["ended_at"] <= j[sys.argv[2]]["started_at"])' "$1" "$2"
+}
 out=$(ctl_as "$bob" submit -q --after j0999 "$TMP/short.json" 2>&1) &&
     fail "a job after an unknown id was queued: $out"
 echo "$out" | grep -q "after: job j0999 is not in parled's queue" || fail "no clear refusal: $out"
@@ -74,9 +85,7 @@ case "$(field "$TMP/c.st" waiting)" in
 *) fail "$c does not name its dependency: $(field "$TMP/c.st" waiting)" ;;
 esac
 ctl_as "$bob" wait "$b" || fail "b (after a) did not end done"
-awk -v a="$(ctl status "$a" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["ended_at"])')" \
-    -v b="$(ctl status "$b" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["started_at"])')" \
-    'BEGIN { exit !(a <= b) }' || fail "b started before a ended"
+started_after_end "$a" "$b" || fail "b started before a ended"
 ctl_as "$carol" cancel "$x" >/dev/null || fail "cancel x"
 ctl_as "$carol" wait "$c" && fail "c (after the cancelled x) did not end cancelled"
 ctl status "$c" --json >"$TMP/c.st"
@@ -97,6 +106,42 @@ case "$(field "$TMP/e.st" waiting)" in
 *) fail "$e does not name the sweep: $(field "$TMP/e.st" waiting)" ;;
 esac
 ctl_as "$bob" wait "$e" || fail "e (after the sweep) did not end done"
+# A sweep after a job (its base job's `after`): behind a blocker on the whole
+# CPU, p and q wait; the sweep after p waits naming p and runs once p ended
+# done; the sweep after q ends cancelled, each of its jobs naming q.
+blocker=$(ctl submit -q --set devices=cpu "$TMP/long.json") || fail "submit the blocker"
+wait_state "$blocker" running 20
+p=$(ctl_as "$bob" submit -q "$TMP/short.json") || fail "submit p"
+q=$(ctl_as "$bob" submit -q "$TMP/short.json") || fail "submit q"
+for dep in "$p" "$q"; do
+    sed "s/\"epochs\"/\"after\": \"$dep\", \"epochs\"/" "$TMP/short.json" >"$TMP/after_$dep.json"
+    printf '{"base": "after_%s.json", "grid": {"optim.lr": [0.01, 0.02]}}\n' "$dep" >"$TMP/sweep_$dep.json"
+    chmod 644 "$TMP/after_$dep.json" "$TMP/sweep_$dep.json"
+done
+sp=$(ctl_as "$bob" sweep -q "$TMP/sweep_$p.json") || fail "submit the sweep after p"
+sq=$(ctl_as "$bob" sweep -q "$TMP/sweep_$q.json") || fail "submit the sweep after q"
+spj=$(sweep_jobs "$sp") && [ "$(echo "$spj" | wc -l)" = 2 ] || fail "sweep $sp's jobs: $spj"
+for id in $spj; do
+    ctl status "$id" --json >"$TMP/sp.st"
+    [ "$(field "$TMP/sp.st" waiting)" = "after: $p ($bob) is queued" ] ||
+        fail "$id of sweep $sp does not wait for $p: $(field "$TMP/sp.st" waiting)"
+done
+ctl_as "$bob" cancel "$q" >/dev/null || fail "cancel q"
+ctl cancel "$blocker" >/dev/null || fail "cancel the blocker"
+ctl_as "$bob" wait "$p" || fail "p did not end done"
+for id in $spj; do
+    ctl_as "$bob" wait "$id" || fail "$id of sweep $sp (after p) did not end done"
+    started_after_end "$p" "$id" || fail "$id of sweep $sp started before $p ended"
+done
+sqj=$(sweep_jobs "$sq") && [ "$(echo "$sqj" | wc -l)" = 2 ] || fail "sweep $sq's jobs: $sqj"
+for id in $sqj; do
+    ctl status "$id" --json >"$TMP/sq.st"
+    [ "$(field "$TMP/sq.st" state)" = cancelled ] || fail "$id of sweep $sq is not cancelled"
+    case "$(field "$TMP/sq.st" error)" in
+    "not started: job $q it runs after ended cancelled"*) ;;
+    *) fail "$id's error does not name $q: $(field "$TMP/sq.st" error)" ;;
+    esac
+done
 
 # ---- 3. quotas ----
 stop_daemon
