@@ -164,21 +164,50 @@ int job_waits_for_disk(jobs *js, job *j)
     return 1;
 }
 
-int job_waits_for_memory(jobs *js, job *j)
+/* Whether estimate m of job j fits in what is free now, with `freed` host
+ * bytes more: 0, or 1 with j->waiting saying why (logged and persisted once
+ * per wait: the figures change at every retry). */
+static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
 {
-    char why[sizeof j->waiting - 16];
+    char why[sizeof j->waiting - 96], freed_t[32];
     memory_held held;
     held_by_starting(js, &held);
-    if (estimate(j) != 1 || job_memory_fits(&j->need, 1, &held, why, sizeof why)) {
+    job_memory less = *m;
+    less.host = m->host > freed ? m->host - freed : 0;
+    if (job_memory_fits(&less, 1, &held, why, sizeof why)) {
         j->waiting[0] = '\0';
         return 0;
     }
-    int newly = strncmp(j->waiting, "memory:", 7) != 0; /* it may have waited for devices */
-    snprintf(j->waiting, sizeof j->waiting, "memory: %s", why);
-    /* Logged and persisted once per wait: the figures change at every retry. */
+    const int newly = strncmp(j->waiting, "memory:", 7) != 0; /* it may have waited for devices */
+    if (freed) { /* the figures as they are, and what the preemptions would add */
+        job_memory_fits(m, 1, &held, why, sizeof why);
+        job_memory_bytes_text(freed, freed_t, sizeof freed_t);
+        snprintf(j->waiting, sizeof j->waiting, "memory: %s, and the jobs it would preempt "
+                 "hold %s", why, freed_t);
+    } else {
+        snprintf(j->waiting, sizeof j->waiting, "memory: %s", why);
+    }
     if (newly) {
         job_log(j, "waiting for %s", j->waiting);
         write_status(j);
     }
     return 1;
+}
+
+int job_waits_for_memory(jobs *js, job *j)
+{
+    if (estimate(j) != 1) {
+        j->waiting[0] = '\0';
+        return 0;
+    }
+    return memory_short(js, j, &j->need, 0);
+}
+
+int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed)
+{
+    if (estimate(j) != 1)
+        return 0;
+    job_memory host = j->need;
+    host.ngpus = 0;
+    return memory_short(js, j, &host, freed);
 }

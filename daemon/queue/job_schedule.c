@@ -243,23 +243,49 @@ static void memory_retry(jobs *js)
     js->memory_retry_on = waiting && !js->stopping;
 }
 
+/* Whether the job that victim v is to be preempted for waits for host
+ * memory even once its victims stop, or for the state dir's disk: then it
+ * preempts none, and is marked waiting for the pass decided again (1). A
+ * victim whose use is not estimated may free enough: not held back. */
+static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int n, int v,
+                           unsigned pass)
+{
+    const int q = out[v].preempted_for;
+    job *p = list[q];
+    size_t freed = 0;
+    for (int k = 0; k < n; k++)
+        if (out[k].action == SCHED_PREEMPT && out[k].preempted_for == q) {
+            if (list[k]->need_known != 1)
+                return 0;
+            freed += list[k]->need.host;
+        }
+    if (!job_waits_for_memory_preempting(js, p, freed) && !job_waits_for_disk(js, p))
+        return 0;
+    p->memory_pass = pass;
+    return 1;
+}
+
 /* Carry out the decisions in the queue's order: starts (a "gpu:N" job on
  * the GPUs picked for it), preemptions, and the reasons to wait. A job the
  * decision starts that must wait for host memory stops the pass: 1, and
- * the decision is made again with it waiting (keeping nothing). */
+ * the decision is made again with it waiting (keeping nothing); so does a
+ * job running jobs would be preempted for that waits even once they stop. */
 static int apply(jobs *js, job **list, const sched_decision *out, int n, int queued,
                  unsigned pass)
 {
     int *by_turn = malloc((size_t)(queued ? queued : 1) * sizeof *by_turn);
     if (!by_turn)
         return 0;
-    for (int i = 0; i < n; i++) {
+    int again = 0;
+    for (int i = 0; i < n; i++)
+        if (out[i].action == SCHED_PREEMPT && preemptor_waits(js, list, out, n, i, pass))
+            again = 1;
+    for (int i = 0; i < n && !again; i++) {
         if (out[i].turn >= 0)
             by_turn[out[i].turn] = i;
         if (out[i].action == SCHED_PREEMPT)
             ask_requeue(list[i], list[out[i].preempted_for]);
     }
-    int again = 0;
     for (int k = 0; k < queued && !again; k++) {
         const int i = by_turn[k];
         job *j = list[i];

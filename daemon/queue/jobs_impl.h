@@ -291,6 +291,10 @@ int job_admit(job *j, char *err, size_t errlen);
 /* At scheduling, for a queued job whose devices are free: 1 if it must wait
  * for memory (j->waiting says why, in its status), 0 if it may start. */
 int job_waits_for_memory(jobs *js, job *j);
+/* The same for a queued job the scheduler would preempt running jobs for:
+ * its host memory only (a GPU's is the preempted jobs' to free), with the
+ * `freed` bytes those jobs hold counted as free. */
+int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed);
 /* Admission by disk (job_admission.c): 1 if the state dir's free space,
  * less what running jobs are yet to write, is short of what the job
  * writes (job_memory.disk); then j->waiting says so ("disk: ..."), logged

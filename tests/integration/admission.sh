@@ -3,7 +3,8 @@
 # PARLE_MEMINFO hook) of 1 GiB, a job that needs more is refused at submit,
 # naming both figures; of two jobs that fit one at a time, the second waits
 # in the queue for memory, saying so in its status, and runs once the
-# memory is there.
+# memory is there. A job waiting for memory keeps no cores from a later job
+# that fits now, and preempts no job of a lower priority for its cores.
 . "$(dirname "$0")/lib.sh"
 MEMINFO=$TMP/meminfo
 meminfo() { # TOTAL_KB AVAILABLE_KB, replaced whole as the daemon may read it any time
@@ -64,5 +65,36 @@ wait_state "$b" running 10
 ctl wait "$b" || fail "$b did not end done"
 ctl status "$b" --json >"$TMP/b.json"
 [ "$(field "$TMP/b.json" waiting)" = null ] || fail "$b still waits: $(cat "$TMP/b.json")"
+
+# A job waiting for memory keeps no devices and preempts no job: l runs on
+# one core at priority -1; big (the whole CPU, priority 0, 150 MiB of data
+# against 64 MiB available) would preempt l for its cores, but waits for
+# memory instead; s (one core), submitted after it, runs meanwhile.
+if [ "$(nproc)" -lt 2 ]; then
+    echo "SKIP (memory waits beside a running job): two CPU cores are needed"
+    stop_daemon
+    echo PASS
+    exit 0
+fi
+meminfo 1048576 65536
+sed 's/"devices": "cpu"/"devices": "cpu:1"/' "$TMP/job.json" >"$TMP/small.json"
+sed 's/"epochs": 6/"epochs": 1000/' "$TMP/small.json" >"$TMP/long.json"
+sed 's/"train_limit": 1024/"train_limit": 50000/' "$TMP/job.json" >"$TMP/bigdata.json"
+l=$(ctl submit -q --priority -1 "$TMP/long.json") || fail "submit l"
+wait_state "$l" running 20
+big=$(ctl submit -q "$TMP/bigdata.json") || fail "submit big (it fits MemTotal)"
+s=$(ctl submit -q "$TMP/small.json") || fail "submit s"
+ctl wait "$s" || fail "$s did not run to done while $big waits for memory: $(ctl status "$big")"
+ctl status "$big" --json >"$TMP/big.json"
+[ "$(field "$TMP/big.json" state)" = queued ] || fail "$big left the queue: $(cat "$TMP/big.json")"
+case "$(field "$TMP/big.json" waiting)" in
+"memory: needs "*" but "*"; it preempts no job"*"keeps no devices from jobs that fit now") ;;
+*) fail "$big does not wait for memory: $(field "$TMP/big.json" waiting)" ;;
+esac
+[ "$(ctl status "$l" --json | sed -n 's/^[[:space:]]*"state":[[:space:]]*"\(.*\)",$/\1/p')" = running ] ||
+    fail "$l stopped for $big: $(ctl status "$l")"
+grep -q "preempted by" "$STATE/jobs/$l/log.txt" && fail "$l was preempted for $big, which waits for memory"
+ctl cancel "$big" >/dev/null && ctl cancel "$l" >/dev/null || fail "cancel big and l"
+wait_state "$l" cancelled 20
 stop_daemon
 echo PASS
