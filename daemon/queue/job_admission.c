@@ -131,13 +131,13 @@ static uint64_t disk_held_by_running(const jobs *js, const job *except)
     return held;
 }
 
-int job_waits_for_disk(jobs *js, job *j)
+int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
 {
     uint64_t free_b, total_b;
     if (estimate(j) != 1 || jobs_state_space(js, &free_b, &total_b) != 0)
         return 0;
     uint64_t held = disk_held_by_running(js, j);
-    uint64_t has = free_b > held ? free_b - held : 0;
+    uint64_t has = (free_b > held ? free_b - held : 0) + freed;
     /* A queued job that ran before already holds part of what it writes. */
     uint64_t need = j->need.disk > j->disk_bytes ? j->need.disk - j->disk_bytes : 0;
     if (need <= has) {

@@ -244,22 +244,26 @@ static void memory_retry(jobs *js)
 }
 
 /* Whether the job that victim v is to be preempted for waits for host
- * memory even once its victims stop, or for the state dir's disk: then it
- * preempts none, and is marked waiting for the pass decided again (1). A
- * victim whose use is not estimated may free enough: not held back. */
+ * memory or the state dir's disk even once its victims stop (what they hold
+ * and are yet to write counted as free): then it preempts none, and is
+ * marked waiting for the pass decided again (1). A victim whose use is not
+ * estimated may free enough: not held back. */
 static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int n, int v,
                            unsigned pass)
 {
     const int q = out[v].preempted_for;
     job *p = list[q];
-    size_t freed = 0;
+    size_t memory = 0;
+    uint64_t disk = 0;
     for (int k = 0; k < n; k++)
         if (out[k].action == SCHED_PREEMPT && out[k].preempted_for == q) {
-            if (list[k]->need_known != 1)
+            const job *r = list[k];
+            if (r->need_known != 1)
                 return 0;
-            freed += list[k]->need.host;
+            memory += r->need.host;
+            disk += r->need.disk > r->disk_bytes ? r->need.disk - r->disk_bytes : 0;
         }
-    if (!job_waits_for_memory_preempting(js, p, freed) && !job_waits_for_disk(js, p))
+    if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
     p->memory_pass = pass;
     return 1;
@@ -298,7 +302,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
             j->devices = out[i].gpus;
         /* Memory and the state dir's disk may free outside parled: a job
          * waiting for either keeps no devices. */
-        if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j)) {
+        if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
             j->memory_pass = pass;
             again = 1;

@@ -298,8 +298,9 @@ int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed);
 /* Admission by disk (job_admission.c): 1 if the state dir's free space,
  * less what running jobs are yet to write, is short of what the job
  * writes (job_memory.disk); then j->waiting says so ("disk: ..."), logged
- * and persisted once per wait. */
-int job_waits_for_disk(jobs *js, job *j);
+ * and persisted once per wait. `freed`: bytes of what running jobs are yet
+ * to write that would not be (those the scheduler would preempt for it). */
+int job_waits_for_disk(jobs *js, job *j, uint64_t freed);
 /* On the job's thread, as its loader asks (data_admit_fn, user: the job):
  * once its files' headers are read, the data they claim is counted again;
  * more than the job was admitted with must fit in what the host has now,

@@ -5,7 +5,9 @@
 # still running), and a job submitted meanwhile waits for the disk; once
 # another job is removed the first saves and ends done, the waiting one runs
 # to done, both export weights that evaluate to their status, and a restart
-# on the same directory loads every job. Needs root (mount).
+# on the same directory loads every job. A job waiting for the disk keeps no
+# cores from a later job that fits and preempts no job of a lower priority.
+# Needs root (mount).
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: full_disk needs root to mount a tmpfs as the state dir"
@@ -96,5 +98,32 @@ for id in "$b" "$c"; do
     [ "$(ctl status "$id" --json | sed -n 's/^[[:space:]]*"state":[[:space:]]*"\(.*\)",$/\1/p')" = done ] ||
         fail "$id is not done after the restart"
 done
+
+# A job waiting for the disk keeps no cores and preempts no job: with 10 MiB
+# free, l runs on one core at priority -1; big (the whole CPU, priority 0,
+# 31 checkpoints: more than the free space even with what l is yet to write)
+# would preempt l for its cores but waits for the disk instead; s (one
+# core), submitted after it, runs meanwhile.
+ctl rm "$b" "$c" >/dev/null || fail "rm $b $c"
+mount -o remount,size=32m "$STATE" || fail "remount the tmpfs at 32 MiB"
+dd if=/dev/zero of="$STATE/ballast" bs=64k 2>/dev/null
+truncate -s -10M "$STATE/ballast"
+sed 's/"epochs": 3/"epochs": 300/' "$TMP/job.json" >"$TMP/long.json"
+sed 's/"epochs"/"checkpoint": {"keep": 30}, "epochs"/; s/"cpu:1"/"cpu"/' "$TMP/job.json" >"$TMP/big.json"
+l=$(ctl submit -q --priority -1 "$TMP/long.json") || fail "submit l"
+wait_state "$l" running 20
+big=$(ctl submit -q "$TMP/big.json") || fail "submit big (it fits the state dir's file system)"
+s=$(ctl submit -q "$TMP/job.json") || fail "submit s"
+ctl wait "$s" >/dev/null || fail "$s did not run to done while $big waits for the disk: $(ctl status "$big")"
+ctl status "$big" --json >"$TMP/big.st"
+[ "$(field "$TMP/big.st" state)" = queued ] || fail "$big left the queue: $(cat "$TMP/big.st")"
+case "$(field "$TMP/big.st" waiting)" in
+"disk: the job writes up to "*) ;;
+*) fail "$big does not wait for the disk: $(field "$TMP/big.st" waiting)" ;;
+esac
+ctl status "$l" --json | grep -q '"state":[[:space:]]*"running"' || fail "$l stopped for $big: $(ctl status "$l")"
+grep -q "preempted by" "$STATE/jobs/$l/log.txt" && fail "$l was preempted for $big, which waits for the disk"
+ctl cancel "$big" >/dev/null && ctl cancel "$l" >/dev/null || fail "cancel big and l"
+wait_state "$l" cancelled 20
 stop_daemon
 echo PASS
