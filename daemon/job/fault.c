@@ -5,7 +5,7 @@
 
 static const char *const phase_names[] = {"none", "start", "step", "sync", "eval",
                                           "checkpoint", "hang", "device", "oom", "load",
-                                          "nan", "park"};
+                                          "nan", "park", "stopping"};
 
 const char *fault_phase_name(enum fault_phase phase) { return phase_names[phase]; }
 
@@ -22,7 +22,7 @@ int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen)
         snprintf(err, errlen, "PARLE_FAULT_REPLICA=\"%s\": want RANK:PHASE:K[:STEP]", spec);
         return -1;
     }
-    for (int p = FAULT_START; p <= FAULT_PARK; p++) {
+    for (int p = FAULT_START; p <= FAULT_STOPPING; p++) {
         if (strcmp(phase, phase_names[p]) == 0) {
             *fp = (fault_point){.phase = (enum fault_phase)p, .rank = rank, .k = k, .step = step};
             return 0;

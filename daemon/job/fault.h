@@ -38,6 +38,12 @@
  *               PARLE_FAULT_RELEASE names exists (the test releases it: the
  *               job goes on) or parled dies: tests hold a job mid-run with
  *               it instead of racing to catch one
+ *   stopping    the K-th job this process runs for parled (counted as for
+ *               park), once its replicas agreed to stop for a checkpoint (a
+ *               preemption, a hold, a time limit, a shutdown), logs "holds
+ *               its stop" and waits before that checkpoint until the file
+ *               PARLE_FAULT_RELEASE names exists or the job is aborted: tests
+ *               act while a job is stopping (a withdrawn preemption)
  * The job must then end cleanly, whatever the other replicas are doing. */
 #ifndef PARLE_FAULT_H
 #define PARLE_FAULT_H
@@ -46,7 +52,7 @@
 
 enum fault_phase { FAULT_NONE, FAULT_START, FAULT_STEP, FAULT_SYNC, FAULT_EVAL,
                    FAULT_CHECKPOINT, FAULT_HANG, FAULT_DEVICE, FAULT_OOM, FAULT_LOAD,
-                   FAULT_NAN, FAULT_PARK };
+                   FAULT_NAN, FAULT_PARK, FAULT_STOPPING };
 
 typedef struct fault_point {
     enum fault_phase phase;   /* FAULT_NONE: no fault */
@@ -60,8 +66,8 @@ int fault_parse(const char *spec, fault_point *fp, char *err, size_t errlen);
 
 /* Does the fault strike replica `rank` in `phase` at (k, step)? step is
  * ignored for phases that have none, rank for FAULT_LOAD (k counts loads);
- * for FAULT_PARK k is the job's number in the process, step ignored (the
- * caller compares its steps with fp->step). */
+ * for FAULT_PARK and FAULT_STOPPING k is the job's number in the process,
+ * step ignored (park's caller compares its steps with fp->step). */
 int fault_strikes(const fault_point *fp, int rank, enum fault_phase phase, long k, int step);
 
 const char *fault_phase_name(enum fault_phase phase);

@@ -190,9 +190,10 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 }
 
 /* A preemption whose preemptor no longer needs the devices is withdrawn:
- * the victim's stop is called off if it has not begun (the replicas agree
- * at each step boundary, so a cleared request is seen by all or none); a
- * victim already stopping is queued again to resume first (finish_job).
+ * the victim's stop is called off if no replica has taken it up (they add
+ * RUN_STOPPING as they do, runner.h, so a cleared request is seen by none);
+ * a victim already stopping keeps preempted_by and is queued again as
+ * preempted, to resume first (job_requeued).
  * The preemptor's owner is charged the victim's devices for the time they
  * were asked for, so that asking and cancelling is never free. */
 static void withdraw_preemptions(jobs *js)
@@ -213,7 +214,8 @@ static void withdraw_preemptions(jobs *js)
         job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->preempted_by,
                 why, called_off ? "it runs on" : "it was stopping already, and resumes first");
         j->requeue_asked_at = 0;
-        j->preempted_by[0] = '\0';
+        if (called_off)
+            j->preempted_by[0] = '\0';
     }
 }
 

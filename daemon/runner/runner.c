@@ -118,6 +118,31 @@ static int park_if_asked(job_run *run, replica *r)
     return 1;
 }
 
+/* Whether a stop with a checkpoint is asked: 1 once RUN_STOPPING is added
+ * (runner.h), so that the request can no longer be called off. */
+static int stop_taken_up(volatile int *stop)
+{
+    int v = __atomic_load_n(stop, __ATOMIC_RELAXED);
+    while ((v & RUN_STOP_CHECKPOINT) && !(v & RUN_STOPPING))
+        if (__atomic_compare_exchange_n(stop, &v, v | RUN_STOPPING, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return 1;
+    return (v & RUN_STOP_CHECKPOINT) != 0;
+}
+
+/* PARLE_FAULT_REPLICA's stopping (fault.h): the chosen replica of the
+ * chosen job, its replicas agreed to stop, waits before the checkpoint until
+ * released or aborted. */
+static void hold_stop_if_asked(job_run *run, const replica *r)
+{
+    if (!fault_strikes(&run->fault, r->rank, FAULT_STOPPING, run->number, 0))
+        return;
+    run_emit_log(run, "replica %d holds its stop before the checkpoint (PARLE_FAULT_REPLICA "
+                 "stopping) until released", r->rank);
+    while (!comm_aborted(&run->comm) && !(run->park_release && access(run->park_release, F_OK) == 0))
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+}
+
 /* The replica's context (its GPU, or its share of the cores), model, sampler
  * and rule state; rank 0 also builds the master it evaluates. */
 static int replica_setup(job_run *run, replica *r, sampler *smp, char *err, size_t errlen)
@@ -354,13 +379,12 @@ static void *replica_main(void *p)
         window_paused += comm_now_s() - paused_t0;
         /* Everyone agrees whether to stop here (a daemon shutdown; a cancel
          * aborts the comm instead, and failures abort it where they happen). */
-        int asked = run->hooks && run->hooks->stop
-                        ? __atomic_load_n(run->hooks->stop, __ATOMIC_RELAXED) &
-                              RUN_STOP_CHECKPOINT : 0;
+        int asked = run->hooks && run->hooks->stop ? stop_taken_up(run->hooks->stop) : 0;
         int agreed = comm_any(&run->comm, r.rank, asked);
         if (agreed < 0)
             goto out;
         if (agreed) {
+            hold_stop_if_asked(run, &r);
             if (checkpoints && !checkpointed &&
                 k < run->total_outer && run_checkpoint_take(run, &r, &loader, step) != 0)
                 goto out;

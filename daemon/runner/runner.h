@@ -55,16 +55,21 @@ typedef struct run_event {
 
 /* Stop requests (hooks->stop). RUN_STOP (a cancel) and RUN_STOP_NOW (a
  * shutdown whose grace ran out) end the job at once, wherever its replicas
- * are, without a checkpoint; RUN_STOP_CHECKPOINT (a shutdown) stops at the
- * next outer-iteration boundary with a checkpoint. */
-enum { RUN_STOP = 1, RUN_STOP_CHECKPOINT = 2, RUN_STOP_NOW = 4 };
+ * are, without a checkpoint; RUN_STOP_CHECKPOINT (a shutdown, a preemption)
+ * stops at the next outer-iteration boundary with a checkpoint. The run
+ * adds RUN_STOPPING (compare-and-swap) as a replica takes a
+ * RUN_STOP_CHECKPOINT up: whoever asked may call the request off only by
+ * swapping RUN_STOP_CHECKPOINT alone for 0, which then fails once the run
+ * is stopping for it. */
+enum { RUN_STOP = 1, RUN_STOP_CHECKPOINT = 2, RUN_STOP_NOW = 4, RUN_STOPPING = 8 };
 
 typedef struct run_hooks {
     /* Called from a replica thread; must be quick and thread-safe. */
     void (*on_event)(void *user, const run_event *ev);
     void *user;
-    /* Set by any thread, written with __atomic_store_n (read atomically). */
-    const volatile int *stop;
+    /* Set by any thread, written with __atomic_store_n (read atomically);
+     * the run only adds RUN_STOPPING. */
+    volatile int *stop;
     /* Checkpoints go here (cfg->checkpoint.every_epochs, .keep); NULL: none.
      * If it holds a complete checkpoint, the run resumes from the newest. */
     const char *checkpoint_dir;

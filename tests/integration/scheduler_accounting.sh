@@ -10,7 +10,10 @@
 # 4. a kill -9 loses at most --usage-save-interval of use, and the run it cut
 #    is in the history as "interrupted"; damaged lines of the record are
 #    skipped, counted and named;
-# 5. --preempt-grace 0 is refused, saying why.
+# 5. --preempt-grace 0 is refused, saying why;
+# 6. a preemption withdrawn once its victim's replicas began to stop (held
+#    there by PARLE_FAULT_REPLICA's stopping): it checkpoints and is queued
+#    again to resume first, ahead of a lighter user's job.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
@@ -129,4 +132,27 @@ stop_daemon
 out=$(timeout 5 "$PARLED" --socket "$SOCK" --state-dir "$STATE" --preempt-grace 0 2>&1) &&
     fail "parled took --preempt-grace 0"
 echo "$out" | grep -q "preempt-grace: must be at least 1 second" || fail "no clear refusal: $out"
+
+# ---- 6. a preemption withdrawn once its victim is stopping ----
+# The first job this parled runs holds its stop before the checkpoint (the
+# fault hook) until the test makes the release file.
+PARLE_FAULT_REPLICA=0:stopping:1 PARLE_FAULT_RELEASE=$TMP/release start_daemon "${flags[@]}"
+mlp_job "$TMP/victim.json" 1000
+chmod 644 "$TMP/victim.json"
+v=$(ctl_as "$bob" submit -q --priority -1 "$TMP/victim.json") || fail "bob submits v"
+wait_steps "$v" 8
+p=$(ctl_as "$alice" submit -q "$TMP/short.json") || fail "alice submits p"
+wait_log "$v" "holds its stop before the checkpoint" 10
+w=$(ctl_as "$carol" submit -q --priority -1 "$TMP/short.json") || fail "carol submits w"
+ctl_as "$alice" cancel "$p" >/dev/null || fail "alice cancels p"
+wait_log "$v" "preemption withdrawn: $p was cancelled before this job stopped; it was stopping already, and resumes first" 10
+: >"$TMP/release"
+wait_log "$v" "resuming from checkpoint at outer iteration" 20
+# v resumes ahead of carol's w, though carol used less device time.
+ctl status "$w" --json >"$TMP/w.st"
+[ "$(field "$TMP/w.st" state)" = queued ] || fail "$w started before the resuming $v: $(cat "$TMP/w.st")"
+ctl status "$v" --json | grep -q '"state":[[:space:]]*"running"' || fail "$v does not run: $(ctl status "$v")"
+ctl cancel "$w" >/dev/null && ctl cancel "$v" >/dev/null || fail "cancel w and v"
+wait_state "$v" cancelled 20
+stop_daemon
 echo PASS

@@ -46,7 +46,7 @@ typedef struct outcome {
 
 /* One run with PARLE_FAULT_REPLICA = fault (NULL: none). */
 static outcome run_with(const job_config *cfg, const char *fault, const char *ckpt_dir,
-                        const volatile int *stop)
+                        volatile int *stop)
 {
     outcome o = {0};
     dataset tr, te;
