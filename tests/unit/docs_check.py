@@ -71,12 +71,12 @@ daemon_states = set(re.findall(r'"([a-z]+)"', record[record.index("state_names[]
 daemon_states |= set(re.findall(r'return "([a-z]+)";', record))
 row = next(l for l in proto.splitlines() if l.startswith("| `state` "))
 doc_states = set(re.findall(r"`([a-z]+)`", re.sub(r"\([^)]*\)", "", row.split("|")[3])))
-ctl = read("client/parlectl.c")
+ctl = read("client/jobs.c")
 ctl_states = set(re.findall(r'"([a-z]+)"', ctl[ctl.index("states[] = {"):].split(";")[0]))
 for state in sorted(daemon_states | doc_states | ctl_states):
     for where, have in (("parled (daemon/queue/job_record.c)", daemon_states),
                         ("docs/protocol.md's state row", doc_states),
-                        ("parlectl list --state (client/parlectl.c)", ctl_states)):
+                        ("parlectl list --state (client/jobs.c)", ctl_states)):
         if state not in have:
             problems.append("the job state %s is not in %s" % (state, where))
 
