@@ -1,8 +1,9 @@
 /* What parlectl's commands share: the connection to parled (conn.c: one
  * JSON line each way, docs/protocol.md, framed by the protocol library),
  * argument parsing (args.c), output (output.c) and following a job
- * (watch.c). The commands live in parlectl.c and, the larger ones, in
- * their own files. */
+ * (watch.c). parlectl.c holds the command table and picks the command;
+ * the commands live in files by group (jobs.c, daemon.c, queue.c, usage.c)
+ * and, the larger ones, in their own files. */
 #ifndef PARLECTL_CTL_H
 #define PARLECTL_CTL_H
 
@@ -158,6 +159,21 @@ cJSON *remove_one(const char *op, const char *id, int json);
  * [--user U] [--since T] (device-hours per owner from the accounting record). */
 int cmd_usage(const command *cmd, int argc, char **argv);
 int cmd_history(const command *cmd, int argc, char **argv);
+
+/* client/jobs.c: submit, status, list (and ls), watch, wait, logs, cancel, resume. */
+int cmd_submit(const command *cmd, int argc, char **argv);
+int cmd_status(const command *cmd, int argc, char **argv);
+int cmd_list(const command *cmd, int argc, char **argv);
+int cmd_watch(const command *cmd, int argc, char **argv);
+int cmd_wait(const command *cmd, int argc, char **argv);
+int cmd_logs(const command *cmd, int argc, char **argv);
+int cmd_cancel(const command *cmd, int argc, char **argv);
+int cmd_resume(const command *cmd, int argc, char **argv);
+
+/* client/daemon.c: devices, version, shutdown. */
+int cmd_devices(const command *cmd, int argc, char **argv);
+int cmd_version(const command *cmd, int argc, char **argv);
+int cmd_shutdown(const command *cmd, int argc, char **argv);
 
 /* client/export.c, client/plot.c, client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);

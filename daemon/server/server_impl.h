@@ -1,6 +1,6 @@
-/* Internal to the server (server.c: connections, the socket, job events to
- * watchers; server_peer.c: who is connecting; server_ops.c: the protocol's
- * operations). */
+/* Internal to the server (server.c: connections; server_lifecycle.c: the
+ * socket, the start, job events to watchers, the shutdown; server_peer.c: who
+ * is connecting; server_ops.c: the protocol's operations). */
 #ifndef PARLE_SERVER_IMPL_H
 #define PARLE_SERVER_IMPL_H
 
@@ -78,6 +78,12 @@ void conn_send(conn *c, char *line); /* takes the line; drops a client that stop
 void send_error(conn *c, const char *code, const char *message);
 void send_error_and_end(conn *c, const char *code, const char *message);
 char *end_line(job *j);              /* a watch's last event, with the job's status */
+/* Close once what is queued has been written: after an error that ends a
+ * connection, and at a daemon shutdown. */
+void conn_end(conn *c);
+/* The listener's (server_lifecycle.c): accept a connection, check who it is
+ * and the bounds on connections, then read its requests. */
+void on_connection(uv_stream_t *listener, int status);
 
 /* server_peer.c. Who is on the other end of fd (SO_PEERCRED, the user's
  * name, into c) and what it may do: root, the daemon's own uid and members

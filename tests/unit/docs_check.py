@@ -10,7 +10,7 @@
 - the exit statuses of `parlectl --help` and the --help of wait, watch and
   submit say, as docs/protocol.md's table does, that a job ended `timeout`
   exits 1;
-- every job field of the job-file validator's table (daemon/jobfile/jobfile.c,
+- every job field of the job-file validator's table (daemon/jobfile/jobfile_fields.c,
   `fields[]`) has a row in docs/config.md's tables, every row is such a field,
   and every dotted field (`optim.lr`, ...) the docs name in backquotes exists.
 
@@ -75,12 +75,12 @@ daemon_states = set(re.findall(r'"([a-z]+)"', record[record.index("state_names[]
 daemon_states |= set(re.findall(r'return "([a-z]+)";', record))
 row = next(l for l in proto.splitlines() if l.startswith("| `state` "))
 doc_states = set(re.findall(r"`([a-z]+)`", re.sub(r"\([^)]*\)", "", row.split("|")[3])))
-ctl = read("client/parlectl.c")
+ctl = read("client/jobs.c")
 ctl_states = set(re.findall(r'"([a-z]+)"', ctl[ctl.index("states[] = {"):].split(";")[0]))
 for state in sorted(daemon_states | doc_states | ctl_states):
     for where, have in (("parled (daemon/queue/job_record.c)", daemon_states),
                         ("docs/protocol.md's state row", doc_states),
-                        ("parlectl list --state (client/parlectl.c)", ctl_states)):
+                        ("parlectl list --state (client/jobs.c)", ctl_states)):
         if state not in have:
             problems.append("the job state %s is not in %s" % (state, where))
 for cmd in ("list", "ls"):
@@ -104,12 +104,12 @@ for cmd in ("wait", "watch", "submit"):
         problems.append("parlectl %s --help does not say that a job ended timeout exits 1" % cmd)
 
 # ---- job fields ----
-jobfile = read("daemon/jobfile/jobfile.c")
+jobfile = read("daemon/jobfile/jobfile_fields.c")
 table = jobfile[jobfile.index("fields[] = {"):]
 table = table[:table.index("};")]
 fields = set(re.findall(r'^\s*[A-Z]+\(\s*"([A-Za-z0-9_.]+)"', table, re.M))
 if len(fields) < 40:
-    problems.append("found only %d fields in daemon/jobfile/jobfile.c's fields[]" % len(fields))
+    problems.append("found only %d fields in daemon/jobfile/jobfile_fields.c's fields[]" % len(fields))
 rows = set()
 section = ""
 for n, line in enumerate(text["docs/config.md"].splitlines(), 1):
@@ -124,9 +124,9 @@ for n, line in enumerate(text["docs/config.md"].splitlines(), 1):
         rows.add(path)
         if path not in fields:
             problems.append("docs/config.md:%d documents the job field %s, which the validator "
-                            "(daemon/jobfile/jobfile.c) does not know" % (n, path))
+                            "(daemon/jobfile/jobfile_fields.c) does not know" % (n, path))
 for f in sorted(fields - rows):
-    problems.append("the job field %s (daemon/jobfile/jobfile.c) has no row in docs/config.md" % f)
+    problems.append("the job field %s (daemon/jobfile/jobfile_fields.c) has no row in docs/config.md" % f)
 sections = {f.split(".")[0] for f in fields if "." in f}
 for d, t in text.items():
     for n, line in enumerate(t.splitlines(), 1):
