@@ -80,21 +80,7 @@ meminfo 1048576 65536
 sed 's/"devices": "cpu"/"devices": "cpu:1"/' "$TMP/job.json" >"$TMP/small.json"
 sed 's/"epochs": 6/"epochs": 1000/' "$TMP/small.json" >"$TMP/long.json"
 sed 's/"train_limit": 1024/"train_limit": 50000/' "$TMP/job.json" >"$TMP/bigdata.json"
-l=$(ctl submit -q --priority -1 "$TMP/long.json") || fail "submit l"
-wait_state "$l" running 20
-big=$(ctl submit -q "$TMP/bigdata.json") || fail "submit big (it fits MemTotal)"
-s=$(ctl submit -q "$TMP/small.json") || fail "submit s"
-ctl wait "$s" || fail "$s did not run to done while $big waits for memory: $(ctl status "$big")"
-ctl status "$big" --json >"$TMP/big.json"
-[ "$(field "$TMP/big.json" state)" = queued ] || fail "$big left the queue: $(cat "$TMP/big.json")"
-case "$(field "$TMP/big.json" waiting)" in
-"memory: needs "*" but "*"; it preempts no job"*"keeps no devices from jobs that fit now") ;;
-*) fail "$big does not wait for memory: $(field "$TMP/big.json" waiting)" ;;
-esac
-[ "$(ctl status "$l" --json | sed -n 's/^[[:space:]]*"state":[[:space:]]*"\(.*\)",$/\1/p')" = running ] ||
-    fail "$l stopped for $big: $(ctl status "$l")"
-grep -q "preempted by" "$STATE/jobs/$l/log.txt" && fail "$l was preempted for $big, which waits for memory"
-ctl cancel "$big" >/dev/null && ctl cancel "$l" >/dev/null || fail "cancel big and l"
-wait_state "$l" cancelled 20
+waits_keeping_nothing "$TMP/long.json" "$TMP/bigdata.json" "$TMP/small.json" memory \
+    "^memory: needs .* but .*; it preempts no job .*keeps no devices from jobs that fit now$"
 stop_daemon
 echo PASS

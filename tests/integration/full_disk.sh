@@ -110,20 +110,7 @@ dd if=/dev/zero of="$STATE/ballast" bs=64k 2>/dev/null
 truncate -s -10M "$STATE/ballast"
 sed 's/"epochs": 3/"epochs": 300/' "$TMP/job.json" >"$TMP/long.json"
 sed 's/"epochs"/"checkpoint": {"keep": 30}, "epochs"/; s/"cpu:1"/"cpu"/' "$TMP/job.json" >"$TMP/big.json"
-l=$(ctl submit -q --priority -1 "$TMP/long.json") || fail "submit l"
-wait_state "$l" running 20
-big=$(ctl submit -q "$TMP/big.json") || fail "submit big (it fits the state dir's file system)"
-s=$(ctl submit -q "$TMP/job.json") || fail "submit s"
-ctl wait "$s" >/dev/null || fail "$s did not run to done while $big waits for the disk: $(ctl status "$big")"
-ctl status "$big" --json >"$TMP/big.st"
-[ "$(field "$TMP/big.st" state)" = queued ] || fail "$big left the queue: $(cat "$TMP/big.st")"
-case "$(field "$TMP/big.st" waiting)" in
-"disk: the job writes up to "*) ;;
-*) fail "$big does not wait for the disk: $(field "$TMP/big.st" waiting)" ;;
-esac
-ctl status "$l" --json | grep -q '"state":[[:space:]]*"running"' || fail "$l stopped for $big: $(ctl status "$l")"
-grep -q "preempted by" "$STATE/jobs/$l/log.txt" && fail "$l was preempted for $big, which waits for the disk"
-ctl cancel "$big" >/dev/null && ctl cancel "$l" >/dev/null || fail "cancel big and l"
-wait_state "$l" cancelled 20
+waits_keeping_nothing "$TMP/long.json" "$TMP/big.json" "$TMP/job.json" "the disk" \
+    "^disk: the job writes up to "
 stop_daemon
 echo PASS

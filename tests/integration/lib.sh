@@ -153,6 +153,28 @@ wait_log() {
     fail "job $1: no log line matching '$2' within $3 s; log ends: $(tail -n 5 "$STATE/jobs/$1/log.txt")"
 }
 
+# waits_keeping_nothing LONG BIG SMALL WHAT PATTERN: l (job file LONG) runs at
+# priority -1; big (BIG, priority 0, on l's cores) cannot start for WHAT
+# ("memory", "the disk"): it must wait, its `waiting` matching the extended
+# regex PATTERN, preempting no job, while s (SMALL), submitted after it,
+# runs to done; then big and l are cancelled.
+waits_keeping_nothing() {
+    local l big s
+    l=$(ctl submit -q --priority -1 "$1") || fail "submit l"
+    wait_state "$l" running 20
+    big=$(ctl submit -q "$2") || fail "submit big"
+    s=$(ctl submit -q "$3") || fail "submit s"
+    ctl wait "$s" >/dev/null || fail "$s did not run to done while $big waits for $4: $(ctl status "$big")"
+    ctl status "$big" --json >"$TMP/big.st"
+    [ "$(field "$TMP/big.st" state)" = queued ] || fail "$big left the queue: $(cat "$TMP/big.st")"
+    field "$TMP/big.st" waiting | grep -Eq -- "$5" ||
+        fail "$big does not wait for $4: $(field "$TMP/big.st" waiting)"
+    ctl status "$l" --json | grep -q '"state":[[:space:]]*"running"' || fail "$l stopped for $big: $(ctl status "$l")"
+    grep -q "preempted by" "$STATE/jobs/$l/log.txt" && fail "$l was preempted for $big, which waits for $4"
+    ctl cancel "$big" >/dev/null && ctl cancel "$l" >/dev/null || fail "cancel big and l"
+    wait_state "$l" cancelled 20
+}
+
 # resume_step ID: the step the job's last resume started from.
 resume_step() {
     sed -n 's/.*resuming from checkpoint at outer iteration [0-9]* (step \([0-9]*\))$/\1/p' \
