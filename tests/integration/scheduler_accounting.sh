@@ -25,12 +25,13 @@ make_users sa
 flags=(--group "$grp" --admin-group "$adm" --usage-save-interval 0.5)
 start_daemon "${flags[@]}"
 mlp_job "$TMP/short.json" 6
-# Steps of a few hundred milliseconds: a stop asked of this job is still
-# pending when a request right after the ask arrives.
+# Steps of a second or more (LeNet at batch 4096 on two cores): a stop asked
+# of this job is still pending when the cancel right after the ask arrives,
+# even when the submit's files take a while to sync.
 cat >"$TMP/slow.json" <<JOB
 {"name": "it-slow", "model": {"arch": "lenet"},
- "data": {"dataset": "synthetic", "train_limit": 2048, "test_limit": 64},
- "algorithm": {"name": "sgd"}, "optim": {"lr": 0.05, "batch": 512},
+ "data": {"dataset": "synthetic", "train_limit": 8192, "test_limit": 64},
+ "algorithm": {"name": "sgd"}, "optim": {"lr": 0.05, "batch": 4096},
  "epochs": 1000, "seed": 3, "devices": "cpu", "log_every": 1}
 JOB
 chmod 644 "$TMP/short.json" "$TMP/slow.json"
