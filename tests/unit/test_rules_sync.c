@@ -319,7 +319,10 @@ typedef struct run_ctx {
     double mass[STEPS][MAXN];/* sgp: w_i + w_in_flight_i after each step */
 } run_ctx;
 
-static const double ATOL = 1e-6, RTOL = 2e-5;
+/* fp32 rules against float64 over 20 steps with momentum: a momentum buffer
+ * near cancellation reached 2.3e-5 (PARLE_TEST_SEED=20573744994); a wrong
+ * coefficient is off by 1e-2 or more. */
+static const double ATOL = 1e-6, RTOL = 5e-5;
 
 static void compare(run_ctx *rc, int a, int k, const char *name, const float *got,
                     const double *want, int count)
