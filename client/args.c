@@ -1,5 +1,5 @@
-/* parlectl's command lines: the flags the commands share, usage errors and
- * failure messages. */
+/* parlectl's command lines: the flags the commands share, usage errors,
+ * failure messages, and whether an argument names a sweep. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,4 +101,14 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
         }
     }
     return 0;
+}
+
+int is_sweep_id(const char *id)
+{
+    if (id[0] != 's' || id[1] < '0' || id[1] > '9')
+        return 0;
+    for (const char *p = id + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
 }

@@ -131,21 +131,16 @@ cJSON *read_json_object(const char *path, const char *what);
  * after a message. */
 int set_path(cJSON *root, const char *assignment);
 
-/* client/sweep.c: the `sweep` command; whether an id names a sweep (the
- * daemon issues s0001, s0002, ... for sweeps, j0001, ... for jobs); the
- * sweep's points as plot curves, seeds as a band (plot_svg.h), appended to
- * *jobs (n of them, realloc'd): 0, or -1 after a message. */
-struct plot_job;
-int cmd_sweep(const command *cmd, int argc, char **argv);
+/* client/args.c: whether an id names a sweep (the daemon issues s0001,
+ * s0002, ... for sweeps, j0001, ... for jobs). */
 int is_sweep_id(const char *id);
-int sweep_plot_points(conn *c, const char *id, struct plot_job **jobs, int *n);
-/* Sweep id's points (its `sweep_status` reply's "points": each with its
- * "point" and its "jobs" ids in seed order), borrowed from *reply, which the
- * caller deletes; *reply NULL after a message. */
+
+/* client/sweep.c: the `sweep` command; sweep id's points (its
+ * `sweep_status` reply's "points": each with its "point" and its "jobs" ids
+ * in seed order), borrowed from *reply, which the caller deletes; *reply
+ * NULL after a message. */
+int cmd_sweep(const command *cmd, int argc, char **argv);
 const cJSON *sweep_points(conn *c, const char *id, cJSON **reply);
-/* plot.c: job id's status (its label) and metrics into pj: 0, or -1 after
- * a message. */
-int plot_fetch(conn *c, const char *id, struct plot_job *pj);
 
 /* client/queue.c: priority ID N; hold ID and release ID (cmd->name says which);
  * rm ID... (a sweep's id removes the sweep); one removal (op rm or sweep_rm):
@@ -175,7 +170,8 @@ int cmd_devices(const command *cmd, int argc, char **argv);
 int cmd_version(const command *cmd, int argc, char **argv);
 int cmd_shutdown(const command *cmd, int argc, char **argv);
 
-/* client/export.c, client/plot.c, client/tensorboard.c */
+/* client/export.c, client/plot.c (a job's curves or a sweep's points),
+ * client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);
 int cmd_plot(const command *cmd, int argc, char **argv);
 int cmd_tensorboard(const command *cmd, int argc, char **argv);

@@ -1,6 +1,6 @@
 /* parlectl plot: each job's metrics.jsonl, fetched over the socket with the
- * `metrics` op (metrics.c), drawn as an SVG by
- * plot_svg.c. The file is written atomically (a new temporary of a random
+ * `metrics` op (metrics.c), and a sweep's points (their jobs' curves, the
+ * seeds of a point as a band), drawn as an SVG by plot_svg.c. The file is written atomically (a new temporary of a random
  * name beside it, fsync, rename) so a browser reloading it never sees half
  * a plot, and no file planted at a guessable name is ever written. */
 #include <errno.h>
@@ -32,7 +32,9 @@ static int plot_line(void *ctx, const cJSON *m)
     return 0;
 }
 
-int plot_fetch(conn *c, const char *id, plot_job *pj)
+/* Job id's status (its label) and metrics into pj: 0, or -1 after a
+ * message. */
+static int plot_fetch(conn *c, const char *id, plot_job *pj)
 {
     cJSON *st = request(c, op_request("status", id));
     if (!st)
@@ -80,6 +82,48 @@ static int write_plot(const char *out, const plot_job *jobs, int njobs)
     return EXIT_OK;
 }
 
+/* Sweep id's points as plot curves, each point's seeds as a band
+ * (plot_band), appended to *jobs (n of them, realloc'd): 0, or -1 after a
+ * message. */
+static int sweep_plot_points(conn *c, const char *id, plot_job **jobs, int *n)
+{
+    cJSON *reply;
+    const cJSON *points = sweep_points(c, id, &reply), *p;
+    if (!reply)
+        return -1;
+    int rc = 0;
+    cJSON_ArrayForEach(p, points) {
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
+        int nruns = cJSON_GetArraySize(ids), r = 0;
+        plot_job *runs = calloc((size_t)(nruns ? nruns : 1), sizeof *runs);
+        plot_job *more = runs ? realloc(*jobs, (size_t)(*n + 1) * sizeof **jobs) : NULL;
+        if (!more) {
+            free(runs);
+            rc = fail("out of memory");
+            break;
+        }
+        *jobs = more;
+        plot_job *out = &(*jobs)[(*n)++];
+        memset(out, 0, sizeof *out);
+        cJSON_ArrayForEach(j, ids)
+            if (rc == 0 && plot_fetch(c, cJSON_GetStringValue(j), &runs[r++]) != 0)
+                rc = -1;
+        char *values = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "values"));
+        snprintf(out->label, sizeof out->label, "%s point %.0f %.100s (%d seed%s)", id,
+                 num(p, "point"), values ? values : "", nruns, nruns == 1 ? "" : "s");
+        free(values);
+        if (rc == 0 && nruns > 0 && plot_band(out, runs, nruns) != 0)
+            rc = fail("out of memory");
+        for (int i = 0; i < nruns; i++)
+            plot_job_free(&runs[i]);
+        free(runs);
+        if (rc != 0)
+            break;
+    }
+    cJSON_Delete(reply);
+    return rc;
+}
+
 int cmd_plot(const command *cmd, int argc, char **argv)
 {
     PARSE("jo", 1, ARGS_MAX_POS);
@@ -88,7 +132,7 @@ int cmd_plot(const command *cmd, int argc, char **argv)
     int njobs = 0;
     conn c;
     int opened = conn_open(&c) == 0, rc = opened ? EXIT_OK : EXIT_FAIL;
-    /* A sweep id: one curve per point (sweep.c). */
+    /* A sweep id: one curve per point (sweep_plot_points). */
     for (int i = 0; i < a.npos && rc == EXIT_OK; i++) {
         if (is_sweep_id(a.pos[i])) {
             rc = sweep_plot_points(&c, a.pos[i], &jobs, &njobs) == 0 ? EXIT_OK : EXIT_FAIL;

@@ -1,7 +1,8 @@
 /* parlectl sweep (docs/sweeps.md): the sweep file and the base job file it
  * names are read here, with the client's rights, and sent as one object
  * (`sweep_submit`); the daemon expands and keeps the sweep. Also a sweep's
- * status table, the list, cancel, and a sweep's points as plot curves. */
+ * status table, the list, cancel, and a sweep's points (for plot.c and
+ * tensorboard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,18 +11,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
-#include "plot_svg.h"
 #include "sweep_keys.h"
-
-int is_sweep_id(const char *id)
-{
-    if (id[0] != 's' || id[1] < '0' || id[1] > '9')
-        return 0;
-    for (const char *p = id + 1; *p; p++)
-        if (*p < '0' || *p > '9')
-            return 0;
-    return 1;
-}
 
 /* The sweep's "base", when it names a file: that job file read in its
  * place, a relative path taken from the sweep file's folder. 0, or -1 after
@@ -320,43 +310,4 @@ const cJSON *sweep_points(conn *c, const char *id, cJSON **reply)
     *reply = request(c, op_request("sweep_status", id));
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(*reply, "sweep");
     return *reply ? cJSON_GetObjectItemCaseSensitive(sw, "points") : NULL;
-}
-
-int sweep_plot_points(conn *c, const char *id, plot_job **jobs, int *n)
-{
-    cJSON *reply;
-    const cJSON *points = sweep_points(c, id, &reply), *p;
-    if (!reply)
-        return -1;
-    int rc = 0;
-    cJSON_ArrayForEach(p, points) {
-        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(p, "jobs"), *j;
-        int nruns = cJSON_GetArraySize(ids), r = 0;
-        plot_job *runs = calloc((size_t)(nruns ? nruns : 1), sizeof *runs);
-        plot_job *more = runs ? realloc(*jobs, (size_t)(*n + 1) * sizeof **jobs) : NULL;
-        if (!more) {
-            free(runs);
-            rc = fail("out of memory");
-            break;
-        }
-        *jobs = more;
-        plot_job *out = &(*jobs)[(*n)++];
-        memset(out, 0, sizeof *out);
-        cJSON_ArrayForEach(j, ids)
-            if (rc == 0 && plot_fetch(c, cJSON_GetStringValue(j), &runs[r++]) != 0)
-                rc = -1;
-        char *values = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "values"));
-        snprintf(out->label, sizeof out->label, "%s point %.0f %.100s (%d seed%s)", id,
-                 num(p, "point"), values ? values : "", nruns, nruns == 1 ? "" : "s");
-        free(values);
-        if (rc == 0 && nruns > 0 && plot_band(out, runs, nruns) != 0)
-            rc = fail("out of memory");
-        for (int i = 0; i < nruns; i++)
-            plot_job_free(&runs[i]);
-        free(runs);
-        if (rc != 0)
-            break;
-    }
-    cJSON_Delete(reply);
-    return rc;
 }

@@ -2,7 +2,7 @@
  * no header. A file's record count is its size over the record size. */
 #include "cifar.h"
 #include "data_file.h"
-#include "load.h"
+#include "admit.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -2,7 +2,7 @@
  * per dimension) followed by u8 data. zlib reads gzip and raw files alike. */
 #include "dataset.h"
 #include "data_file.h"
-#include "load.h"
+#include "admit.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -33,20 +33,6 @@ static int fault_hold(const volatile int *stop, char *err, size_t errlen)
     return data_check_stop(stop, err, errlen);
 }
 
-static __thread data_admit_fn thread_admit;
-static __thread void *thread_admit_user;
-
-void data_admit_with(data_admit_fn admit, void *user)
-{
-    thread_admit = admit;
-    thread_admit_user = user;
-}
-
-int data_admit(const data_claim *claim, char *err, size_t errlen)
-{
-    return thread_admit ? thread_admit(thread_admit_user, claim, err, errlen) : 0;
-}
-
 static long limited(int limit, long all) { return limit > 0 && limit < all ? limit : all; }
 
 /* A synthetic set's examples: shaped as CIFAR's for the CIFAR networks, as
