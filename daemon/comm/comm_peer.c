@@ -7,16 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-static size_t bytes_of(const comm_peer *p) { return p->len * sizeof(float); }
-
-/* A vector from replica src_rank's memory to dst_rank's, on ctx's stream: a
- * plain copy within one memory, a peer copy between GPUs (comm's). */
-static void peer_copy(comm_peer *p, backend_ctx *ctx, float *dst, int dst_rank, const float *src,
-                      int src_rank)
-{
-    comm_peer_copy(p->comm, ctx, dst, dst_rank, src, src_rank, p->len);
-}
-
 /* Both in one memory: ctx's ops may do arithmetic on the other's vector. */
 static int same_memory(const comm_peer *p, int a, int b)
 {
@@ -168,25 +158,6 @@ int comm_peer_publish(comm_peer *p, int rank, backend_ctx *ctx, const float *x, 
     return 0;
 }
 
-int peer_snapshot_take(comm_peer *p, int at, backend_ctx *ctx, float *into, int into_rank,
-                       peer_meta *meta)
-{
-    peer_slot *s = &p->slot[at];
-    int b = __atomic_load_n(&s->latest, __ATOMIC_ACQUIRE);
-    if (b < 0 || pthread_rwlock_tryrdlock(&s->snap[b].lock) != 0)
-        return 0;
-    const snap_buf *sb = &s->snap[b];
-    int whole = sb->version > 0;
-    if (whole) {
-        peer_copy(p, ctx, into, into_rank, sb->x, at);
-        *meta = (peer_meta){.clock = sb->clock, .loss = sb->loss, .version = sb->version};
-        /* The owner may write there again once we let go. */
-        backend_sync(ctx);
-    }
-    pthread_rwlock_unlock(&s->snap[b].lock);
-    return whole;
-}
-
 int comm_peer_fetch(comm_peer *p, int rank, int peer, backend_ctx *ctx, double timeout_s,
                     float *into, peer_meta *meta)
 {
@@ -215,14 +186,6 @@ int comm_peer_fetch(comm_peer *p, int rank, int peer, backend_ctx *ctx, double t
 /* ---- pairs ---- */
 
 float *comm_peer_x(comm_peer *p, int rank) { return p->slot[rank].x; }
-
-void comm_peer_lock(comm_peer *p, int rank) { pthread_mutex_lock(&p->slot[rank].x_lock); }
-
-void comm_peer_unlock(comm_peer *p, int rank, backend_ctx *ctx)
-{
-    backend_sync(ctx);
-    pthread_mutex_unlock(&p->slot[rank].x_lock);
-}
 
 void comm_peer_pair_average(comm_peer *p, int rank, int id, backend_ctx *ctx, double *dist2)
 {
@@ -287,19 +250,6 @@ void comm_peer_push(comm_peer *p, int rank, int id, backend_ctx *ctx, const floa
     peer_box_merge(p, peer, ctx, x, rank, a);
     pthread_mutex_unlock(&s->box_lock);
     PEER_COUNT(p, rank, pushes, 1);
-}
-
-void peer_box_merge(comm_peer *p, int at, backend_ctx *ctx, const float *x, int x_rank, double a)
-{
-    peer_slot *s = &p->slot[at];
-    double m = s->box_mass;
-    /* An empty box may hold stale numbers: overwrite, do not merge. */
-    if (m == 0.0)
-        peer_copy(p, ctx, s->box, at, x, x_rank);
-    else
-        vec_axpby(ctx, p->len, (float)(a / (m + a)), x, (float)(m / (m + a)), s->box);
-    s->box_mass = m + a;
-    backend_sync(ctx);
 }
 
 int comm_peer_absorb(comm_peer *p, int rank, backend_ctx *ctx, float *x, int wait)
@@ -378,15 +328,6 @@ void comm_peer_centre_average(comm_peer *p, int rank, backend_ctx *ctx, float *x
         peer_net_centre_average(p, rank, ctx, x);
     else
         peer_centre_average_here(p, ctx, x);
-}
-
-void peer_centre_average_here(comm_peer *p, backend_ctx *ctx, float *x)
-{
-    pthread_mutex_lock(&p->centre_lock);
-    vec_axpby(ctx, p->len, 0.5f, p->centre, 0.5f, x);
-    backend_copy(ctx, p->centre, x, bytes_of(p));
-    backend_sync(ctx);
-    pthread_mutex_unlock(&p->centre_lock);
 }
 
 /* ---- counters ---- */

@@ -1,5 +1,7 @@
-/* Internal to comm_peer.c (one process's replicas) and comm_peer_net.c
- * (replicas in other processes): the block the replicas share. */
+/* Internal to comm_peer.c (one process's replicas, the top: it calls the
+ * two others), comm_peer_net.c (replicas in other processes) and
+ * comm_peer_slots.c (one slot's operations, which both share): the block
+ * the replicas share. */
 #ifndef PARLE_COMM_PEER_IMPL_H
 #define PARLE_COMM_PEER_IMPL_H
 
@@ -57,8 +59,20 @@ static inline int peer_slot_of(const comm_peer *p, int peer)
     return s >= 0 && s < p->n ? s : -1;
 }
 
-/* ---- comm_peer.c's operations on this process's slots, which the
- * answers to other processes share ---- */
+/* A vector's bytes. */
+static inline size_t bytes_of(const comm_peer *p) { return p->len * sizeof(float); }
+
+/* A vector from replica src_rank's memory to dst_rank's, on ctx's stream: a
+ * plain copy within one memory, a peer copy between GPUs (comm's). */
+static inline void peer_copy(comm_peer *p, backend_ctx *ctx, float *dst, int dst_rank,
+                             const float *src, int src_rank)
+{
+    comm_peer_copy(p->comm, ctx, dst, dst_rank, src, src_rank, p->len);
+}
+
+/* ---- comm_peer_slots.c: operations on this process's slots, which
+ * comm_peer.c's calls and comm_peer_net.c's answers to other processes
+ * share ---- */
 /* One try at slot at's newest whole snapshot, copied into `into` (memory of
  * rank into_rank) with its meta: 1, or 0 when none is whole and free now. */
 int peer_snapshot_take(comm_peer *p, int at, backend_ctx *ctx, float *into, int into_rank,
