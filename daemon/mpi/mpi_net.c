@@ -9,29 +9,11 @@
  * next job's collectives cannot match the stale ones. */
 #include "mpi_net.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mpi_pending.h"
-
-enum { WHY_MAX = 512 };
-/* How long a rank that timed out waits for the others to answer its ping. */
-#define PING_S 1.0
-
-int mpi_net_thread_multiple;
-
-void mpi_net_log(const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "parled[rank %d]: %s\n", mpi_node_rank(), buf);
-}
 
 static void mpi_message(int rc, char *out, size_t len)
 {
@@ -40,136 +22,6 @@ static void mpi_message(int rc, char *out, size_t len)
     if (MPI_Error_string(rc, text, &n) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", rc);
     snprintf(out, len, "%s", text);
-}
-
-void mpi_net_nap(long ns) { nanosleep(&(struct timespec){.tv_nsec = ns}, NULL); }
-
-int mpi_net_wait_until(int n, MPI_Request *reqs, double deadline)
-{
-    for (long spins = 0;; spins++) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            int done = 0;
-            if (reqs[i] == MPI_REQUEST_NULL)
-                continue;
-            if (MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                return -1;
-            left += !done;
-        }
-        if (!left)
-            return 0;
-        if (comm_now_s() > deadline)
-            return 1;
-        if (spins > 2000)
-            mpi_net_nap(1000000);
-    }
-}
-
-/* The empty message `tag` from any rank, taken (matched probe and receive:
- * the leader and the answering thread may both look, and each message
- * reaches one of them): its sender's job rank, or -1 when none is waiting. */
-static int take_empty(mpi_job *mj, int tag)
-{
-    static char none;
-    int flag = 0;
-    MPI_Status st;
-    MPI_Message msg;
-    if (MPI_Improbe(MPI_ANY_SOURCE, tag, mj->notice, &flag, &msg, &st) != MPI_SUCCESS || !flag ||
-        MPI_Mrecv(&none, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        return -1;
-    return st.MPI_SOURCE;
-}
-
-/* An empty message to the job's rank j, left to MPI (static memory). */
-static void send_empty(mpi_job *mj, int j, int tag)
-{
-    static char none;
-    MPI_Request req;
-    if (MPI_Isend(&none, 0, MPI_BYTE, j, tag, mj->notice, &req) == MPI_SUCCESS)
-        MPI_Request_free(&req);
-}
-
-/* A rank that timed out asks who is still there: every rank polling a
- * cross-rank wait answers at once. */
-static void answer_pings(mpi_job *mj)
-{
-    for (int from; (from = take_empty(mj, TAG_PING)) >= 0;)
-        send_empty(mj, from, TAG_PONG);
-}
-
-/* Replicas first..last of the job's rank j, in a message. */
-
-static void replicas_of(const mpi_job *mj, int j, char *out, size_t len)
-{
-    int first = (int)mpi_net_first_replica(mj, j);
-    int last = (int)mpi_net_first_replica(mj, j + 1) - 1;
-    snprintf(out, len, first == last ? "replica %d" : "replicas %d..%d", first, last);
-}
-
-/* Arrival notes: each rank tells the others that it began its sum number
- * `entered` (an empty message), so that a rank whose sum does not complete can
- * name those that never came (a stuck replica, a hung process) rather than
- * only say that it waited. */
-static void announce(mpi_job *mj)
-{
-    mj->entered++;
-    for (int j = 0; j < mj->nranks; j++)
-        if (j != mj->me)
-            send_empty(mj, j, TAG_ARRIVE);
-}
-
-static void take_arrivals(mpi_job *mj)
-{
-    for (int from; (from = take_empty(mj, TAG_ARRIVE)) >= 0;)
-        mj->arrived[from]++;
-}
-
-/* "rank 1 (replicas 2..3)", for each job rank j with !ok[j]. */
-static void name_ranks(const mpi_job *mj, const int *ok, char *out, size_t len)
-{
-    size_t at = 0;
-    out[0] = '\0';
-    for (int j = 0; j < mj->nranks && at < len; j++) {
-        if (ok[j])
-            continue;
-        char reps[64];
-        replicas_of(mj, j, reps, sizeof reps);
-        at += (size_t)snprintf(out + at, len - at, "%srank %d (%s)", at ? ", " : "",
-                               mj->world[j], reps);
-    }
-}
-
-/* The ranks that have not begun our sum yet. */
-static void missing_ranks(mpi_job *mj, char *out, size_t len)
-{
-    int began[mj->nranks];
-    take_arrivals(mj);
-    for (int j = 0; j < mj->nranks; j++)
-        began[j] = j == mj->me || mj->arrived[j] >= mj->entered;
-    name_ranks(mj, began, out, len);
-}
-
-/* Every rank began the sum, yet it did not complete: the ranks that do not
- * answer a ping within PING_S (stopped, or cut off: a rank waiting in the
- * sum polls, and answers at once). */
-static void silent_ranks(mpi_job *mj, char *out, size_t len)
-{
-    int answered[mj->nranks], left = mj->nranks - 1;
-    for (int j = 0; j < mj->nranks; j++) {
-        answered[j] = j == mj->me;
-        if (j != mj->me)
-            send_empty(mj, j, TAG_PING);
-    }
-    double until = comm_now_s() + PING_S;
-    while (left > 0 && comm_now_s() < until) {
-        answer_pings(mj);
-        int from = take_empty(mj, TAG_PONG);
-        if (from >= 0 && !answered[from])
-            answered[from] = 1, left--;
-        else if (from < 0)
-            mpi_net_nap(1000000);
-    }
-    name_ranks(mj, answered, out, len);
 }
 
 /* The job gave up on *req, which MPI may still complete into the staging
@@ -200,29 +52,6 @@ static void *staging(mpi_job *mj, comm *c, size_t bytes)
     return mj->stage;
 }
 
-int mpi_net_take_notice(mpi_job *mj, comm *c)
-{
-    int flag = 0, len = 0;
-    MPI_Status st;
-    MPI_Message msg;
-    answer_pings(mj);
-    if (MPI_Improbe(MPI_ANY_SOURCE, TAG_FAIL, mj->notice, &flag, &msg, &st) != MPI_SUCCESS ||
-        !flag)
-        return 0;
-    char why[WHY_MAX] = "";
-    MPI_Get_count(&st, MPI_CHAR, &len);
-    if (len < 0 || len >= WHY_MAX)
-        len = WHY_MAX - 1;
-    MPI_Mrecv(why, WHY_MAX, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
-    why[len] = '\0';
-    /* A reason from the net already names its rank. */
-    if (strncmp(why, "MPI rank ", 9) == 0)
-        comm_abort(c, "%s", why);
-    else
-        comm_abort(c, "MPI rank %d: %s", mj->world[st.MPI_SOURCE], why);
-    return 1;
-}
-
 /* Wait for a job collective until it completes, the comm aborts, another
  * rank's notice comes or comm.timeout_s passes. MPI collectives cannot be
  * interrupted, hence the non-blocking one and this poll. */
@@ -243,10 +72,10 @@ static int net_wait(mpi_job *mj, comm *c, MPI_Request *req, const char *what)
         if (mpi_net_take_notice(mj, c) || comm_aborted(c))
             return give_up(mj, req);
         if (comm_now_s() > deadline) {
-            char who[WHY_MAX / 2], silent[WHY_MAX / 2] = "";
-            missing_ranks(mj, who, sizeof who);
+            char who[NOTICE_MAX / 2], silent[NOTICE_MAX / 2] = "";
+            mpi_notice_missing(mj, who, sizeof who);
             if (!who[0])
-                silent_ranks(mj, silent, sizeof silent);
+                mpi_notice_silent(mj, silent, sizeof silent);
             if (who[0])
                 comm_abort(c, "MPI rank %d: the %s across the job's %d ranks did not complete "
                            "within comm.timeout_s = %g s: %s never began it (stuck, hung, or "
@@ -282,7 +111,7 @@ static int net_finish(mpi_job *mj, comm *c, int started, MPI_Request *req, const
     }
     if (net_wait(mj, c, req, what) != 0)
         return -1;
-    take_arrivals(mj);
+    mpi_notice_arrivals(mj);
     return 0;
 }
 
@@ -294,7 +123,7 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
     if (!stage)
         return -1;
     memcpy(stage, buf, len * sizeof *buf);
-    announce(mj);
+    mpi_notice_announce(mj);
     /* MPI counts are ints: large vectors go in pieces. */
     for (size_t at = 0; at < len; at += (size_t)1 << 30) {
         size_t n = len - at < (size_t)1 << 30 ? len - at : (size_t)1 << 30;
@@ -309,16 +138,11 @@ static int net_sum_floats(const comm_net *net, comm *c, float *buf, size_t len)
             return -1;
     }
     memcpy(buf, stage, len * sizeof *buf);
-    take_arrivals(mj);
+    mpi_notice_arrivals(mj);
     mj->nsums++;
     mj->floats += (double)len;
     mj->in_sums_s += comm_now_s() - t0;
     return 0;
-}
-
-long mpi_net_first_replica(const mpi_job *mj, int j)
-{
-    return (long)mj->replicas * j / mj->nranks;
 }
 
 /* Every replica's len values of `type` (`size` bytes each) into all (by
@@ -344,7 +168,7 @@ static int net_gather(mpi_job *mj, comm *c, void *all, size_t len, MPI_Datatype 
         return -1;
     memcpy(stage + mine, (char *)all + mine, (size_t)counts[mj->me] * size);
     MPI_Request req;
-    announce(mj);
+    mpi_notice_announce(mj);
     int started = !comm_aborted(c) &&
                   MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage, counts, displs, type,
                                   mj->coll, &req) == MPI_SUCCESS;
@@ -384,7 +208,7 @@ static int net_sum_doubles(const comm_net *net, comm *c, double *buf, int len)
         return -1;
     memcpy(stage, buf, (size_t)len * sizeof *buf);
     MPI_Request req;
-    announce(mj);
+    mpi_notice_announce(mj);
     int started = !comm_aborted(c) && MPI_Iallreduce(MPI_IN_PLACE, stage, len, MPI_DOUBLE,
                                                      MPI_SUM, mj->coll, &req) == MPI_SUCCESS;
     if (net_finish(mj, c, started, &req, "agreement") != 0)
@@ -403,7 +227,7 @@ static int net_gather_int(const comm_net *net, comm *c, int mine, int *all)
         return -1;
     stage[0] = mine;
     MPI_Request req;
-    announce(mj);
+    mpi_notice_announce(mj);
     int started = !comm_aborted(c) && MPI_Iallgather(stage, 1, MPI_INT, stage + 1, 1, MPI_INT,
                                                      mj->coll, &req) == MPI_SUCCESS;
     if (net_finish(mj, c, started, &req, "GPU count") != 0)
@@ -420,7 +244,7 @@ static int net_bcast_bytes(const comm_net *net, comm *c, void *buf, int len)
         return -1;
     memcpy(stage, buf, (size_t)len);
     MPI_Request req;
-    announce(mj);
+    mpi_notice_announce(mj);
     int started = !comm_aborted(c) &&
                   MPI_Ibcast(stage, len, MPI_BYTE, 0, mj->coll, &req) == MPI_SUCCESS;
     if (net_finish(mj, c, started, &req, "broadcast") != 0)
@@ -438,7 +262,7 @@ static void net_fail(const comm_net *net, const char *reason)
         return;
     __atomic_store_n(&mj->broken, 1, __ATOMIC_RELAXED);
     /* The sends read a copy the node keeps while one is pending. */
-    int len = (int)strnlen(reason, WHY_MAX - 1);
+    int len = (int)strnlen(reason, NOTICE_MAX - 1);
     char *copy = malloc((size_t)len + 1);
     if (!copy) {
         mpi_net_log("out of memory telling the other ranks: %s", reason);
@@ -532,13 +356,5 @@ void mpi_job_end(mpi_job *mj)
 }
 
 int mpi_job_nranks(const mpi_job *mj) { return mj->nranks; }
-
-int mpi_net_rank_of(const mpi_job *mj, int replica)
-{
-    int j = 0;
-    while (j + 1 < mj->nranks && mpi_net_first_replica(mj, j + 1) <= replica)
-        j++;
-    return j;
-}
 
 int mpi_job_rank_of(const mpi_job *mj, int replica) { return mj->world[mpi_net_rank_of(mj, replica)]; }

@@ -1,8 +1,14 @@
-/* Internal to the MPI node (mpi_node.c, mpi_net.c; docs/mpi.md): one job's
- * ranks and communicators, and the comm_net over them that its replica 0
- * calls (cross-rank sums, arrival notes, failure notices). mpi_node.c hands
- * jobs off and serves them; this part runs them across ranks. Only built
- * when meson finds MPI. */
+/* Internal to the MPI node (docs/mpi.md): one job's ranks and
+ * communicators, and the comm_net over them that its replica 0 calls
+ * (cross-rank sums, arrival notes, failure notices). mpi_node.c hands jobs
+ * off and serves them; the files below it run them across ranks, each
+ * calling only those after it:
+ *   mpi_net.c        the job's communicators and collectives (the comm_net);
+ *   mpi_net_serve.c  peer requests and their answering thread;
+ *   mpi_notice.c     the notice communicator, and which rank holds which replica;
+ *   mpi_pending.c    operations given up on, kept until MPI completes them;
+ *   mpi_world.c      this process's rank, its log line and its waits.
+ * Only built when meson finds MPI. */
 #ifndef PARLE_MPI_NET_H
 #define PARLE_MPI_NET_H
 
@@ -12,6 +18,7 @@
 
 #include "comm.h"
 #include "mpi_node.h"
+#include "mpi_world.h"
 
 /* Message tags, in one place so that those on MPI_COMM_WORLD stay apart:
  * the hand-off's (mpi_node.c) and the tags that create a job's communicators
@@ -21,8 +28,10 @@
 enum { TAG_FAIL = 1, TAG_ARRIVE = 2, TAG_JOB = 3, TAG_ACK = 4, TAG_TEXT = 5, TAG_PING = 6,
        TAG_PONG = 7, TAG_GROUP = 1000, TAG_ASK = 100, TAG_ANSWER = 300 };
 
-/* MPI_Init_thread gave MPI_THREAD_MULTIPLE (peer requests need it). */
-extern int mpi_net_thread_multiple;
+/* A failure notice's text at most, its NUL included. */
+enum { NOTICE_MAX = 512 };
+/* How long a rank that timed out waits for the others to answer its ping. */
+#define PING_S 1.0
 
 struct mpi_job {
     MPI_Comm coll, notice;   /* the job's collectives; notices (MPI_COMM_NULL: rank 0 alone) */
@@ -57,11 +66,15 @@ struct mpi_job {
  * description arrived. NULL with a message. mpi_job_end frees it. */
 mpi_job *mpi_net_job_new(int *world, int n, long seq, char *err, size_t errlen);
 
-/* "parled[rank R]: ..." on stderr. */
-void mpi_net_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Sleep ns nanoseconds (< 1 s): lets the core go between MPI_Tests. */
-void mpi_net_nap(long ns);
+/* mpi_notice.c. Arrival notes: each rank tells the others that it began
+ * its sum number `entered` (announce), and counts those that came
+ * (arrivals), so that a rank whose sum does not complete can name those
+ * that never came (missing) or, all having come, those that do not answer
+ * a ping within PING_S (silent), into out ("rank 1 (replicas 2..3), ..."). */
+void mpi_notice_announce(mpi_job *mj);
+void mpi_notice_arrivals(mpi_job *mj);
+void mpi_notice_missing(mpi_job *mj, char *out, size_t len);
+void mpi_notice_silent(mpi_job *mj, char *out, size_t len);
 
 /* A notice from a rank whose part of the job ended: abort c with it. 1 if
  * one came. Answers other ranks' pings meanwhile. Any thread. */
@@ -79,10 +92,5 @@ long mpi_net_call(const comm_net *net, comm *c, int rank, int peer, const void *
 int mpi_net_serve(const comm_net *net, comm *c, comm_peer_handler fn, void *arg,
                   size_t max_bytes, char *err, size_t errlen);
 void mpi_net_unserve(const comm_net *net);
-
-/* Wait for n requests until `deadline` (comm_now_s). Finished ones become
- * MPI_REQUEST_NULL, so those left name the ranks that did not answer.
- * 0: all done; 1: the deadline passed; -1: an MPI error. */
-int mpi_net_wait_until(int n, MPI_Request *reqs, double deadline);
 
 #endif

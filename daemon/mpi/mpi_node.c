@@ -36,7 +36,6 @@ enum { WHY_MAX = 512, JOB_TEXT_MAX = 1 << 20 };
  * MPI_Finalize (every rank is then polling, so it takes milliseconds). */
 #define SETTLE_S 3.0
 
-static int node_rank, node_size = 1;
 static unsigned char *lost;  /* rank 0: ranks that did not take a job in time (atomic) */
 static mpi_rank_info *ranks; /* rank 0: what each rank said at start */
 /* Rank 0: the job header last sent to each rank. A send to a rank that never
@@ -61,8 +60,10 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
     /* Errors come back as values: a peer's failure fails the job, not this
      * process (Open MPI's runtime may still end every rank when one dies). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int node_rank = 0, node_size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &node_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &node_size);
+    mpi_world_set(node_rank, node_size);
     lost = calloc((size_t)node_size, 1);
     headers = calloc((size_t)node_size, sizeof *headers);
     long *all = calloc((size_t)node_size * 3, sizeof *all);
@@ -92,14 +93,12 @@ int mpi_node_init(int *argc, char ***argv, char *err, size_t errlen)
 
 int mpi_node_describe(int rank, mpi_rank_info *out)
 {
-    if (rank < 0 || rank >= node_size || !ranks)
+    if (rank < 0 || rank >= mpi_node_size() || !ranks)
         return -1;
     *out = ranks[rank];
     return __atomic_load_n(&lost[rank], __ATOMIC_RELAXED);
 }
 
-int mpi_node_rank(void) { return node_rank; }
-int mpi_node_size(void) { return node_size; }
 
 /* A blocking wait that does not spin a core: poll, then sleep a little,
  * completing what failed jobs left pending meanwhile. */
@@ -221,12 +220,12 @@ static int hand_off(const int *world, int n, const char *text, size_t len, const
 static int job_ranks(const job_config *cfg, int **out, char *err, size_t errlen)
 {
     uint64_t named = cfg->device_spec.ranks;
-    int *world = malloc((size_t)node_size * sizeof *world), n = 0;
+    int *world = malloc((size_t)mpi_node_size() * sizeof *world), n = 0;
     if (!world) {
         snprintf(err, errlen, "MPI: out of memory");
         return -1;
     }
-    for (int r = 0; r < node_size; r++) {
+    for (int r = 0; r < mpi_node_size(); r++) {
         int wanted = named ? r < 64 && (named >> r) & 1 : !lost[r];
         if (wanted && lost[r]) {
             snprintf(err, errlen, "devices: rank%d did not take an earlier job in time and is "
@@ -237,10 +236,10 @@ static int job_ranks(const job_config *cfg, int **out, char *err, size_t errlen)
         if (wanted)
             world[n++] = r;
     }
-    for (int r = node_size; named && r < 64; r++)
+    for (int r = mpi_node_size(); named && r < 64; r++)
         if ((named >> r) & 1) {
             snprintf(err, errlen, "devices: rank%d: this MPI job has %d ranks (0..%d)", r,
-                     node_size, node_size - 1);
+                     mpi_node_size(), mpi_node_size() - 1);
             free(world);
             return -1;
         }
@@ -267,7 +266,7 @@ int mpi_job_begin(mpi_job **out, const job_config *cfg, const char *job_json_pat
         free(world);
         return -1;
     }
-    mpi_net_log("job %ld: on %d of the %d ranks", job_seq, n, node_size);
+    mpi_net_log("job %ld: on %d of the %d ranks", job_seq, n, mpi_node_size());
     return (*out = mpi_net_job_new(world, n, job_seq, err, errlen)) ? 0 : -1;
 }
 
@@ -433,8 +432,8 @@ int mpi_node_serve(void)
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    mpi_net_log("serving rank 0 (rank %d of %d, pid %ld, %d cores)", node_rank,
-                node_size, (long)getpid(), ncores);
+    mpi_net_log("serving rank 0 (rank %d of %d, pid %ld, %d cores)", mpi_node_rank(),
+                mpi_node_size(), (long)getpid(), ncores);
     for (;;) {
         char *text, *ckpt;
         int *world, n = 0;
@@ -467,9 +466,9 @@ int mpi_node_serve(void)
 
 void mpi_node_finalize(void)
 {
-    int *world = malloc((size_t)node_size * sizeof *world), n = 0, gone = 0;
+    int *world = malloc((size_t)mpi_node_size() * sizeof *world), n = 0, gone = 0;
     char err[512];
-    for (int r = 0; world && r < node_size; r++) {
+    for (int r = 0; world && r < mpi_node_size(); r++) {
         gone |= lost[r];
         if (!lost[r])
             world[n++] = r;

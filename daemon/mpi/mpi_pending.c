@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "comm.h"
-#include "mpi_net.h"
+#include "mpi_world.h"
 
 typedef struct kept {
     struct kept *next;
