@@ -1,6 +1,15 @@
-/* Internal to the server (server.c: connections; server_lifecycle.c: the
- * socket, the start, job events to watchers, the shutdown; server_peer.c: who
- * is connecting; server_ops.c: the protocol's operations). */
+/* Internal to the server. Its files, each calling only those after it
+ * (main.c calls server_lifecycle.c and server_stop.c through server.h):
+ *   server_lifecycle.c  the socket, the start, job events to watchers;
+ *   server.c            connections accepted and read, request lines dispatched;
+ *   server_ops.c        the protocol's operations (transfer.c: export's chunks);
+ *   server_stop.c       the shutdown's grace, the re-exec after a device fault;
+ *   server_turns.c      what waits for its next turn of the loop, sweeps submitted;
+ *   server_peer.c       who is connecting, and the groups;
+ *   server_conn.c       a connection's output and its end.
+ * The one call back up, a connection's reading resumed once its output
+ * drained or its turn came, goes through server.resume (server.c's
+ * conn_resume, set by server_open). */
 #ifndef PARLE_SERVER_IMPL_H
 #define PARLE_SERVER_IMPL_H
 
@@ -63,6 +72,9 @@ struct server {
     submitting *submitting;   /* sweeps being submitted, stepped in turn */
     uv_idle_t turn_idle;      /* active while a sweep or a connection waits its turn */
     double started_at;
+    /* Serve what c has buffered and read on (server.c's conn_resume): for
+     * the files below server.c, which may not call it. */
+    void (*resume)(conn *c);
     void (*on_stopped)(void *user);
     void *user;
 };
@@ -72,18 +84,30 @@ typedef struct write_req {
     char *data;
 } write_req;
 
-/* server.c */
+/* server_conn.c. A client that stopped reading is dropped by conn_send,
+ * which takes the line; conn_end closes once what is queued has been
+ * written (after an error that ends a connection, and at a daemon
+ * shutdown), conn_close at once. end_line: a watch's last event, with the
+ * job's status. */
 double server_mono_s(void);
-void conn_send(conn *c, char *line); /* takes the line; drops a client that stopped reading */
+void conn_send(conn *c, char *line);
 void send_error(conn *c, const char *code, const char *message);
 void send_error_and_end(conn *c, const char *code, const char *message);
-char *end_line(job *j);              /* a watch's last event, with the job's status */
-/* Close once what is queued has been written: after an error that ends a
- * connection, and at a daemon shutdown. */
+char *end_line(job *j);
 void conn_end(conn *c);
-/* The listener's (server_lifecycle.c): accept a connection, check who it is
- * and the bounds on connections, then read its requests. */
+void conn_close(conn *c);
+/* A client's requests are not read while this much of its output waits:
+ * a client pipelining requests without reading the replies holds at most
+ * this, one request line and one reply, not all it asked for. */
+#define READ_PAUSE_OUTPUT (1u << 20)
+
+/* server.c. The listener's (server_lifecycle.c): accept a connection,
+ * check who it is and the bounds on connections, then read its requests.
+ * conn_resume: serve what c has buffered and read on, unless its replies
+ * wait unread, a sweep of its is being submitted or it waits for its turn
+ * (server.resume). */
 void on_connection(uv_stream_t *listener, int status);
+void conn_resume(conn *c);
 
 /* server_peer.c. Who is on the other end of fd (SO_PEERCRED, the user's
  * name, into c) and what it may do: root, the daemon's own uid and members
@@ -94,24 +118,26 @@ int peer_identify(server *s, int fd, conn *c);
  * message naming the option. */
 int resolve_group(const char *option, const char *name, gid_t *gid, char *err, size_t errlen);
 
-/* server.c: serve what c has buffered and read on, unless its replies wait
- * unread, a sweep of its is being submitted or it waits for its turn. */
-void conn_resume(conn *c);
-
 /* server_turns.c. What waits for its next turn of the loop: a connection
- * that has held it for SERVE_SLICE_NS (server_yield; conn_resume then), and
+ * that has held it for SERVE_SLICE_NS (server_yield; resumed then), and
  * sweeps being submitted (server_submit_sweep: c reads no request until
- * sweep_submit_done has answered it). server_turns_close, at a shutdown,
- * drops the sweeps not yet answered. */
+ * sweep_submit_done has answered it: the sweep queued, or NULL with the
+ * refusal). server_turns_close, at a shutdown, drops the sweeps not yet
+ * answered. */
 #define SERVE_SLICE_NS 2000000u
 void server_yield(conn *c);
 void server_submit_sweep(conn *c, sweep_submission *sub);
+void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err);
 void server_turns_init(server *s);
 void server_turns_close(server *s);
 
+/* server_stop.c (server_shutdown: server.h). Once the stopping jobs have
+ * all ended: close what is left and call on_stopped. A job's device fault:
+ * stop the jobs as at a shutdown, then re-execute. */
+void server_finish_shutdown(server *s);
+void server_restart(server *s, const char *id);
+
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);
-/* A sweep submission's end: the sweep queued, or NULL with the refusal. */
-void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err);
 
 #endif

@@ -1,6 +1,6 @@
-/* The daemon's life (server.h): the listening socket (a stale one replaced,
- * or the one systemd passed), the start, job events to watchers, the
- * shutdown's grace and the re-exec after a device fault. */
+/* The daemon's start (server.h): the listening socket (a stale one
+ * replaced, or the one systemd passed), the queue opened, and job events to
+ * watchers (the stop, its grace and the re-exec: server_stop.c). */
 #include "server.h"
 
 #include <errno.h>
@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "jobs.h"
-#include "mpi_node.h"
 #include "protocol.h"
 #include "server_impl.h"
 
@@ -44,39 +43,6 @@ static void on_job_log(void *user, job *j, const char *text)
     }
 }
 
-/* Stop serving: no more connections (a socket systemd passed stays open
- * for the next process when it is a re-exec), every client ended. */
-static void close_listener(server *s)
-{
-    uv_os_fd_t fd;
-    if (s->restarting && s->activated && uv_fileno((uv_handle_t *)&s->listener, &fd) == 0)
-        s->keep_fd = dup(fd); /* without FD_CLOEXEC: it crosses the exec */
-    uv_close((uv_handle_t *)&s->listener, NULL);
-    server_remove_socket(s);
-    server_turns_close(s);
-    while (s->conns)
-        conn_end(s->conns);
-}
-
-static void finish_shutdown(server *s)
-{
-    if (s->stopped)
-        return;
-    s->stopped = 1;
-    if (s->restarting) {
-        close_listener(s);
-        server_log(LOG_WARN, "every job has stopped: re-executing parled for fresh device "
-                   "contexts");
-    }
-    uv_close((uv_handle_t *)&s->stop_timer, NULL);
-    jobs_close(s->jobs);
-    server_log(LOG_INFO, "stopped");
-    if (s->on_stopped)
-        s->on_stopped(s->user);
-}
-
-static void server_restart(server *s, const char *id);
-
 static void on_job_end(void *user, job *j)
 {
     server *s = user;
@@ -96,7 +62,7 @@ static void on_job_end(void *user, job *j)
         }
     }
     if (s->stopping && jobs_running(s->jobs) == 0)
-        finish_shutdown(s);
+        server_finish_shutdown(s);
 }
 
 /* ---- the socket ---- */
@@ -198,6 +164,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     s->on_stopped = on_stopped;
     s->user = user;
     s->started_at = server_mono_s();
+    s->resume = conn_resume;
     s->keep_fd = -1;
     if (strlen(cfg->socket_path) >= sizeof(s->socket_path)) {
         snprintf(err, errlen, "socket path too long (at most %zu bytes): %s",
@@ -246,75 +213,6 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
 fail:
     free(s);
     return -1;
-}
-
-void server_remove_socket(const server *s)
-{
-    if (!s->activated)
-        unlink(s->socket_path);
-}
-
-static void on_stop_timeout(uv_timer_t *t)
-{
-    server *s = t->data;
-    int running = jobs_stop_now(s->jobs);
-    if (running > 0)
-        server_log(LOG_WARN, "%d job(s) did not stop within --stop-timeout %g s: stopping them "
-                   "now; each resumes from its last checkpoint at the next start", running,
-                   s->stop_timeout_s);
-}
-
-/* The running jobs checkpoint at their next step boundary (or stop at once
- * after --stop-timeout); finish_shutdown once none runs. */
-static void stop_jobs(server *s, int running)
-{
-    if (running > 0) {
-        server_log(LOG_INFO, "waiting up to %g s for %d running job(s) to checkpoint and stop "
-                   "at a step boundary", s->stop_timeout_s, running);
-        uv_timer_start(&s->stop_timer, on_stop_timeout, (uint64_t)(s->stop_timeout_s * 1000), 0);
-    } else {
-        finish_shutdown(s);
-    }
-}
-
-void server_shutdown(server *s, const char *why)
-{
-    if (s->stopped || (s->stopping && !s->restarting))
-        return;
-    server_log(LOG_INFO, "shutting down (%s)", why);
-    /* A signal during a re-exec's wait turns it into a plain shutdown; the
-     * jobs are already stopping. */
-    int was_restarting = s->restarting;
-    s->restarting = 0;
-    s->stopping = 1;
-    close_listener(s);
-    if (!was_restarting)
-        stop_jobs(s, jobs_stop_all(s->jobs));
-}
-
-/* A job's device hit an error that leaves it unusable for this process (a
- * CUDA illegal address...): the other jobs checkpoint and stop as at a
- * shutdown, new ones queue, the socket is still served, and once nothing
- * runs main() re-executes parled (same PID: systemd sees no exit), whose
- * CUDA contexts are new. The jobs resume from the state dir. */
-static void server_restart(server *s, const char *id)
-{
-    if (mpi_node_size() > 1) {
-        server_log(LOG_ERROR, "job %s: a device fault; under --mpi parled cannot re-execute "
-                   "itself alone: no job starts on the faulted device until the MPI job is "
-                   "restarted", id);
-        return;
-    }
-    server_log(LOG_WARN, "job %s: a device fault (parlectl devices): parled re-executes itself "
-               "once its running jobs have checkpointed and stopped", id);
-    s->stopping = s->restarting = 1;
-    stop_jobs(s, jobs_stop_for_restart(s->jobs));
-}
-
-int server_wants_reexec(const server *s, int *listen_fd)
-{
-    *listen_fd = s->keep_fd;
-    return s->restarting;
 }
 
 void server_free(server *s) { free(s); }

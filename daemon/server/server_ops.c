@@ -284,19 +284,6 @@ static void op_sweep_submit(conn *c, proto_request *req)
         sweep_submit_done(c, NULL, code, err);
 }
 
-void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err)
-{
-    if (!s) {
-        server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "rejected a sweep from %s "
-                           "(uid %u): %s", c->peer_user, c->peer_uid, err);
-        send_error(c, code, err);
-        return;
-    }
-    cJSON *o = sweep_status_json(c->srv->jobs, s);
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
-    conn_send(c, proto_reply_ok(o));
-}
-
 static void op_sweep_status(conn *c, proto_request *req)
 {
     sweep *s = find_sweep(c, req->id);

@@ -1,6 +1,6 @@
 /* Work that waits for its next turn of the loop (server_impl.h): the
  * connections whose turn of serving ran out (serve_lines), and the sweeps
- * being submitted, a step each. One idle handle, active while there is
+ * being submitted, a step each, then answered (sweep_submit_done). One idle handle, active while there is
  * some, so the loop polls every other connection between two turns. */
 #include <stdlib.h>
 
@@ -33,7 +33,7 @@ static void step_submission(server *s)
     if (c) {
         c->submitting = NULL;
         sweep_submit_done(c, out, code, err);
-        conn_resume(c);
+        c->srv->resume(c);
     }
 }
 
@@ -46,7 +46,7 @@ static void on_turn(uv_idle_t *h)
     for (conn *c = s->conns, *next; c; c = next) {
         next = c->next; /* serving may drop c */
         if (c->yielded) {
-            conn_resume(c);
+            s->resume(c);
             yielded |= c->yielded;
         }
     }
@@ -54,6 +54,19 @@ static void on_turn(uv_idle_t *h)
         step_submission(s);
     if (!yielded && !s->submitting)
         uv_idle_stop(h);
+}
+
+void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err)
+{
+    if (!s) {
+        server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "rejected a sweep from %s "
+                           "(uid %u): %s", c->peer_user, c->peer_uid, err);
+        send_error(c, code, err);
+        return;
+    }
+    cJSON *o = sweep_status_json(c->srv->jobs, s);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
+    conn_send(c, proto_reply_ok(o));
 }
 
 void server_submit_sweep(conn *c, sweep_submission *sub)
