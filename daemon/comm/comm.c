@@ -1,6 +1,5 @@
 #include "comm.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,13 +7,6 @@
 
 #include "comm_impl.h"
 #include "topology.h"
-
-double comm_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int comm_init(comm *c, int n, size_t capacity, char *err, size_t errlen)
 {
@@ -118,71 +110,12 @@ void comm_detach(comm *c, int rank)
     pthread_mutex_unlock(&c->lock);
 }
 
-void comm_abort(comm *c, const char *fmt, ...)
-{
-    pthread_mutex_lock(&c->lock);
-    if (!c->aborted) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->reason, sizeof c->reason, fmt, ap);
-        va_end(ap);
-        c->aborted = 1;
-        pthread_cond_broadcast(&c->wake);
-    }
-    pthread_mutex_unlock(&c->lock);
-}
-
-int comm_aborted(comm *c)
-{
-    pthread_mutex_lock(&c->lock);
-    int a = c->aborted;
-    pthread_mutex_unlock(&c->lock);
-    return a;
-}
-
-const char *comm_abort_reason(comm *c) { return c->reason; }
-
-int comm_barrier(comm *c, int rank, const char *what)
-{
-    pthread_mutex_lock(&c->lock);
-    if (c->aborted) {
-        pthread_mutex_unlock(&c->lock);
-        return -1;
-    }
-    if (++c->arrived == c->n) {
-        c->arrived = 0;
-        c->generation++;
-        memset(c->waiting, 0, (size_t)c->n);
-        pthread_cond_broadcast(&c->wake);
-        pthread_mutex_unlock(&c->lock);
-        return 0;
-    }
-    if (c->arrived == 1)
-        c->first_arrival = comm_now_s();
-    c->waiting[rank] = 1;
-    c->what = what;
-    unsigned long gen = c->generation;
-    while (gen == c->generation && !c->aborted)
-        pthread_cond_wait(&c->wake, &c->lock);
-    /* A barrier that completed before the abort still counts as passed. */
-    int rc = gen == c->generation ? -1 : 0;
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
-
 
 /* With replicas in other processes: rank 0 turns this process's part into
  * a sum, adds up the processes' sums (net->sum_*) and divides by every
  * replica there is, while the others wait at the barrier that follows. The
  * watchdog leaves that wait to the net's own deadline while any replica is
  * in a net operation (net_busy counts them; peer requests enter too). */
-void comm_net_enter(comm *c, int busy)
-{
-    pthread_mutex_lock(&c->lock);
-    c->net_busy += busy ? 1 : -1;
-    pthread_mutex_unlock(&c->lock);
-}
-
 static int net_sum_doubles(comm *c, double *v, int len)
 {
     comm_net_enter(c, 1);

@@ -1,8 +1,8 @@
 /* comm's GPU path (docs/gpu.md, "Many GPUs"): each GPU's replicas summed
  * on it by its group's leader, the leaders' NCCL all-reduce, CUDA events
- * ordering it all, peer copies; and the two facts of the GPUs that
- * topology.c places replicas by. Built with CUDA only; comm_gpu_none.c
- * stands in without it. */
+ * ordering it all, peer copies (the two facts of the GPUs that topology.c
+ * places replicas by: topology_gpu.c). Built with CUDA only;
+ * comm_gpu_none.c stands in for both without it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,10 +244,3 @@ void comm_gpu_peer_copy(backend_ctx *ctx, float *dst, int to, const float *src, 
 {
     gpucomm_peer_copy(ctx, dst, to, src, from, bytes);
 }
-
-int topology_pci_bus_id(int device, char *id, size_t len)
-{
-    return gpucomm_pci_bus_id(device, id, len);
-}
-
-int topology_peer_access(int device, int peer) { return gpucomm_can_access_peer(device, peer); }

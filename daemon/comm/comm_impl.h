@@ -1,14 +1,16 @@
-/* Internal to the comm (comm.c and its GPU path, comm_gpu.c or
- * comm_gpu_none.c): what one calls of the other. */
+/* Internal to the comm: what comm.c calls of its GPU path (comm_gpu.c or
+ * comm_gpu_none.c), and what both call of comm_sync.c. */
 #ifndef PARLE_COMM_IMPL_H
 #define PARLE_COMM_IMPL_H
 
 #include "comm.h"
 
-/* The watchdog leaves a wait on the net to the net's own deadline. */
+/* comm_sync.c. The watchdog leaves a wait on the net to the net's own
+ * deadline while a replica is in a net operation (busy: entering, else
+ * leaving). */
 void comm_net_enter(comm *c, int busy);
 
-/* Once every replica is attached and some context is on a GPU: set up the
+/* comm_gpu.c. Once every replica is attached and some context is on a GPU: set up the
  * group's device buffers, events and NCCL rank. 0, or -1 with why. */
 int comm_gpu_attach(comm *c, int rank, backend_ctx *ctx, size_t capacity, char *err,
                     size_t errlen);
