@@ -85,7 +85,7 @@ void bn_replay_forward(const float *x, int n, int c, int hw, float eps, float *m
 
 void bn_replay_backward(const float *x, const float *dy, int n, int c, int hw, const float *gamma,
                         const float *beta, const float *mean, const float *invstd, int relu,
-                        float *dgamma, float *dbeta)
+                        bn_split_grad *grad)
 {
     const double count = (double)n * hw;
     for (int ch = 0; ch < c; ch++) {
@@ -94,9 +94,6 @@ void bn_replay_backward(const float *x, const float *dy, int n, int c, int hw, c
             .f = bn_split_affine_of(gamma[ch], relu ? beta[ch] : 0.0f, mean[ch], invstd[ch])};
         double s1, s2;
         bn_replay_channel(&in, ch, &s1, &s2);
-        const bn_split_grad g = bn_split_backward_coeffs(s1, s2, count, gamma[ch], mean[ch],
-                                                         invstd[ch]);
-        dgamma[ch] = g.dgamma;
-        dbeta[ch] = g.dbeta;
+        grad[ch] = bn_split_backward_coeffs(s1, s2, count, gamma[ch], mean[ch], invstd[ch]);
     }
 }

@@ -31,10 +31,10 @@ void bn_replay_channel(const bn_replay_in *in, int ch, double *s1, double *s2);
 void bn_replay_forward(const float *x, int n, int c, int hw, float eps, float *mean,
                        float *invstd);
 
-/* The backward's dgamma and dbeta of every channel at the saved statistics
- * (beta only where relu). */
+/* The backward's coefficients of every channel at the saved statistics
+ * (beta only where relu): dgamma, dbeta and dx's k, a, b. */
 void bn_replay_backward(const float *x, const float *dy, int n, int c, int hw, const float *gamma,
                         const float *beta, const float *mean, const float *invstd, int relu,
-                        float *dgamma, float *dbeta);
+                        bn_split_grad *grad);
 
 #endif
