@@ -87,18 +87,17 @@ trap 'record run FAIL "stopped by a signal"; finish' INT TERM
 : >"$work/bench.txt"
 note "gpu-bn-bench: $(date -u '+%Y-%m-%d %H:%M UTC'), budget $budget s, reps $reps"
 
-# bounded SECONDS CMD...: CMD under timeout, at most what the budget has left.
-bounded() {
-    t=$1
+# within SECONDS CMD...: CMD, killed after SECONDS or at the budget's end,
+# whichever comes first (124 then, as timeout says).
+within() {
+    secs=$(($1 < $(left) ? $1 : $(left)))
     shift
-    l=$(left)
-    [ "$l" -lt "$t" ] && t=$l
-    [ "$t" -gt 0 ] || return 124
-    timeout -k 5 "$t" "$@"
+    if [ "$secs" -le 0 ]; then return 124; fi
+    timeout -k 5 "$secs" "$@"
 }
 
 # ---- 1. the build, in the check's environment ----
-bounded 330 ./scripts/gpu-check.sh --steps build --out "$tmp/check" --build "$build" \
+within 330 ./scripts/gpu-check.sh --steps build --out "$tmp/check" --build "$build" \
     ${deps:+--deps "$deps"} --budget "$(left)" >"$work/check.log" 2>&1
 for f in env.log setup.log build.log summary.txt env.sh; do
     [ -f "$tmp/check/$f" ] && cp "$tmp/check/$f" "$work/check-$f"
@@ -129,7 +128,7 @@ tests() {
         record "$name" skip "no time left: $*"
         return
     fi
-    bounded "$secs" "${meson[@]}" test -C "$build" --print-errorlogs --num-processes 4 \
+    within "$secs" "${meson[@]}" test -C "$build" --print-errorlogs --num-processes 4 \
         --timeout-multiplier 0.3 "$@" >"$work/$name.log" 2>&1
     rc=$?
     grep -E '^ *[0-9]+/[0-9]+ ' "$work/$name.log" | tee -a "$summary"
@@ -153,7 +152,7 @@ bench() {
     fi
     note "---- bench $name: gpu_step $*"
     set -o pipefail
-    bounded 600 "$build/bench/gpu_step" --reps "$reps" "$@" 2>&1 |
+    within 600 "$build/bench/gpu_step" --reps "$reps" "$@" 2>&1 |
         while IFS= read -r line; do
             printf '%s\n' "$line" >>"$work/bench.txt"
             note "$line"
