@@ -161,6 +161,7 @@ bench() {
     set +o pipefail
     case $rc in
     0) record "$name" pass "bench.txt" ;;
+    77) record "$name" skip "gpu_step sees no CUDA device" ;;
     124 | 137) record "$name" FAIL "out of time" ;;
     *) record "$name" FAIL "gpu_step exit $rc" ;;
     esac
