@@ -32,19 +32,36 @@ template <typename T> struct bn_unroll {
     enum { N = 64 / (BN_SPLIT_GROUP * (int)sizeof(T)) };
 };
 
-/* 8 values at p (16-byte aligned) as floats, and back. */
-__device__ __forceinline__ void bn_ld8(const float *p, float v[8])
+/* A group of 8 values as loaded, 16-byte aligned: two float4, or one uint4
+ * of bf16 (kept packed until used: 4 registers a group in flight). */
+template <typename T> struct bn_group;
+template <> struct bn_group<float> {
+    float4 a, b;
+};
+template <> struct bn_group<__nv_bfloat16> {
+    uint4 u;
+};
+
+__device__ __forceinline__ void bn_ld8(const float *p, bn_group<float> &g)
 {
-    const float4 a = reinterpret_cast<const float4 *>(p)[0];
-    const float4 b = reinterpret_cast<const float4 *>(p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    g.a = reinterpret_cast<const float4 *>(p)[0];
+    g.b = reinterpret_cast<const float4 *>(p)[1];
 }
 
-__device__ __forceinline__ void bn_ld8(const __nv_bfloat16 *p, float v[8])
+__device__ __forceinline__ void bn_ld8(const __nv_bfloat16 *p, bn_group<__nv_bfloat16> &g)
 {
-    const uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+    g.u = *reinterpret_cast<const uint4 *>(p);
+}
+
+__device__ __forceinline__ void bn_unpack(const bn_group<float> &g, float v[8])
+{
+    v[0] = g.a.x, v[1] = g.a.y, v[2] = g.a.z, v[3] = g.a.w;
+    v[4] = g.b.x, v[5] = g.b.y, v[6] = g.b.z, v[7] = g.b.w;
+}
+
+__device__ __forceinline__ void bn_unpack(const bn_group<__nv_bfloat16> &g, float v[8])
+{
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&g.u);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         const float2 f = __bfloat1622float2(h[k]);
@@ -84,22 +101,26 @@ __device__ __forceinline__ void bn_item_groups(const bn_split_item &k, int c, in
     if (VEC) {
         const int N = bn_unroll<T>::N / (DY ? 2 : 1);
         for (size_t e = first; e < k.end; e += (size_t)N * step) {
-            float v[N][8], g[N][DY ? 8 : 1];
+            bn_group<T> rx[N], rg[DY ? N : 1];
 #pragma unroll
             for (int u = 0; u < N; u++) {
                 if (e + (size_t)u * step < k.end) {
-                    bn_ld8(x + at.off, v[u]);
+                    bn_ld8(x + at.off, rx[u]);
                     if (DY)
-                        bn_ld8(dy + at.off, g[u]);
+                        bn_ld8(dy + at.off, rg[DY ? u : 0]);
                 }
                 bn_cursor_next(&at, &wg);
             }
 #pragma unroll
             for (int u = 0; u < N; u++)
                 if (e + (size_t)u * step < k.end) {
+                    float v[8], g[8];
+                    bn_unpack(rx[u], v);
+                    if (DY)
+                        bn_unpack(rg[DY ? u : 0], g);
 #pragma unroll
                     for (int q = 0; q < 8; q++)
-                        add(v[u][q], DY ? g[u][DY ? q : 0] : 0.0f);
+                        add(v[q], DY ? g[q] : 0.0f);
                 }
         }
     } else {
@@ -114,25 +135,44 @@ __device__ __forceinline__ void bn_item_groups(const bn_split_item &k, int c, in
 }
 
 /* Every value of an item once, in any order: out = f(x, dy) (dy 0 where DY
- * is false). Vectorised: a group of each loaded, mapped and stored at once. */
+ * is false). Vectorised: N groups of each loaded (the loads in flight
+ * together), then mapped and stored; a thread stores only the groups it
+ * loaded, so out may alias x or dy. */
 template <typename T, bool VEC, bool DY, typename F>
 __device__ __forceinline__ void bn_item_map(const bn_split_item &k, int c, int hw, const T *x,
                                             const T *dy, T *out, F f)
 {
     if (VEC) {
+        const int N = bn_unroll<T>::N / (DY ? 2 : 1);
         const uint32_t G = BN_SPLIT_GROUP, step = G * BN_SPLIT_THREADS;
         const bn_walk wg = bn_walk_for(c, hw, step);
-        bn_cursor at = bn_cursor_at(&wg, k.ch, k.begin + G * threadIdx.x);
-        for (size_t e = k.begin + G * threadIdx.x; e < k.end;
-             e += step, bn_cursor_next(&at, &wg)) {
-            float v[8], g[8];
-            bn_ld8(x + at.off, v);
-            if (DY)
-                bn_ld8(dy + at.off, g);
+        const size_t first = k.begin + G * threadIdx.x;
+        bn_cursor at = bn_cursor_at(&wg, k.ch, first);
+        for (size_t e = first; e < k.end; e += (size_t)N * step) {
+            bn_group<T> rx[N], rg[DY ? N : 1];
+            size_t off[N];
 #pragma unroll
-            for (int q = 0; q < 8; q++)
-                v[q] = f(v[q], DY ? g[q] : 0.0f);
-            bn_st8(out + at.off, v);
+            for (int u = 0; u < N; u++) {
+                off[u] = at.off;
+                if (e + (size_t)u * step < k.end) {
+                    bn_ld8(x + at.off, rx[u]);
+                    if (DY)
+                        bn_ld8(dy + at.off, rg[DY ? u : 0]);
+                }
+                bn_cursor_next(&at, &wg);
+            }
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (e + (size_t)u * step < k.end) {
+                    float v[8], g[8];
+                    bn_unpack(rx[u], v);
+                    if (DY)
+                        bn_unpack(rg[DY ? u : 0], g);
+#pragma unroll
+                    for (int q = 0; q < 8; q++)
+                        v[q] = f(v[q], DY ? g[q] : 0.0f);
+                    bn_st8(out + off[u], v);
+                }
         }
     } else {
         const bn_walk w = bn_walk_for(c, hw, BN_SPLIT_THREADS);
