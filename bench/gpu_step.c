@@ -12,7 +12,8 @@
  * job's `conv_algorithms` (docs/config.md); auto by default, as in a job:
  * timed at fp32 and tf32, heuristic at bf16. The timing runs at the first
  * step, in the warm-up. Each row (and RESULT line) names the choice it ran
- * and marks with "default" the one a job gets at that precision.
+ * and marks with "auto" (the job column) the one `auto` picks at that
+ * precision, the one a job gets unless it asks.
  *
  * --batchnorm: the training batch norm kernels, as a job's `gpu_batchnorm`
  * (classic, the default, or split); a list runs each in turn, a row each.
@@ -31,7 +32,15 @@
  * it (they are in the step). Each result is also printed as one
  * tab-separated RESULT line for the driver, and the floor's share by layer
  * kind and direction (the mean over the reps) as a BREAKDOWN line: where a
- * step's kernel time goes. */
+ * step's kernel time goes.
+ *
+ * The batch norms' achieved bandwidth, a BNRATE line: the bytes a step's
+ * batch norms must move at the least (forward reads x and writes y,
+ * backward reads x and dy and writes dx: 5 passes over each BN's maps, at
+ * the activations' size) over their kernel time (bn.fwd + bn.bwd), against
+ * a device-to-device copy's rate (bytes read and written) measured on the
+ * same context in the same run. Above 1 x the copy's rate is possible only
+ * where a re-read hits L2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +48,10 @@
 #include "bench_util.h"
 #include "model.h"
 
-enum { MAX_REPS = 100, MAX_LAYERS = 256, MAX_LIST = 8, SYNC_PROBES = 50 };
+enum { MAX_REPS = 100, MAX_LAYERS = 256, MAX_LIST = 8, SYNC_PROBES = 50, COPY_REPS = 10 };
+/* The copy that gives the device's memory rate: 256 MiB, twice the L2 of
+ * any GPU many times over. */
+static const size_t COPY_BYTES = (size_t)256 << 20;
 /* The layer kinds (model.h's enum layer_kind, in its order) and the update. */
 static const char *const kind_names[] = {"conv", "bn", "relu", "maxpool", "avgpool",
                                          "dropout", "linear", "add", "update"};
@@ -257,13 +269,54 @@ static void print_breakdown(const char *arch, const char *precision, const char 
     printf("\n");
 }
 
+/* Bytes a step's batch norms move at the least: 5 passes over each BN's
+ * output maps (forward x, y; backward x, dy, dx). */
+static double bn_floor_bytes(const bench *b)
+{
+    double bytes = 0;
+    for (int i = 0; i < b->m.nlayers; i++)
+        if (b->m.layers[i].kind == LAYER_BN)
+            bytes += 5.0 * b->batch * (double)b->m.layers[i].out_size *
+                     (double)backend_act_size(&b->ctx);
+    return bytes;
+}
+
+/* The device's copy rate, GB/s of bytes read and written: the median of
+ * COPY_REPS copies of COPY_BYTES within the context's memory. 0 where that
+ * much memory is not free (asked first: a failed allocation would fail the
+ * context). */
+static double copy_gbps(bench *b, int device)
+{
+    size_t free_bytes = 0, total = 0;
+    if (backend_cuda_mem_info(device, &free_bytes, &total) != 0 || free_bytes < 3 * COPY_BYTES)
+        return 0;
+    void *src = backend_alloc(&b->ctx, COPY_BYTES), *dst = backend_alloc(&b->ctx, COPY_BYTES);
+    double t[COPY_REPS];
+    if (src && dst) {
+        backend_zero(&b->ctx, src, COPY_BYTES);
+        backend_copy(&b->ctx, dst, src, COPY_BYTES);
+        for (int k = 0; k < COPY_REPS; k++) {
+            backend_sync(&b->ctx);
+            const double t0 = now_s();
+            backend_copy(&b->ctx, dst, src, COPY_BYTES);
+            backend_sync(&b->ctx);
+            t[k] = now_s() - t0;
+        }
+    }
+    if (src)
+        backend_free(&b->ctx, src);
+    if (dst)
+        backend_free(&b->ctx, dst);
+    return src && dst ? 2.0 * (double)COPY_BYTES / median(t, COPY_REPS) / 1e9 : 0;
+}
+
 /* Times one arch at one precision and prints its row; 0 or -1 (printed). */
 static int run_one(const arch_choice *a, int device, enum backend_precision p, int algorithms,
                    int bn_split, int batch, int steps, int reps, int warmup)
 {
     const int timed = algorithms == ALGORITHMS_AUTO ? backend_times_algorithms_by_default(p)
                                                     : algorithms;
-    const char *role = timed == backend_times_algorithms_by_default(p) ? "default" : "-";
+    const char *role = timed == backend_times_algorithms_by_default(p) ? "auto" : "-";
     char err[512];
     bench b;
     if (bench_init(&b, a, device, p, timed, bn_split, batch, err, sizeof err) != 0) {
@@ -296,6 +349,13 @@ static int run_one(const arch_choice *a, int device, enum backend_precision p, i
                algorithm_names[timed], role, batchnorm_names[bn_split]);
         print_breakdown(a->name, precision_names[b.ctx.precision], batchnorm_names[bn_split],
                         reps);
+        const double bn_s = (prof.by_kind[LAYER_BN][0] + prof.by_kind[LAYER_BN][1]) / reps;
+        const double bytes = bn_floor_bytes(&b), copy = copy_gbps(&b, device);
+        const double rate = bn_s > 0 ? bytes / bn_s / 1e9 : 0;
+        printf("BNRATE\t%s\t%s\t%s\t%s\t%.6f\t%.1f\t%.1f\t%.1f\t%.3f\n", a->name,
+               precision_names[b.ctx.precision], algorithm_names[timed], batchnorm_names[bn_split],
+               1e3 * bn_s, bytes / 1e6, rate, copy, copy > 0 ? rate / copy : 0.0);
+        rc = backend_sync(&b.ctx);
     }
     fflush(stdout);
     bench_free(&b);
@@ -375,7 +435,8 @@ int main(int argc, char **argv)
         return 77;
     }
     printf("one training step at batch %d on cuda:%d, median of %d blocks of %d steps, "
-           "%s convolution algorithms (default: the one a job gets at that precision)\n", batch,
+           "%s convolution algorithms (job auto: what a job's conv_algorithms \"auto\" "
+           "picks at that precision)\n", batch,
            device, reps, steps, algorithm_names[algorithms]);
     printf("%-7s %-5s %-9s %-7s %-7s %10s %12s %12s %6s %16s\n", "arch", "prec", "algos", "job",
            "bn", "params", "step", "kernels", "ratio", "throughput");

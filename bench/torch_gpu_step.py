@@ -16,7 +16,7 @@ ours/floor (1: nothing but our kernels runs).
 Ours runs once per --conv-algorithms value (timed: cuDNN's find calls;
 heuristic: cuDNN's heuristics; auto: what a job gets by default, timed at
 fp32 and tf32, heuristic at bf16), a row each; the "job" column marks
-"default" the row whose choice a job gets at that precision. --batchnorm
+"auto" the row whose choice `auto` picks at that precision (what a job gets). --batchnorm
 classic,split runs ours with each batch norm (a job's gpu_batchnorm), a row
 each (the "bn" column).
 With --compile, PyTorch also runs its model through torch.compile (default
@@ -49,13 +49,14 @@ def run_ours(args, algorithms):
                str(args.batch), "--steps", str(args.steps), "--reps", str(args.reps),
                "--warmup", str(args.warmup)]
         print("$ " + " ".join(cmd), flush=True)
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
-        for line in proc.stdout.splitlines():
-            f = line.split("\t")
-            if f[0] == "RESULT":
-                ours[(f[1], f[2], algos, f[8])] = (float(f[3]), float(f[4]), f[6], f[7])
-            else:
-                print(line)
+        # Each row as gpu_step prints it: a run cut short keeps what it got.
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                f = line.split("\t")
+                if f[0] == "RESULT":
+                    ours[(f[1], f[2], algos, f[8])] = (float(f[3]), float(f[4]), f[6], f[7])
+                print(line, flush=True)
         if proc.returncode not in (0, 77):
             print(f"gpu_step exited {proc.returncode}", flush=True)
         if proc.returncode == 77:

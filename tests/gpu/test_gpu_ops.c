@@ -192,11 +192,14 @@ int main(void)
     check_batchnorm_empty(6, 10);
     check_batchnorm_relu(4, 7, 30);   /* the classic kernels, then ReLU */
     /* The split kernels (batchnorm_split): one part a channel, several
-     * (hw dividing a part and not), hw = 1 in several parts. */
+     * (hw dividing a part and not), hw = 1 in several parts, a short last
+     * part over rows not a multiple of 8; their bits against the host
+     * replay are test_gpu_bn_split's. */
     gpu.batchnorm_split = 1;
     printf("split batch norm:\n");
     const int split_shapes[][3] = {{4, 7, 30}, {9, 13, 1}, {1, 5, 1}, {1, 3, 7},
-                                   {128, 16, 1024}, {64, 40, 64}, {50, 6, 49}, {4096, 3, 1}};
+                                   {128, 16, 1024}, {64, 40, 64}, {50, 6, 49}, {4096, 3, 1},
+                                   {17, 3, 999}, {9000, 2, 1}, {128, 6, 576}};
     for (size_t i = 0; i < sizeof split_shapes / sizeof *split_shapes; i++) {
         const int *s = split_shapes[i];
         check_batchnorm(s[0], s[1], s[2]);
