@@ -225,7 +225,7 @@ static void test_fair_share(void)
      * job 4 resumed after a timeout has been eligible 120 s of its life. */
     jobs[4].eligible_s = 120;
     CHECK(sched_decide(&in, out) == 0 && out[4].action == SCHED_START &&
-              out[2].wait == SCHED_QUEUE && out[2].blockers[0] == 4,
+              out[2].action == SCHED_KEEP && out[2].blockers[0] == 4,
           "aged: the longest eligible first, then job 2");
     /* Job 0, the first submitted, was held: eligible 10 s only since its
      * release, it does not pass the light owner's job 6. */
