@@ -57,12 +57,17 @@ static owner_usage *usage_entry(jobs *js, unsigned uid, const char *user)
 
 void jobs_usage_update(jobs *js)
 {
-    const double now = jobs_mono_s(), half = js->limits.usage_half_life_s;
+    const double now = jobs_mono_s(), wall = jobs_now_s(), half = js->limits.usage_half_life_s;
+    /* Use and charges count the monotonic clock's seconds since the last
+     * update; the first update since parled started decays the use by the
+     * time it was stopped, the one duration that no monotonic clock spans,
+     * read off the wall clock (none if that is behind usage_at). */
     const double dt = js->usage_mono > 0 && now > js->usage_mono ? now - js->usage_mono : 0;
+    const double down = js->usage_mono > 0 || js->usage_at <= 0 ? 0 : fmax(0, wall - js->usage_at);
     js->usage_mono = now;
-    js->usage_at = jobs_now_s();
+    js->usage_at = wall;
     for (int i = 0; i < js->nusage; i++)
-        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt, half, 0);
+        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt + down, half, 0);
     for (job *j = js->first; j; j = j->next) {
         owner_usage *u = job_state_final(j->state) ? NULL
                                                    : usage_entry(js, j->owner.uid, j->owner.user);
@@ -217,15 +222,8 @@ static int usage_read(jobs *js, const cJSON *root, char *why, size_t whylen)
         }
         u->usage = s->valuedouble;
     }
-    /* The time parled was stopped, which no monotonic clock spans, is the
-     * one duration read off the wall clock: its use decays by it (none if
-     * the clock is behind usage_at). The next update counts from now. */
-    const double now = jobs_now_s(), down = now - at->valuedouble;
-    for (int i = 0; down > 0 && i < js->nusage; i++)
-        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, down,
-                                               js->limits.usage_half_life_s, 0);
-    js->usage_at = now;
-    js->usage_mono = jobs_mono_s();
+    js->usage_at = at->valuedouble;
+    js->usage_mono = 0; /* the next update is the first since the start */
     return 0;
 }
 
