@@ -36,7 +36,7 @@ MARGIN=$((ANSWER_MS / 1000))
 offset() { echo "$1" >"$TMP/offset"; } # parled's wall clock, seconds from the real one
 now() { cut -d' ' -f1 /proc/uptime; }
 # calc EXPR: an awk expression's value; holds EXPR: exits 0 when it is true.
-calc() { awk "BEGIN { print $1 }"; }
+calc() { awk "BEGIN { print ($1) }"; }
 holds() { awk "BEGIN { exit !($1) }"; }
 sleep_until() { sleep "$(calc "$1 - $(now) > 0 ? $1 - $(now) : 0")"; }
 state_of() { ctl status "$1" --json | sed -n 's/^[[:space:]]*"state":[[:space:]]*"\([a-z]*\)",*$/\1/p'; }
@@ -66,6 +66,7 @@ mlp_job "$TMP/long.json" 1000
 sed -i 's/"devices": "cpu"/"devices": "cpu:1"/' "$TMP/long.json"
 sed 's/"epochs"/"time_limit": 6, "epochs"/' "$TMP/long.json" >"$TMP/limited.json"
 mlp_job "$TMP/short.json" 1
+sed -i 's/"devices": "cpu"/"devices": "cpu:1"/' "$TMP/short.json"
 offset +0
 start_daemon --usage-save-interval 0.5
 
@@ -77,6 +78,8 @@ ran=$(now)
 c=$(ctl submit -q "$TMP/long.json") || fail "submit c"
 wait_steps "$c" 20
 offset +86400
+# A pass of the scheduler (a submit) right after the step looks at the limit.
+q=$(ctl submit -q "$TMP/short.json") || fail "submit q"
 sleep_until "$first + 5"
 grep -q "time limit of 6 s reached" "$STATE/jobs/$t/log.txt" &&
     fail "$t reached its time limit of 6 s within 5 s of real time after a step of a day"
@@ -84,6 +87,7 @@ wait_log "$t" "time limit of 6 s reached" 20
 holds "$(now) <= $ran + 6 + $MARGIN" ||
     fail "$t reached its limit of 6 s after $(calc "$(now) - $ran") s of real time"
 wait_state "$t" timeout 20
+wait_state "$q" done 30
 usage_checked "a step of a day" >/dev/null
 offset +82800
 asked=$(now)
