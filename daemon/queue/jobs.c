@@ -123,7 +123,8 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     }
     job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
     job_emit(j, e);
-    if (ev->kind == RUN_EV_EVAL || jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
+    if (ev->kind == RUN_EV_EVAL ||
+        jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
     if (ev->kind == RUN_EV_EVAL && j->sweep)
         sweep_on_eval(j, ev->epoch, ev->test_error);

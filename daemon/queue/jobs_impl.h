@@ -187,8 +187,8 @@ struct jobs {
     int q_progress;
     /* Fair share (owner_usage.c): each owner's decayed device use, as of
      * usage_at (wall clock, shown and saved) and usage_mono (jobs_mono_s,
-     * from which the next update counts), kept in usage_path; and the timer that watches requeues for
-     * --preempt-grace (job_schedule.c). */
+     * from which the next update counts), kept in usage_path; and the
+     * timer that watches requeues for --preempt-grace (job_schedule.c). */
     owner_usage *usage;
     int nusage, capusage;
     double usage_at, usage_mono;
