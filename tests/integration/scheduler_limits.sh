@@ -204,6 +204,14 @@ case "$(field "$TMP/h.st" waiting)" in
 "queue: cpu kept for $l2 ($light), ahead by it was eligible to run longer") ;;
 *) fail "the released $h passed $l2: $(field "$TMP/h.st" waiting)" ;;
 esac
+# A restart keeps h's age (its status was written as it was released).
+sleep 1
+aged=$(ctl status "$h" --json | sed -n 's/^[[:space:]]*"eligible_s":[[:space:]]*\([0-9.e+-]*\),*$/\1/p')
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --oldest-first-after 3
+again=$(ctl status "$h" --json | sed -n 's/^[[:space:]]*"eligible_s":[[:space:]]*\([0-9.e+-]*\),*$/\1/p')
+python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a >= 1 and b >= a))' \
+    "$aged" "$again" || fail "$h was eligible $aged s before a restart, $again s after"
 ctl cancel "$blocker" >/dev/null || fail "cancel the blocker"
 ctl_as "$light" wait "$l2" || fail "l2 did not end done"
 ctl_as "$heavy" wait "$h" || fail "h did not end done"
