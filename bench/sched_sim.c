@@ -144,7 +144,7 @@ static int decide_pass(enum policy p, const trace_job *t, sim_job *s, int n, dou
         view[m++] = (sched_job){
             .running = running, .resuming = s[i].resuming, .priority = t[i].priority,
             .order = i, .owner = (unsigned)t[i].owner, .usage = usage[t[i].owner],
-            .submitted_at = t[i].submit,
+            .eligible_s = running ? 0 : now - t[i].submit, /* never held */
             .started_at = s[i].run_start, .was_preempted = s[i].was_preempted,
             .time_limit = p == NEW ? t[i].limit : 0,
             .gpus = running ? s[i].gpus : any ? (1ull << GPUS) - 1 : t[i].named,

@@ -8,7 +8,7 @@
 set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3
       libuv1-dev libcjson-dev zlib1g-dev libdnnl-dev dataset-fashion-mnist
-      librsvg2-bin openmpi-bin libopenmpi-dev man-db python3-venv"
+      librsvg2-bin openmpi-bin libopenmpi-dev man-db python3-venv faketime"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -37,8 +37,10 @@ void job_log_event(job *j, const char *message)
 void set_state(job *j, enum job_state s)
 {
     j->state = s;
-    if (job_state_final(s))
+    if (job_state_final(s)) {
         j->ended_at = jobs_now_s();
+        j->ended_mono = jobs_mono_s();
+    }
     if (write_status(j) == 0 && (s == JOB_DONE || s == JOB_CANCELLED))
         job_remove_checkpoints(j);
     cJSON *ev = job_event_json(j, "state");

@@ -71,7 +71,7 @@ int write_status(job *j)
     if (rc != 0)
         job_log(j, "could not write status.json: %s", text ? err : "out of memory");
     free(text);
-    j->status_written_at = jobs_now_s();
+    j->status_written_mono = jobs_mono_s();
     return rc;
 }
 

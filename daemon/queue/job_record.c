@@ -2,8 +2,10 @@
  * state's names, the paths of its files, its training time, its owner's
  * use in fair share's table. The bottom of the queue's files: it calls none
  * of them. */
+#include <math.h>
 #include <stdio.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "jobs_impl.h"
 
@@ -12,6 +14,13 @@ double jobs_now_s(void)
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+double jobs_mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled",
@@ -51,8 +60,24 @@ void job_file_path(const job *j, const char *file, char *out, size_t outlen)
 
 double job_elapsed(const job *j)
 {
-    double running = j->state == JOB_RUNNING && j->run_started_at > 0 ? jobs_now_s() - j->run_started_at : 0;
+    double running = j->state == JOB_RUNNING && j->run_began_mono > 0
+                         ? fmax(0, jobs_mono_s() - j->run_began_mono) : 0;
     return j->elapsed_base + running;
+}
+
+double job_eligible_s(const job *j, double now)
+{
+    return j->eligible_s + (j->eligible_mono > 0 ? fmax(0, now - j->eligible_mono) : 0);
+}
+
+void job_set_eligible(job *j, int eligible, double now)
+{
+    if (eligible && j->eligible_mono <= 0) {
+        j->eligible_mono = now;
+    } else if (!eligible && j->eligible_mono > 0) {
+        j->eligible_s = job_eligible_s(j, now);
+        j->eligible_mono = 0;
+    }
 }
 
 double job_time_limit(const jobs *js, const job *j)

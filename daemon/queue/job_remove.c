@@ -138,7 +138,7 @@ static int has_checkpoints(const job *j)
 static int newer_first(const void *a, const void *b)
 {
     const job *x = *(job *const *)a, *y = *(job *const *)b;
-    return (x->ended_at < y->ended_at) - (x->ended_at > y->ended_at);
+    return (x->ended_mono < y->ended_mono) - (x->ended_mono > y->ended_mono);
 }
 
 void jobs_keep_ended(jobs *js)
@@ -158,11 +158,11 @@ void jobs_keep_ended(jobs *js)
         if (j->state == JOB_FAILED && has_checkpoints(j) && n < nfailed)
             failed[n++] = j;
     qsort(failed, (size_t)n, sizeof *failed, newer_first);
-    const double now = jobs_now_s();
+    const double now = jobs_mono_s();
     for (int k = 0; k < n; k++) {
         job *j = failed[k];
         const int past_count = l->keep_ended_count >= 0 && k >= l->keep_ended_count;
-        const int past_age = l->keep_ended_s > 0 && now - j->ended_at > l->keep_ended_s;
+        const int past_age = l->keep_ended_s > 0 && now - j->ended_mono > l->keep_ended_s;
         if (!past_count && !past_age)
             continue;
         char why[1400];

@@ -29,7 +29,7 @@
  * the daemon's GPUs (those of its last run, in j->devices, are no longer
  * its own once it is back in the queue). */
 static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,
-                            unsigned pass)
+                            unsigned pass, double now)
 {
     const job_device_spec *spec = &j->cfg.device_spec;
     const int any = !j->thread_running && spec->kind == DEVICES_GPU && spec->count;
@@ -44,8 +44,8 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
         .order = order,
         .owner = j->owner.uid,
         .usage = owner_usage_of(js, j->owner.uid),
-        .submitted_at = j->submitted_at,
-        .started_at = j->run_started_at,
+        .eligible_s = job_eligible_s(j, now),
+        .started_at = j->run_began_mono,
         .was_preempted = j->run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
         .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
@@ -58,11 +58,13 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
 /* Why `ahead` comes before `j` in the queue's order (sched_decide's). */
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
-    const double aged = jobs_now_s() - js->limits.oldest_first_s;
+    const double now = jobs_mono_s(), aged = js->limits.oldest_first_s;
     if (ahead->priority != j->priority)
         return "a higher priority";
-    if (js->limits.oldest_first_s > 0 && ahead->submitted_at <= aged && j->submitted_at > aged)
-        return "it was queued longer than --oldest-first-after";
+    if (aged > 0 && job_eligible_s(ahead, now) >= aged && job_eligible_s(j, now) < aged)
+        return "it was eligible to run longer than --oldest-first-after";
+    if (aged > 0 && job_eligible_s(j, now) >= aged)
+        return "it was eligible to run longer";
     if (ahead->resume_first != j->resume_first)
         return "it resumes a checkpoint after a preemption or a restart";
     if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
@@ -138,7 +140,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
  * back into the queue (for `by`'s sake, or held when by is NULL). */
 static void ask_requeue(job *j, const job *by)
 {
-    j->requeue_asked_at = jobs_now_s();
+    j->requeue_asked_mono = jobs_mono_s();
     if (by) {
         snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by->id);
         job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
@@ -156,13 +158,13 @@ static void ask_requeue(job *j, const job *by)
 static int requeues_pending(jobs *js)
 {
     int asked = 0;
-    const double now = jobs_now_s();
+    const double now = jobs_mono_s();
     for (job *j = js->first; j; j = j->next) {
-        if (!j->thread_running || j->requeue_asked_at <= 0 || j->cancel_requested)
+        if (!j->thread_running || j->requeue_asked_mono <= 0 || j->cancel_requested)
             continue;
         asked = 1;
         if (!(j->stop & RUN_STOP_NOW) &&
-            now - j->requeue_asked_at > js->limits.preempt_grace_s) {
+            now - j->requeue_asked_mono > js->limits.preempt_grace_s) {
             job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
                     "from its last checkpoint", js->limits.preempt_grace_s);
             __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
@@ -198,22 +200,22 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
  * were asked for, so that asking and cancelling is never free. */
 static void withdraw_preemptions(jobs *js)
 {
-    const double now = jobs_now_s();
+    const double now = jobs_mono_s();
     for (job *j = js->first; j; j = j->next) {
         const job *by;
         const char *why;
-        if (!j->thread_running || j->requeue_asked_at <= 0 || j->held || j->cancel_requested ||
+        if (!j->thread_running || j->requeue_asked_mono <= 0 || j->held || j->cancel_requested ||
             !j->preempted_by[0] || !(why = preemptor_gone(js, j, &by)))
             continue;
         int asked = RUN_STOP_CHECKPOINT;
         const int called_off = __atomic_compare_exchange_n(&j->stop, &asked, 0, 0,
                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        const double charge = job_device_units(js, j) * (now - j->requeue_asked_at);
+        const double charge = job_device_units(js, j) * (now - j->requeue_asked_mono);
         if (by)
             owner_usage_charge(js, &by->owner, charge);
         job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->preempted_by,
                 why, called_off ? "it runs on" : "it was stopping already, and resumes first");
-        j->requeue_asked_at = 0;
+        j->requeue_asked_mono = 0;
         if (called_off)
             j->preempted_by[0] = '\0';
     }
@@ -313,6 +315,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
              * minimum run; it ranks as resuming no more. */
             j->run_resumed_preemption = j->preempted;
             j->resume_first = 0;
+            job_set_eligible(j, 0, jobs_mono_s());
             if (out[i].backfilled)
                 job_log(j, "backfilled: it ends by its time limit before %s could start",
                         list[out[i].blockers[0]]->id);
@@ -351,19 +354,19 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
  * "timeout"; the timer wakes the queue at the next limit. */
 static void time_limits(jobs *js)
 {
-    const double now = jobs_now_s();
+    const double now = jobs_mono_s();
     double next = INFINITY;
     for (job *j = js->first; j; j = j->next) {
         const double limit = job_time_limit(js, j);
         if (!j->thread_running || limit <= 0 || j->stop || j->cancel_requested)
             continue;
-        const double left = j->run_started_at + limit - now;
+        const double left = j->run_began_mono + limit - now;
         if (left > 0) {
             next = fmin(next, left);
             continue;
         }
         j->timing_out = 1;
-        j->requeue_asked_at = now;
+        j->requeue_asked_mono = now;
         job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
                 "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
         __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
@@ -386,7 +389,7 @@ static int schedule_pass(jobs *js, unsigned pass)
     sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
     sched_input in = {.jobs = view, .ncores = js->ncores, .faulted = js->faulted,
                       .one_at_a_time = mpi_node_size() > 1, .preempt = 1, .backfill = 1,
-                      .now = jobs_now_s(), .min_run_s = js->limits.preempt_min_run_s,
+                      .now = jobs_mono_s(), .min_run_s = js->limits.preempt_min_run_s,
                       .oldest_first_s = js->limits.oldest_first_s,
                       .max_gpus_per_owner = js->limits.gpus_per_user,
                       .max_cores_per_owner = js->limits.cores_per_user};
@@ -396,9 +399,12 @@ static int schedule_pass(jobs *js, unsigned pass)
     for (job *j = js->first; j && ok; j = j->next, order++)
         if (j->thread_running ||
             (j->state == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
+            const int waits_after = !j->thread_running && after_pending;
+            /* Its age counts while it could run (the pass runs as a hold,
+             * a release or a dependency's end changes that). */
+            job_set_eligible(j, !j->thread_running && !j->held && !waits_after, in.now);
             list[in.njobs] = j;
-            view[in.njobs++] = sched_view(js, j, order, !j->thread_running && after_pending,
-                                          pass);
+            view[in.njobs++] = sched_view(js, j, order, waits_after, pass, in.now);
             queued += !j->thread_running;
         }
     if (ok && sched_decide(&in, out) == 0)
@@ -439,7 +445,7 @@ void jobs_schedule(jobs *js)
 
 void job_requeued(job *j)
 {
-    j->requeue_asked_at = 0;
+    j->requeue_asked_mono = 0;
     j->interrupted = 1; /* it resumes from the checkpoint it just took */
     __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
     if (j->preempted_by[0] && !j->held) {
@@ -455,7 +461,7 @@ void job_requeued(job *j)
 void job_timed_out(job *j)
 {
     j->timing_out = 0;
-    j->requeue_asked_at = 0;
+    j->requeue_asked_mono = 0;
     snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
              "it resumes from its checkpoint with parlectl resume %s",
              job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);

@@ -113,6 +113,19 @@ static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t er
     return -1;
 }
 
+/* Its gpu_share at least parled's --min-gpu-share (whatever its devices, so
+ * that the refusal names the share): 0, or -1 with a message. */
+static int job_share_allowed(const jobs *js, const job *j, char *err, size_t errlen)
+{
+    const double floor = js->limits.min_gpu_share;
+    if (floor <= 0 || sched_share_milli(j->cfg.gpu_share) >= sched_share_milli(floor))
+        return 0;
+    snprintf(err, errlen, "gpu_share: %g is below parled's --min-gpu-share (%g): a share is not "
+             "enforced on the device (a job uses as much of its GPUs' compute as it can), so "
+             "parled takes none smaller", j->cfg.gpu_share, floor);
+    return -1;
+}
+
 job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
     job *j = calloc(1, sizeof(*j));
@@ -123,7 +136,7 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         return NULL;
     }
     if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0 ||
-        job_devices_now(js, j, err, errlen) != 0)
+        job_share_allowed(js, j, err, errlen) != 0 || job_devices_now(js, j, err, errlen) != 0)
         goto fail;
     j->js = js; /* admission reads the state dir's disk through it */
     if (job_admit(j, err, errlen) != 0 || job_limits_allowed(js, j, err, errlen) != 0 ||

@@ -204,7 +204,7 @@ static void on_master(void *user, const model *master, const float *params, cons
  * first, waking early for a stop: the stop flags then. */
 static int sleep_before_retry(job *j, double until)
 {
-    for (int slept = 0; slept < SAVE_RETRY_MS && jobs_now_s() < until; slept += 50) {
+    for (int slept = 0; slept < SAVE_RETRY_MS && jobs_mono_s() < until; slept += 50) {
         int stop = __atomic_load_n(&j->stop, __ATOMIC_RELAXED);
         if (stop)
             return stop;
@@ -222,7 +222,7 @@ static int sleep_before_retry(job *j, double until)
 static int retry_final_master(job *j, run_result *result, char *err, size_t errlen)
 {
     struct held_master *h = j->unsaved;
-    const double limit = j->js->limits.save_retry_s, t0 = jobs_now_s();
+    const double limit = j->js->limits.save_retry_s, t0 = jobs_mono_s();
     if (!h || !h->params) {
         snprintf(err, errlen, "the final master could not be written (%s) nor kept in memory "
                  "for another try: out of memory", h ? h->err : "no message");
@@ -233,7 +233,7 @@ static int retry_final_master(job *j, run_result *result, char *err, size_t errl
     for (;;) {
         int stop = sleep_before_retry(j, t0 + limit);
         if (write_master(j, &h->m, h->params, h->stats, &h->f, h->err, sizeof(h->err)) == 0) {
-            post_log(j, "the final master written after %.0f s of retries", jobs_now_s() - t0);
+            post_log(j, "the final master written after %.0f s of retries", jobs_mono_s() - t0);
             post_save(j, RUN_SAVED_MASTER, "%s", "");
             return 0;
         }
@@ -247,7 +247,7 @@ static int retry_final_master(job *j, run_result *result, char *err, size_t errl
             result->cancelled = cancel;
             return 0;
         }
-        if (jobs_now_s() - t0 >= limit) {
+        if (jobs_mono_s() - t0 >= limit) {
             snprintf(err, errlen, "the final master could not be written in %.0f s of retries "
                      "(--save-retry): %s", limit, h->err);
             return -1;
@@ -369,7 +369,7 @@ void job_start(jobs *js, job *j)
         job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
     if (j->started_at == 0)
         j->started_at = jobs_now_s();
-    j->run_started_at = jobs_now_s();
+    j->run_began_mono = jobs_mono_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
     j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */

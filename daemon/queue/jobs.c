@@ -44,7 +44,7 @@ static void begin_resumed_run(job *j, const run_event *resume)
         j->test_error = resume->epoch > 0 ? resume->test_error : NAN;
         j->test_loss = resume->epoch > 0 ? resume->test_loss : NAN;
         j->elapsed_base = resume->elapsed_s;
-        j->run_started_at = jobs_now_s();
+        j->run_began_mono = jobs_mono_s();
         job_trim_metrics(j, resume->step);
     } else {
         job_log_event(j, "no complete checkpoint to resume from: starting over from scratch");
@@ -123,7 +123,8 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     }
     job_write_metrics(j, e, ev->kind == RUN_EV_EVAL);
     job_emit(j, e);
-    if (ev->kind == RUN_EV_EVAL || jobs_now_s() - j->status_written_at >= STATUS_WRITE_INTERVAL_S)
+    if (ev->kind == RUN_EV_EVAL ||
+        jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
     if (ev->kind == RUN_EV_EVAL && j->sweep)
         sweep_on_eval(j, ev->epoch, ev->test_error);
@@ -147,14 +148,14 @@ static void mark_faulted(jobs *js, job *j, const char *why)
 
 static void finish_job(jobs *js, job *j, const pending *p)
 {
-    const double run_began = j->run_started_at;
+    const double run_began = j->run_began_mono;
     jobs_usage_update(js); /* the job's last seconds count for its owner */
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
     job_cores_release(js, j);
     j->elapsed_base = job_elapsed(j);
-    j->run_started_at = 0;
+    j->run_began_mono = 0;
     j->run_pending = 0;
     if (j->metrics)
         fclose(j->metrics);

@@ -44,7 +44,9 @@ typedef struct jobs_limits {
     double default_time_limit_s; /* a run's limit for a job without time_limit (0: none) */
     double max_time_limit_s;     /* the most a job may ask (0: no bound) */
     double preempt_min_run_s;    /* a run resumed from a preemption is not preempted sooner */
-    double oldest_first_s;       /* a job queued this long ranks before fair share (0: never) */
+    double oldest_first_s;       /* a job eligible to run this long ranks before fair share
+                                    (0: never) */
+    double min_gpu_share;        /* the least gpu_share a GPU job may ask (0: any) */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:

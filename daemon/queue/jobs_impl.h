@@ -44,7 +44,15 @@ struct job {
     char error[JOB_ERR_MAX];
     double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
     double elapsed_base;    /* training seconds before the current run (a resume) */
-    double run_started_at;  /* when the current run began; 0 when not running */
+    double run_began_mono;  /* when the current run began (jobs_mono_s); 0 when not running */
+    /* When it ended (jobs_mono_s; --keep-ended's age), from ended_at once
+     * at a restart. */
+    double ended_mono;
+    /* Its age for --oldest-first-after: the seconds it was eligible to run
+     * (queued, not held, no dependency pending) before eligible_mono, and
+     * since then (jobs_mono_s) while it is; eligible_mono 0 while it is not.
+     * Kept in status.json as seconds, reset when it is resumed. */
+    double eligible_s, eligible_mono;
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
     char memory[512];       /* peak bytes per device, a JSON object's text or "" */
@@ -67,7 +75,7 @@ struct job {
      * no descriptor. */
     const char *log;
     char log_path[1200];
-    double status_written_at;
+    double status_written_mono;
     /* Written and read only on the replica thread that evaluates the master:
      * the last evaluation, for the exported file's metadata. */
     double master_test_error, master_test_loss;
@@ -106,7 +114,7 @@ struct job {
     int timing_out;
     unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
     int after_met;          /* its dependencies (`after`) all ended as it asks */
-    double requeue_asked_at;
+    double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
     char preempted_by[PROTO_ID_MAX];
     int preempted;
     double preempted_at;
@@ -178,11 +186,12 @@ struct jobs {
     pending *q_first, *q_last;
     int q_progress;
     /* Fair share (owner_usage.c): each owner's decayed device use, as of
-     * usage_at, kept in usage_path; and the timer that watches requeues for
-     * --preempt-grace (job_schedule.c). */
+     * usage_at (wall clock, shown and saved) and usage_mono (jobs_mono_s,
+     * from which the next update counts), kept in usage_path; and the
+     * timer that watches requeues for --preempt-grace (job_schedule.c). */
     owner_usage *usage;
     int nusage, capusage;
-    double usage_at;
+    double usage_at, usage_mono;
     char usage_path[1040];
     uv_timer_t requeue_check;
     int requeue_check_on;
@@ -201,11 +210,20 @@ struct jobs {
 
 /* job_record.c: the record read, calling none of the queue's files (also
  * job_state_name, job_file_path... of jobs.h). */
-double jobs_now_s(void);                  /* wall clock, unix seconds */
+/* The wall clock (unix seconds) is for what people read (submitted_at,
+ * event times); every duration is measured on the monotonic clock, which a
+ * step of the wall clock does not move: jobs_mono_s. */
+double jobs_now_s(void);
+double jobs_mono_s(void);
 double job_elapsed(const job *j);         /* training seconds so far */
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */
 const char *job_shown_state(const job *j);
+/* Job j's age for --oldest-first-after as of now (jobs_mono_s): the
+ * seconds it was eligible to run. job_set_eligible: whether it is from now
+ * on (queued, not held, no dependency pending), at each scheduling pass. */
+double job_eligible_s(const job *j, double now);
+void job_set_eligible(job *j, int eligible, double now);
 /* The limit of a run of j in seconds (its time_limit, else parled's
  * default; 0: none). */
 double job_time_limit(const jobs *js, const job *j);
@@ -276,10 +294,10 @@ void jobs_usage_load(jobs *js, const char *state_dir);
 double job_device_units(const jobs *js, const job *j);
 /* owner charged device_seconds more, now (a preemption it withdrew). */
 void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds);
-/* Job j's run (begun at `began`) ended `end` (accounting.h): usage.json
+/* Job j's run (begun at began_mono, jobs_mono_s) ended `end` (accounting.h): usage.json
  * saved, then the run appended to the accounting record (a failure is
  * logged). After jobs_usage_update, once the job no longer runs. */
-void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began);
+void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono);
 /* usage.json written every --usage-save-interval while a job runs (so a
  * kill -9 loses at most that much use): the timer made, then started. */
 void jobs_usage_init(jobs *js);

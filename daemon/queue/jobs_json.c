@@ -88,8 +88,9 @@ cJSON *job_status_json(const job *j)
     cJSON_AddBoolToObject(o, "held", j->held);
     /* Who holds it, whether as an admin (then only an admin releases it);
      * and what places it in the queue (docs/architecture.md, "Scheduling"):
-     * besides priority and submitted_at, whether it resumes a checkpoint and
-     * its owner's recent device use. */
+     * besides priority and submitted_at, whether it resumes a checkpoint,
+     * its owner's recent device use and how long it has been eligible to run
+     * (--oldest-first-after). */
     if (j->held)
         cJSON_AddStringToObject(o, "held_by", j->held_by);
     else
@@ -97,6 +98,10 @@ cJSON *job_status_json(const job *j)
     cJSON_AddBoolToObject(o, "admin_hold", j->held && j->admin_hold);
     cJSON_AddBoolToObject(o, "resuming", j->resume_first);
     cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(j->js, j->owner.uid));
+    cJSON_AddNumberToObject(o, "eligible_s", job_eligible_s(j, jobs_mono_s()));
+    const int eligible = j->state == JOB_QUEUED && !j->thread_running && !j->held &&
+                         (!j->cfg.after[0] || j->after_met);
+    add_num_or_null(o, "eligible_as_of", eligible ? jobs_now_s() : NAN);
     /* The job's last preemption, if any: by whom and when it went back. */
     if (j->preempted_by[0])
         cJSON_AddStringToObject(o, "preempted_by", j->preempted_by);

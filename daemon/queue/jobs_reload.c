@@ -113,6 +113,16 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     j->submitted_at = status_num(st, "submitted_at", 0);
     j->started_at = status_num(st, "started_at", 0);
     j->ended_at = status_num(st, "ended_at", 0);
+    /* Its age so far (--keep-ended) read off the wall clock, the one clock
+     * that spans a restart (none if the clock is behind ended_at). */
+    j->ended_mono = jobs_mono_s() - fmax(0, jobs_now_s() - j->ended_at);
+    /* Its age for --oldest-first-after, in seconds (a duration, not a time);
+     * if it was eligible as of that write (eligible_as_of), the time since
+     * then, read off the wall clock like ended_mono's. */
+    const double as_of = status_num(st, "eligible_as_of", 0);
+    const double eligible = status_num(st, "eligible_s", 0) +
+                            (as_of > 0 ? fmax(0, jobs_now_s() - as_of) : 0);
+    j->eligible_s = eligible > 0 && eligible < 1e10 ? eligible : 0; /* NAN: 0 */
     j->elapsed_base = status_num(st, "elapsed_s", 0);
     j->test_error = status_num(st, "test_error", NAN);
     j->test_loss = status_num(st, "test_loss", NAN);

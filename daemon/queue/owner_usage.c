@@ -57,11 +57,17 @@ static owner_usage *usage_entry(jobs *js, unsigned uid, const char *user)
 
 void jobs_usage_update(jobs *js)
 {
-    const double now = jobs_now_s(), half = js->limits.usage_half_life_s;
-    const double dt = js->usage_at > 0 && now > js->usage_at ? now - js->usage_at : 0;
-    js->usage_at = now;
+    const double now = jobs_mono_s(), wall = jobs_now_s(), half = js->limits.usage_half_life_s;
+    /* Use and charges count the monotonic clock's seconds since the last
+     * update; the first update since parled started decays the use by the
+     * time it was stopped, the one duration that no monotonic clock spans,
+     * read off the wall clock (none if that is behind usage_at). */
+    const double dt = js->usage_mono > 0 && now > js->usage_mono ? now - js->usage_mono : 0;
+    const double down = js->usage_mono > 0 || js->usage_at <= 0 ? 0 : fmax(0, wall - js->usage_at);
+    js->usage_mono = now;
+    js->usage_at = wall;
     for (int i = 0; i < js->nusage; i++)
-        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt, half, 0);
+        js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt + down, half, 0);
     for (job *j = js->first; j; j = j->next) {
         owner_usage *u = job_state_final(j->state) ? NULL
                                                    : usage_entry(js, j->owner.uid, j->owner.user);
@@ -83,28 +89,33 @@ void jobs_usage_update(jobs *js)
 void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds)
 {
     owner_usage *u = usage_entry(js, owner->uid, owner->user);
-    if (u)
+    if (u && device_seconds > 0)
         u->usage = fmin(u->usage + device_seconds, USAGE_MAX_S);
 }
 
-/* Job j's current run as the accounting record holds it, ended `end` now. */
-static acct_run run_record(const jobs *js, const job *j, const char *end, double began)
+/* Job j's current run (begun at began_mono, jobs_mono_s) as the accounting
+ * record holds it, ended `end` as of the last update: its start is the
+ * wall clock's end less the run's monotonic length, so that a step of the
+ * wall clock meanwhile changes neither its length nor its order. */
+static acct_run run_record(const jobs *js, const job *j, const char *end, double began_mono)
 {
     acct_run r = {.uid = j->owner.uid, .ended_at = js->usage_at > 0 ? js->usage_at : jobs_now_s()};
+    const double held = began_mono > 0 && js->usage_mono > began_mono
+                            ? js->usage_mono - began_mono : 0;
     snprintf(r.id, sizeof r.id, "%s", j->id);
     snprintf(r.user, sizeof r.user, "%s", j->owner.user);
     snprintf(r.end, sizeof r.end, "%s", end);
     devices_text(j->devices, r.devices, sizeof r.devices);
     if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
         snprintf(r.devices, sizeof r.devices, "cpu:%d", j->cfg.device_spec.cores);
-    r.started_at = began > 0 && began <= r.ended_at ? began : r.ended_at;
+    r.started_at = r.ended_at - held > 0 ? r.ended_at - held : r.ended_at;
     r.device_seconds = fmin(j->run_device_s, ACCT_DEVICE_S_MAX);
     return r;
 }
 
-void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began)
+void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono)
 {
-    const acct_run r = run_record(js, j, end, began);
+    const acct_run r = run_record(js, j, end, began_mono);
     char err[1200];
     j->run_device_s = 0;
     jobs_usage_save(js); /* first: a crash between never records the run twice */
@@ -128,7 +139,7 @@ void jobs_usage_save(jobs *js)
      * a start after a kill records them "interrupted". */
     for (const job *j = js->first; runs && j; j = j->next)
         if (j->thread_running && j->run_device_s > 0) {
-            const acct_run r = run_record(js, j, "interrupted", j->run_started_at);
+            const acct_run r = run_record(js, j, "interrupted", j->run_began_mono);
             cJSON_AddItemToArray(runs, acct_run_json(&r));
         }
     char err[256];
@@ -212,6 +223,7 @@ static int usage_read(jobs *js, const cJSON *root, char *why, size_t whylen)
         u->usage = s->valuedouble;
     }
     js->usage_at = at->valuedouble;
+    js->usage_mono = 0; /* the next update is the first since the start */
     return 0;
 }
 

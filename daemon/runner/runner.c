@@ -472,7 +472,13 @@ int run_job(const job_config *cfg, const dataset *train, const dataset *test,
     run.comm.net = where->net;
     run.comm.first = run.first;
     pthread_mutex_init(&run.lock, NULL);
-    pthread_cond_init(&run.ended, NULL);
+    /* run_supervise's waits count on the monotonic clock: a step of the
+     * wall clock neither stalls nor hurries its watch. */
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&run.ended, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     run.t_start = comm_now_s();
     if (hooks && hooks->checkpoint_dir)
         run_checkpoint_find(&run);

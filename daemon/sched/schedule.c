@@ -83,14 +83,14 @@ static void pool_without(const decide_ctx *c, pool *p)
             hold(p, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), 1);
 }
 
-/* Whether queued job j has waited long enough to rank before fair share. */
+/* Whether queued job j has been eligible long enough to rank before fair share. */
 static int aged(const sched_input *in, const sched_job *j)
 {
-    return in->oldest_first_s > 0 && in->now - j->submitted_at >= in->oldest_first_s;
+    return in->oldest_first_s > 0 && j->eligible_s >= in->oldest_first_s;
 }
 
-/* Priority, then aged (by submission), then resuming, then the owner's use,
- * then submission. */
+/* Priority, then aged (the oldest first), then resuming, then the owner's
+ * use, then submission. */
 static int by_turn(const void *a, const void *b, void *arg)
 {
     const sched_input *in = arg;
@@ -100,6 +100,8 @@ static int by_turn(const void *a, const void *b, void *arg)
         return x->priority > y->priority ? -1 : 1;
     if (aged(in, x) != aged(in, y))
         return aged(in, x) ? -1 : 1;
+    if (aged(in, x) && x->eligible_s != y->eligible_s)
+        return x->eligible_s > y->eligible_s ? -1 : 1;
     if (aged(in, x))
         return (x->order > y->order) - (x->order < y->order);
     if (x->resuming != y->resuming)

@@ -10,8 +10,10 @@
  *   equal priorities, jobs resuming a checkpoint (stopped by a preemption
  *   or a stop of parled, as the store says) first, then by their owner's
  *   recent use of devices (less first: fair share), then by submission.
- *   A job submitted oldest_first_s ago or more ranks before all of these
- *   among its priority, by submission: fair share delays, never starves.
+ *   A job eligible to run for oldest_first_s or more (its age: time held or
+ *   waiting on a dependency does not count, and a resumed job's counts from
+ *   its resume) ranks before all of these among its priority, the oldest
+ *   first: fair share delays, never starves.
  * - Eligibility. A held job, one whose dependencies have not all ended
  *   (after_pending), one past its owner's quota of GPUs or cores and one
  *   that waits for host memory keep nothing from the jobs after them.
@@ -52,8 +54,9 @@ typedef struct sched_job {
     long order;           /* submission order, smaller first */
     unsigned owner;       /* whose job (quotas) */
     double usage;         /* its owner's recent device use (sched_usage_decay) */
-    double submitted_at;  /* queued: when it was submitted (oldest_first_s) */
-    double started_at;    /* running: when its current run began */
+    double eligible_s;    /* queued: seconds it has been eligible to run, its age
+                             (oldest_first_s): not held, no dependency pending */
+    double started_at;    /* running: when its current run began (as `now`) */
     int was_preempted;    /* running: this run resumed a preemption (the minimum run applies) */
     double time_limit;    /* seconds a run may last; 0: none (its end is unknown) */
     uint64_t gpus;        /* running: the GPUs it holds; queued: those it wants, or
@@ -71,9 +74,10 @@ typedef struct sched_input {
     int one_at_a_time;     /* only one job may run (under MPI) */
     int preempt;           /* preemption allowed */
     int backfill;          /* backfill allowed */
-    double now;            /* the time started_at and time limits are counted in */
+    double now;            /* the time started_at and time limits are counted in
+                              (a monotonic clock's) */
     double min_run_s;      /* a run that resumed a preemption is not preempted sooner */
-    double oldest_first_s; /* a job queued this long ranks before fair share (0: never) */
+    double oldest_first_s; /* a job eligible this long ranks before fair share (0: never) */
     uint64_t links[SCHED_GPUS]; /* bit h of links[g]: GPUs g and h are joined (NVLink/P2P) */
     int max_gpus_per_owner;  /* whole GPUs one owner's jobs may hold at once (0: no bound) */
     int max_cores_per_owner; /* cores one owner's jobs may hold at once (0: no bound) */

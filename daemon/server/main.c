@@ -81,9 +81,14 @@ static const char usage[] =
     "                     with it, a job must have a limit, its own or the default\n"
     "  --preempt-min-run S  a job resumed after a preemption runs at least S\n"
     "                     seconds (default 600) before it can be preempted again\n"
-    "  --oldest-first-after S  a job queued S seconds (default 86400) ranks before\n"
-    "                     fair share and resuming jobs of its priority, by\n"
-    "                     submission: fair share delays a job, never starves it\n"
+    "  --oldest-first-after S  a job eligible to run for S seconds (default 86400;\n"
+    "                     time held or waiting on a dependency does not count, a\n"
+    "                     resumed job's counts from its resume) ranks before fair\n"
+    "                     share and resuming jobs of its priority, the oldest\n"
+    "                     first: fair share delays a job, never starves it\n"
+    "  --min-gpu-share F  the least gpu_share a GPU job may ask (0.01..1; default\n"
+    "                     0.01): a job asking less is refused. Shares are not\n"
+    "                     enforced on the device: a job uses all the compute it can\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -271,6 +276,7 @@ int main(int argc, char **argv)
         {"max-time-limit", required_argument, 0, 'X'},
         {"preempt-min-run", required_argument, 0, 'R'},
         {"oldest-first-after", required_argument, 0, 'O'},
+        {"min-gpu-share", required_argument, 0, 'm'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -400,6 +406,17 @@ int main(int argc, char **argv)
             cfg.save_retry_s = strtod(optarg, &end);
             if (*optarg == '\0' || *end || !(cfg.save_retry_s >= 0 && cfg.save_retry_s <= 1e8)) {
                 fprintf(stderr, "parled: --save-retry: expected seconds in 0..1e8, got %s\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'm': {
+            char *end;
+            cfg.sched.min_gpu_share = strtod(optarg, &end);
+            if (*optarg == '\0' || *end ||
+                !(cfg.sched.min_gpu_share >= 0.01 && cfg.sched.min_gpu_share <= 1)) {
+                fprintf(stderr, "parled: --min-gpu-share: expected a share in 0.01..1, got %s\n",
                         optarg);
                 return 2;
             }

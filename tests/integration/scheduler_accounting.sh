@@ -4,8 +4,10 @@
 #    half the CPU per second, in `usage` and in `history`, which keeps the
 #    run after `rm`;
 # 2. a preemption is withdrawn when its preemptor vanishes first: alice
-#    submits at priority 0 and cancels at once, three times, and bob's
-#    priority -1 job runs on, never requeued, while alice is charged;
+#    submits at priority 0 and cancels at once until three cancels came
+#    after the preemption was asked (a cancel read before the scheduling
+#    pass asked it preempts nothing), and bob's priority -1 job runs on,
+#    never requeued, while alice is charged;
 # 3. an admin's hold is released by an admin only, and status says who holds;
 # 4. a kill -9 loses at most --usage-save-interval of use, and the run it cut
 #    is in the history as "interrupted"; damaged lines of the record are
@@ -64,7 +66,8 @@ ctl history --since 1h | grep -q "^$bob " || fail "parlectl history --since 1h m
 # ---- 2. a preemption withdrawn ----
 low=$(ctl_as "$bob" submit -q --priority -1 "$TMP/slow.json") || fail "bob submits low"
 wait_steps "$low" 60
-for k in 1 2 3; do
+withdrawn=0
+for k in $(seq 20); do
     id=$(printf 'j%04d' $((10#${low#j} + k)))
     printf '{"op":"submit","job":%s}\n{"op":"cancel","id":"%s"}\n' \
         "$(tr -d '\n' <"$TMP/short.json")" "$id" |
@@ -72,8 +75,13 @@ for k in 1 2 3; do
         fail "alice's submit and cancel: $(cat "$TMP/raw.out")"
     grep -q "\"id\":\"$id\"" "$TMP/raw.out" || fail "alice's job is not $id: $(cat "$TMP/raw.out")"
     grep -q '"ok":false' "$TMP/raw.out" && fail "alice's submit or cancel failed: $(cat "$TMP/raw.out")"
+    # The preemption, if asked, is in low's log before the cancel's answer.
+    grep -q "preempted by $id " "$STATE/jobs/$low/log.txt" || continue
     wait_log "$low" "preemption withdrawn: $id was cancelled|preemption withdrawn: $id ended" 10
+    withdrawn=$((withdrawn + 1))
+    [ "$withdrawn" = 3 ] && break
 done
+[ "$withdrawn" = 3 ] || fail "only $withdrawn of 20 cancels came after their preemption was asked"
 sleep 0.5 # a requeue would show by now
 ctl status "$low" --json >"$TMP/low.st"
 [ "$(field "$TMP/low.st" state)" = running ] || fail "$low was requeued: $(cat "$TMP/low.st")"

@@ -13,7 +13,12 @@
 #    naming it and run once it ended done, or end cancelled naming it; an
 #    unknown id is refused;
 # 3. --max-cores-per-user 1: a user's second job waits "quota" while
-#    another user's starts; a job that alone is past the quota is refused.
+#    another user's starts; a job that alone is past the quota is refused;
+# 4. --oldest-first-after 3 counts only time a job was eligible to run: a
+#    job resumed after a timeout ranks behind a lighter user's job queued
+#    longer, and a job held past the bound and released then does not pass
+#    a lighter user's job submitted meanwhile;
+# 5. --min-gpu-share: a job asking less is refused, naming both.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/users_lib.sh"
 trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
@@ -162,6 +167,65 @@ esac
 ctl cancel "$a1" >/dev/null || fail "cancel a1"
 ctl_as "$alice" wait "$a2" || fail "a2 did not end done once a1 stopped"
 ctl cancel "$b1" >/dev/null || fail "cancel b1"
+wait_state "$b1" cancelled 20
+
+# ---- 4. age: the time eligible to run ----
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --oldest-first-after 3
+waiting_is() { # ID TEXT
+    ctl status "$1" --json >"$TMP/w.st"
+    [ "$(field "$TMP/w.st" waiting)" = "$2" ] ||
+        fail "$1 waits otherwise than \"$2\": $(field "$TMP/w.st" waiting)"
+}
+# heavy: the one of alice and bob whose use weighs more (its timed-out run adds to it).
+read -r heavy light < <(ctl usage --json | python3 -c 'import json,sys
+u = {o["user"]: o["device_seconds"] for o in json.load(sys.stdin)["owners"]}
+a, b = sys.argv[1:]
+print(*((a, b) if u.get(a, 0) >= u.get(b, 0) else (b, a)))' "$alice" "$bob")
+t=$(ctl_as "$heavy" submit -q "$TMP/limited.json") || fail "submit the limited job"
+ctl_as "$heavy" wait "$t" && fail "wait on a timed-out job exited 0"
+blocker=$(ctl submit -q --set devices=cpu "$TMP/long.json") || fail "submit the blocker"
+wait_state "$blocker" running 20
+l1=$(ctl_as "$light" submit -q "$TMP/short.json") || fail "submit l1"
+sleep 4 # l1 is eligible past the bound; the timed-out job, submitted before, was not queued
+ctl_as "$heavy" resume "$t" >/dev/null || fail "resume $t"
+waiting_is "$t" "queue: cpu kept for $l1 ($light), ahead by it was eligible to run longer than --oldest-first-after"
+ctl_as "$heavy" cancel "$t" >/dev/null || fail "cancel $t"
+ctl_as "$light" cancel "$l1" >/dev/null || fail "cancel l1"
+h=$(ctl_as "$heavy" submit -q "$TMP/short.json") || fail "submit h"
+ctl_as "$heavy" hold "$h" >/dev/null || fail "hold h"
+sleep 4 # h is held past the bound
+l2=$(ctl_as "$light" submit -q "$TMP/short.json") || fail "submit l2"
+ctl_as "$heavy" release "$h" >/dev/null || fail "release h"
+# Past the bound both are aged and l2, eligible longer, stays ahead.
+ctl status "$h" --json >"$TMP/h.st"
+case "$(field "$TMP/h.st" waiting)" in
+"queue: cpu kept for $l2 ($light), ahead by its owner used less device time recently") ;;
+"queue: cpu kept for $l2 ($light), ahead by it was eligible to run longer") ;;
+*) fail "the released $h passed $l2: $(field "$TMP/h.st" waiting)" ;;
+esac
+# A restart keeps h's age (its status was written as it was released).
+sleep 1
+aged=$(ctl status "$h" --json | sed -n 's/^[[:space:]]*"eligible_s":[[:space:]]*\([0-9.e+-]*\),*$/\1/p')
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --oldest-first-after 3
+again=$(ctl status "$h" --json | sed -n 's/^[[:space:]]*"eligible_s":[[:space:]]*\([0-9.e+-]*\),*$/\1/p')
+python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a >= 1 and b >= a))' \
+    "$aged" "$again" || fail "$h was eligible $aged s before a restart, $again s after"
+ctl cancel "$blocker" >/dev/null || fail "cancel the blocker"
+ctl_as "$light" wait "$l2" || fail "l2 did not end done"
+ctl_as "$heavy" wait "$h" || fail "h did not end done"
+
+# ---- 5. --min-gpu-share ----
+stop_daemon
+start_daemon --group "$grp" --admin-group "$adm" --min-gpu-share 0.25
+out=$(ctl_as "$alice" submit -q --set gpu_share=0.1 "$TMP/short.json" 2>&1) &&
+    fail "a share below --min-gpu-share was queued: $out"
+echo "$out" | grep -q "gpu_share: 0.1 is below parled's --min-gpu-share (0.25)" ||
+    fail "no clear refusal: $out"
+g=$(ctl_as "$alice" submit -q --set gpu_share=0.25 "$TMP/short.json") ||
+    fail "a share at --min-gpu-share was refused"
+ctl_as "$alice" wait "$g" || fail "$g did not end done"
 check_alive "the users' requests"
 stop_daemon
 echo PASS

@@ -213,14 +213,28 @@ static void test_fair_share(void)
     CHECK(sched_decide(&in, out) == 0 && out[5].action == SCHED_START, "resuming first");
     jobs[3].priority = 1;
     CHECK(sched_decide(&in, out) == 0 && out[3].action == SCHED_START, "priority before all");
-    /* Waited oldest_first_s: by submission, before fair share and resuming. */
+    /* Eligible oldest_first_s: before fair share and resuming. */
     jobs[3].priority = 0;
     jobs[6].usage = 60;
     for (int i = 0; i < 8; i++)
-        jobs[i].submitted_at = i == 2 ? 0 : 90;
+        jobs[i].eligible_s = i == 2 ? 100 : 10;
     in.now = 100, in.oldest_first_s = 50;
     CHECK(sched_decide(&in, out) == 0 && out[2].action == SCHED_START,
-          "a heavy owner's job queued past oldest_first_s goes first");
+          "a heavy owner's job eligible past oldest_first_s goes first");
+    /* Among aged jobs, the longest eligible first, not the first submitted:
+     * job 4 resumed after a timeout has been eligible 120 s of its life. */
+    jobs[4].eligible_s = 120;
+    CHECK(sched_decide(&in, out) == 0 && out[4].action == SCHED_START &&
+              out[2].action == SCHED_KEEP && out[2].blockers[0] == 4,
+          "aged: the longest eligible first, then job 2");
+    /* Job 0, the first submitted, was held: eligible 10 s only since its
+     * release, it does not pass the light owner's job 6. */
+    jobs[4].eligible_s = jobs[2].eligible_s = 10;
+    jobs[5].resuming = 0;
+    CHECK(sched_decide(&in, out) == 0 && out[6].action == SCHED_START &&
+              out[0].action == SCHED_KEEP,
+          "a released job's age counts from its release: fair share decides");
+    jobs[5].resuming = 1;
     in.oldest_first_s = 0;
     CHECK(sched_decide(&in, out) == 0 && out[5].action == SCHED_START, "off: resuming first");
 }
