@@ -1,14 +1,29 @@
 #include "device_cuda.h"
 #include "cuda_check.h"
 
-extern "C" int cuda_device_count(void)
+extern "C" int cuda_probe(int inject, int *count, int *cc, int max, char *text, size_t len)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no driver or no device: not an error to keep */
-        return 0;
+    *count = 0;
+    cudaError_t rc = inject ? (cudaError_t)inject : cudaGetDeviceCount(count);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError(); /* answered here, not an error to keep */
+        *count = 0;
+        int rt = 0, drv = 0;
+        (void)cudaRuntimeGetVersion(&rt);
+        (void)cudaDriverGetVersion(&drv); /* 0 when there is no driver at all */
+        snprintf(text, len, "cudaGetDeviceCount: %s (%s; runtime CUDA %d.%d, driver's CUDA %d.%d)",
+                 cudaGetErrorString(rc), cudaGetErrorName(rc), rt / 1000, rt % 1000 / 10,
+                 drv / 1000, drv % 1000 / 10);
+        return (int)rc;
     }
-    return count;
+    for (int i = 0; i < *count && i < max; i++) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, i) != cudaSuccess)
+            (void)cudaGetLastError(); /* unknown: taken as unusable (0) */
+        cc[i] = major * 10 + minor;
+    }
+    return 0;
 }
 
 extern "C" int cuda_set_device(int device, char *err, size_t errlen)

@@ -1,0 +1,44 @@
+#!/bin/bash
+# A driver that cannot be asked for its GPUs is not "no GPU": the CUDA error
+# (injected: PARLE_FAULT_GPU_PROBE=35, cudaErrorInsufficientDriver, a driver
+# older than the runtime) and what to do must be in parled's start-up log,
+# `parlectl devices` and the refusal of a GPU job; CPU jobs still run. Then,
+# with no injection, the refusal says why this machine has no GPU.
+. "$(dirname "$0")/lib.sh"
+err='the NVIDIA driver cannot be used: .*cudaErrorInsufficientDriver.*: the NVIDIA driver is older '
+err+='than the CUDA runtime .*: install a driver'
+
+PARLE_FAULT_GPU_PROBE=35 start_daemon
+grep -Eq "no GPU: $err" "$TMP/parled.err" ||
+    fail "parled's log does not name the driver's error: $(head -n 5 "$TMP/parled.err")"
+ctl devices >"$TMP/devices" || fail "parlectl devices"
+grep -Eq "^gpu +none: $err" "$TMP/devices" || fail "parlectl devices printed: $(cat "$TMP/devices")"
+grep -Eq "^cpu +[0-9]+ cores" "$TMP/devices" || fail "parlectl devices lost the CPU: $(cat "$TMP/devices")"
+mlp_job "$TMP/a.json" 1
+ctl submit "$TMP/a.json" --set devices=gpu >"$TMP/refused" 2>&1 && fail "a GPU job was accepted"
+grep -Eq "the daemon has no GPU: $err" "$TMP/refused" ||
+    fail "the refusal does not name the driver's error: $(cat "$TMP/refused")"
+ctl submit "$TMP/a.json" --set devices=gpu:2 >"$TMP/refused2" 2>&1 && fail "a gpu:2 job was accepted"
+grep -Eq "asks for 2 GPUs, the daemon has 0: $err" "$TMP/refused2" ||
+    fail "the gpu:2 refusal does not name the driver's error: $(cat "$TMP/refused2")"
+id=$(ctl submit "$TMP/a.json" -q --set devices=cpu) || fail "a CPU job was refused"
+ctl wait "$id" >/dev/null || fail "the CPU job did not end done"
+stop_daemon
+
+# An injection that is not a number is refused by name, not taken for a GPU.
+PARLE_FAULT_GPU_PROBE=x start_daemon
+ctl devices >"$TMP/devices" || fail "parlectl devices"
+grep -q 'PARLE_FAULT_GPU_PROBE="x": want a CUDA error number' "$TMP/devices" ||
+    fail "a bad PARLE_FAULT_GPU_PROBE: $(cat "$TMP/devices")"
+stop_daemon
+
+# No injection: a machine with no GPU says why (no CUDA in the build, or the
+# driver's own error where CUDA is built but no GPU is reachable).
+start_daemon
+if [ "$(ctl devices --json | grep -c '"kind":[[:space:]]*"gpu"')" -eq 0 ]; then
+    ctl submit "$TMP/a.json" --set devices=gpu >"$TMP/refused" 2>&1 && fail "a GPU job was accepted"
+    grep -Eq "the daemon has no GPU: (this parle was built without CUDA|the NVIDIA driver)" \
+        "$TMP/refused" || fail "the refusal says no why: $(cat "$TMP/refused")"
+fi
+stop_daemon
+echo "driver_error: the driver's error in parled's log, parlectl devices and the refusal: OK"
