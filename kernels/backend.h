@@ -136,12 +136,13 @@ typedef struct {
                          * the build has no code */
     int cc[BACKEND_MAX_GPUS]; /* compute capability, major * 10 + minor */
     char error[640];    /* "" or the driver's error and what to do about it */
+    char brief[256];    /* the same in fewer words, for a refusal */
 } backend_gpu_probe_t;
 const backend_gpu_probe_t *backend_gpu_probe(void);
 /* 1 and why in `why` when GPU `device` is shown but unusable; else 0. */
 int backend_gpu_unusable(int device, char *why, size_t len);
-/* Why the machine has no usable GPU (the driver's error, no CUDA in the
- * build, GPUs too old), for a refusal or a log line; "" when nothing is amiss. */
+/* Why the machine has no usable GPU (the driver's error in brief, no CUDA in
+ * the build, GPUs too old), for a refusal; "" when nothing is amiss. */
 void backend_gpu_why_none(char *buf, size_t len);
 /* Name and total memory of CUDA device `device`: 0, or -1 if there is none. */
 int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes);

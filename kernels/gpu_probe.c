@@ -17,36 +17,44 @@
 #define MIN_CC 80
 
 /* The cudaGetDeviceCount errors a machine's set-up causes, by their number
- * (driver_types.h), with what to do. */
+ * (driver_types.h), with what to do: at length (the log, parlectl devices)
+ * and in brief (a refusal, which has less room). */
 static const struct {
     int code;
-    const char *name;
-    const char *fix;
+    const char *name, *fix, *brief;
 } advice[] = {
     {3, "cudaErrorInitializationError",
      "the driver did not start: check that the nvidia kernel module is loaded (lsmod | grep nvidia), "
-     "that nvidia-smi works, and dmesg"},
+     "that nvidia-smi works, and dmesg",
+     "the driver did not start: check lsmod, nvidia-smi, dmesg"},
     {34, "cudaErrorStubLibrary",
      "the CUDA toolkit's stub libcuda.so was loaded instead of the driver's: take the toolkit's "
-     "lib64/stubs out of LD_LIBRARY_PATH and /etc/ld.so.conf.d, or install the driver"},
+     "lib64/stubs out of LD_LIBRARY_PATH and /etc/ld.so.conf.d, or install the driver",
+     "take the toolkit's lib64/stubs off the library path"},
     {35, "cudaErrorInsufficientDriver",
      "the NVIDIA driver is older than the CUDA runtime parle was built with: install a driver whose "
      "CUDA version (nvidia-smi, top right) is at least the runtime's, or rebuild with the toolkit the "
-     "driver supports (NVCC=/usr/local/cuda-X.Y/bin/nvcc scripts/setup-gpu.sh BUILD-DIR)"},
+     "driver supports (NVCC=/usr/local/cuda-X.Y/bin/nvcc scripts/setup-gpu.sh BUILD-DIR)",
+     "install a driver as new as the runtime, or rebuild for the driver's CUDA"},
     {46, "cudaErrorDevicesUnavailable",
      "the GPUs are held by another process in exclusive compute mode, or prohibited: "
-     "nvidia-smi -q -d COMPUTE shows the mode"},
+     "nvidia-smi -q -d COMPUTE shows the mode",
+     "GPUs held in exclusive mode: see nvidia-smi -q -d COMPUTE"},
     {100, "cudaErrorNoDevice",
      "the driver sees no GPU: check nvidia-smi, that /dev/nvidiactl, /dev/nvidia0... and "
-     "/dev/nvidia-uvm exist, and in a container that it was started with the GPUs (docker run --gpus all)"},
+     "/dev/nvidia-uvm exist, and in a container that it was started with the GPUs (docker run --gpus all)",
+     "check nvidia-smi, /dev/nvidia*, a container's --gpus"},
     {304, "cudaErrorOperatingSystem",
-     "a call of the driver into the kernel failed: check the /dev/nvidia* files and dmesg"},
+     "a call of the driver into the kernel failed: check the /dev/nvidia* files and dmesg",
+     "check /dev/nvidia* and dmesg"},
     {803, "cudaErrorSystemDriverMismatch",
      "the loaded nvidia kernel module and the driver's libcuda differ in version (a driver upgraded "
-     "without a reboot): reboot, or unload and reload the nvidia modules"},
+     "without a reboot): reboot, or unload and reload the nvidia modules",
+     "reboot after the driver upgrade"},
     {804, "cudaErrorCompatNotSupportedOnDevice",
      "the CUDA forward-compatibility package (cuda-compat) does not support this GPU: take it out of "
-     "the library path and install a driver new enough for the runtime"},
+     "the library path and install a driver new enough for the runtime",
+     "take cuda-compat off the library path"},
 };
 
 static backend_gpu_probe_t probe;
@@ -63,18 +71,16 @@ static void run_probe(void)
         if (*end || v < 1 || v > 9999) {
             snprintf(probe.error, sizeof probe.error,
                      "PARLE_FAULT_GPU_PROBE=\"%.32s\": want a CUDA error number (1-9999)", f);
+            snprintf(probe.brief, sizeof probe.brief, "%.200s", probe.error);
             return;
         }
         inject = (int)v;
     }
-    char text[192] = "";
-    int code = inject;
+    char text[160] = "";
+    int code = inject, ver[2] = {-1, -1}; /* runtime, driver; -1: not asked */
 #if PARLE_HAVE_CUDA
     probe.built = 1;
-    code = backend_cuda_probe(inject, &probe.count, probe.cc, BACKEND_MAX_GPUS, text, sizeof text);
-#else
-    if (inject)
-        snprintf(text, sizeof text, "CUDA error %d", inject);
+    code = backend_cuda_probe(inject, &probe.count, probe.cc, BACKEND_MAX_GPUS, ver, text, sizeof text);
 #endif
     if (code == 0) {
         for (int i = 0; i < probe.count && i < BACKEND_MAX_GPUS; i++)
@@ -83,16 +89,27 @@ static void run_probe(void)
         return;
     }
     probe.count = 0;
-    const char *name = "", *fix = "check nvidia-smi and dmesg for the driver's own errors";
+    const char *fix = "check nvidia-smi and dmesg for the driver's own errors", *brief = "check nvidia-smi, dmesg";
     for (size_t i = 0; i < sizeof advice / sizeof *advice; i++)
-        if (advice[i].code == code)
-            name = advice[i].name, fix = advice[i].fix;
-    snprintf(probe.error, sizeof probe.error, "the NVIDIA driver cannot be used: %s%s%s%s: %s", text,
-             *name && !strstr(text, name) ? " (" : "", *name && !strstr(text, name) ? name : "",
-             *name && !strstr(text, name) ? ")" : "", fix);
-    if (inject) /* said so, where it is read */
-        snprintf(probe.error + strlen(probe.error), sizeof probe.error - strlen(probe.error),
-                 " [injected by PARLE_FAULT_GPU_PROBE]");
+        if (advice[i].code == code) {
+            fix = advice[i].fix, brief = advice[i].brief;
+            if (!text[0]) /* no runtime to name it: a build without CUDA */
+                snprintf(text, sizeof text, "CUDA error %d (%s)", code, advice[i].name);
+        }
+    if (!text[0])
+        snprintf(text, sizeof text, "CUDA error %d", code);
+    if (ver[1] == 0 && !inject) /* the runtime says "insufficient" for no driver at all */
+        fix = "no NVIDIA driver is loaded: install one (docs/gpu.md) and check that nvidia-smi works; "
+              "in a container, start it with the GPUs (docker run --gpus all)",
+        brief = "no NVIDIA driver is loaded: install one, check nvidia-smi";
+    char versions[64] = "";
+    if (ver[0] >= 0)
+        snprintf(versions, sizeof versions, " [runtime CUDA %d.%d, driver's CUDA %d.%d]", ver[0] / 1000,
+                 ver[0] % 1000 / 10, ver[1] / 1000, ver[1] % 1000 / 10);
+    const char *by = inject ? " [injected by PARLE_FAULT_GPU_PROBE]" : "";
+    snprintf(probe.error, sizeof probe.error, "the NVIDIA driver cannot be used: cudaGetDeviceCount: "
+             "%s%s: %s%s", text, versions, fix, by);
+    snprintf(probe.brief, sizeof probe.brief, "%s: %s (parlectl devices says more)%s", text, brief, by);
 }
 
 const backend_gpu_probe_t *backend_gpu_probe(void)
@@ -115,8 +132,8 @@ void backend_gpu_why_none(char *buf, size_t len)
 {
     const backend_gpu_probe_t *p = backend_gpu_probe();
     buf[0] = 0;
-    if (p->error[0])
-        snprintf(buf, len, "%s", p->error);
+    if (p->brief[0])
+        snprintf(buf, len, "%s", p->brief);
     else if (!p->built)
         snprintf(buf, len, "this parle was built without CUDA (configure it with scripts/setup-gpu.sh)");
     else if (p->count == 0)

@@ -1,19 +1,17 @@
 #include "device_cuda.h"
 #include "cuda_check.h"
 
-extern "C" int cuda_probe(int inject, int *count, int *cc, int max, char *text, size_t len)
+extern "C" int cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len)
 {
     *count = 0;
+    ver[0] = ver[1] = 0;
+    (void)cudaRuntimeGetVersion(&ver[0]);
+    (void)cudaDriverGetVersion(&ver[1]); /* 0 when no driver is loaded */
     cudaError_t rc = inject ? (cudaError_t)inject : cudaGetDeviceCount(count);
     if (rc != cudaSuccess) {
         (void)cudaGetLastError(); /* answered here, not an error to keep */
         *count = 0;
-        int rt = 0, drv = 0;
-        (void)cudaRuntimeGetVersion(&rt);
-        (void)cudaDriverGetVersion(&drv); /* 0 when there is no driver at all */
-        snprintf(text, len, "cudaGetDeviceCount: %s (%s; runtime CUDA %d.%d, driver's CUDA %d.%d)",
-                 cudaGetErrorString(rc), cudaGetErrorName(rc), rt / 1000, rt % 1000 / 10,
-                 drv / 1000, drv % 1000 / 10);
+        snprintf(text, len, "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
         return (int)rc;
     }
     for (int i = 0; i < *count && i < max; i++) {

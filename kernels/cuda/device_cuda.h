@@ -11,10 +11,11 @@ extern "C" {
 #endif
 
 /* The driver's devices (cudaGetDeviceCount; inject, when not 0, is taken for
- * its result) and each one's compute capability (major * 10 + minor, the
- * first `max`): 0, or the CUDA error, *count 0 and the runtime's words for it
- * in text. */
-int cuda_probe(int inject, int *count, int *cc, int max, char *text, size_t len);
+ * its result), each one's compute capability (major * 10 + minor, the first
+ * `max`) and the CUDA versions of the runtime (ver[0]) and the driver (ver[1];
+ * 1000 * major + 10 * minor, 0 when no driver is loaded): 0, or the CUDA
+ * error, *count 0 and the runtime's words and name for it in text. */
+int cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len);
 /* Make `device` current for the calling thread. */
 int cuda_set_device(int device, char *err, size_t errlen);
 int cuda_alloc(void **ptr, size_t bytes, char *err, size_t errlen);

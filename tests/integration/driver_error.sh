@@ -5,8 +5,10 @@
 # `parlectl devices` and the refusal of a GPU job; CPU jobs still run. Then,
 # with no injection, the refusal says why this machine has no GPU.
 . "$(dirname "$0")/lib.sh"
-err='the NVIDIA driver cannot be used: .*cudaErrorInsufficientDriver.*: the NVIDIA driver is older '
-err+='than the CUDA runtime .*: install a driver'
+err='the NVIDIA driver cannot be used: cudaGetDeviceCount: .*cudaErrorInsufficientDriver.*: the NVIDIA '
+err+='driver is older than the CUDA runtime parle was built with: install a driver'
+brief='cudaErrorInsufficientDriver\): install a driver as new as the runtime, or rebuild for the '
+brief+="driver's CUDA \(parlectl devices says more\)"
 
 PARLE_FAULT_GPU_PROBE=35 start_daemon
 grep -Eq "no GPU: $err" "$TMP/parled.err" ||
@@ -16,10 +18,10 @@ grep -Eq "^gpu +none: $err" "$TMP/devices" || fail "parlectl devices printed: $(
 grep -Eq "^cpu +[0-9]+ cores" "$TMP/devices" || fail "parlectl devices lost the CPU: $(cat "$TMP/devices")"
 mlp_job "$TMP/a.json" 1
 ctl submit "$TMP/a.json" --set devices=gpu >"$TMP/refused" 2>&1 && fail "a GPU job was accepted"
-grep -Eq "the daemon has no GPU: $err" "$TMP/refused" ||
+grep -Eq "the daemon has no GPU: .*$brief" "$TMP/refused" ||
     fail "the refusal does not name the driver's error: $(cat "$TMP/refused")"
 ctl submit "$TMP/a.json" --set devices=gpu:2 >"$TMP/refused2" 2>&1 && fail "a gpu:2 job was accepted"
-grep -Eq "asks for 2 GPUs, the daemon has 0: $err" "$TMP/refused2" ||
+grep -Eq "asks for 2 GPUs, the daemon has 0: .*$brief" "$TMP/refused2" ||
     fail "the gpu:2 refusal does not name the driver's error: $(cat "$TMP/refused2")"
 id=$(ctl submit "$TMP/a.json" -q --set devices=cpu) || fail "a CPU job was refused"
 ctl wait "$id" >/dev/null || fail "the CPU job did not end done"
@@ -37,7 +39,7 @@ stop_daemon
 start_daemon
 if [ "$(ctl devices --json | grep -c '"kind":[[:space:]]*"gpu"')" -eq 0 ]; then
     ctl submit "$TMP/a.json" --set devices=gpu >"$TMP/refused" 2>&1 && fail "a GPU job was accepted"
-    grep -Eq "the daemon has no GPU: (this parle was built without CUDA|the NVIDIA driver)" \
+    grep -Eq "the daemon has no GPU: (this parle was built without CUDA|.*\(cudaError[A-Za-z]+\): .*parlectl devices says more)" \
         "$TMP/refused" || fail "the refusal says no why: $(cat "$TMP/refused")"
 fi
 stop_daemon
