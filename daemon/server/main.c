@@ -23,6 +23,7 @@
 #include "runner.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "state_format.h"
 
 static const char usage[] =
     "usage: parled [OPTION]...\n"
@@ -449,6 +450,10 @@ int main(int argc, char **argv)
     log_gpus();
     char err[8192];
     int lock_fd = lock_state_dir(cfg.state_dir, err, sizeof err);
+    if (lock_fd >= 0 && state_format_check(cfg.state_dir, err, sizeof err) != 0) {
+        close(lock_fd);
+        lock_fd = -1;
+    }
     if (lock_fd < 0) {
         fprintf(stderr, "parled: %s\n", err);
         if (mpi)
