@@ -8,17 +8,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/users_lib.sh"
 FETCH=$PARLE_SOURCE_ROOT/scripts/fetch-cifar.py
-members=0
-if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null && command -v setpriv >/dev/null; then
-    trap 'rc=$?; remove_users; kill "$SERVER" 2>/dev/null; (exit $rc); cleanup' EXIT
-    make_users fd
-    members=1
-    GROUP=$grp
-else
-    trap 'rc=$?; kill "$SERVER" 2>/dev/null; (exit $rc); cleanup' EXIT
+SERVER=
+trap 'rc=$?; remove_users; [ -z "$SERVER" ] || kill "$SERVER" 2>/dev/null; (exit $rc); cleanup' EXIT
+try_users fd
+[ "$members" = 1 ] ||
     echo "SKIP (part): a member reading the data (needs root, useradd, setpriv); modes checked instead"
-    GROUP=$(id -gn)
-fi
 python3 "$(dirname "$0")/fake_cifar.py" "$TMP/c10.tar.gz" cifar10
 size=$(stat -c %s "$TMP/c10.tar.gz")
 md5=$(md5sum "$TMP/c10.tar.gz" | cut -d' ' -f1)

@@ -63,15 +63,8 @@ conf=$TMP/root$prefix/share/parle/configs/wrn-16-4-cifar10-parle.json
 [ -f "$conf" ] || fail "meson install put no $prefix/share/parle/configs/wrn-16-4-cifar10-parle.json"
 
 # A member who is not root, where the test may make one.
-members=0
-if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null && command -v setpriv >/dev/null; then
-    trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
-    make_users rg
-    members=1
-    GROUP=$grp
-else
-    GROUP=$(id -gn)
-fi
+trap 'rc=$?; remove_users; (exit $rc); cleanup' EXIT
+try_users rg
 
 # The data, unpacked where the shipped config looks, here under $TMP.
 root=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["data"]["root"])' "$conf")
