@@ -60,6 +60,32 @@ static const struct {
 static backend_gpu_probe_t probe;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
+/* PARLE_FAULT_GPU_CC=CC[,CC...] (tests): the driver shows these GPUs instead,
+ * each of compute capability CC (75 for 7.5), all below 8.0: none can be
+ * placed on, so a build without CUDA shows them safely. 0, or -1 with the
+ * refusal in probe.error. */
+static int inject_old_gpus(const char *spec)
+{
+    if (!spec || !*spec)
+        return 0;
+    int n = 0;
+    for (const char *p = spec; *p && n < BACKEND_MAX_GPUS; n++) {
+        char *end;
+        long cc = strtol(p, &end, 10);
+        if (end == p || cc < 10 || cc >= MIN_CC || (*end && *end != ',')) {
+            snprintf(probe.error, sizeof probe.error, "PARLE_FAULT_GPU_CC=\"%.32s\": want compute "
+                     "capabilities below %d, like 75,61", spec, MIN_CC);
+            snprintf(probe.brief, sizeof probe.brief, "%.200s", probe.error);
+            probe.count = 0;
+            return -1;
+        }
+        probe.cc[n] = (int)cc;
+        p = *end ? end + 1 : end;
+    }
+    probe.count = n;
+    return 0;
+}
+
 static void run_probe(void)
 {
     /* PARLE_FAULT_GPU_PROBE=N (tests): the driver's answer is CUDA error N. */
@@ -82,6 +108,8 @@ static void run_probe(void)
     probe.built = 1;
     code = backend_cuda_probe(inject, &probe.count, probe.cc, BACKEND_MAX_GPUS, ver, text, sizeof text);
 #endif
+    if (code == 0 && inject_old_gpus(getenv("PARLE_FAULT_GPU_CC")) != 0)
+        return;
     if (code == 0) {
         for (int i = 0; i < probe.count && i < BACKEND_MAX_GPUS; i++)
             if (probe.cc[i] < MIN_CC)
@@ -132,13 +160,9 @@ void backend_gpu_why_none(char *buf, size_t len)
 {
     const backend_gpu_probe_t *p = backend_gpu_probe();
     buf[0] = 0;
-    if (p->brief[0])
+    if (p->brief[0]) {
         snprintf(buf, len, "%s", p->brief);
-    else if (!p->built)
-        snprintf(buf, len, "this parle was built without CUDA (configure it with scripts/setup-gpu.sh)");
-    else if (p->count == 0)
-        snprintf(buf, len, "the NVIDIA driver shows no GPU");
-    else if (p->unusable) {
+    } else if (p->unusable) {
         int n = snprintf(buf, len, "unusable:");
         for (int i = 0; i < p->count && i < BACKEND_MAX_GPUS && n >= 0 && (size_t)n < len; i++)
             if (p->unusable >> i & 1)
@@ -147,5 +171,9 @@ void backend_gpu_why_none(char *buf, size_t len)
         if (n > 0 && (size_t)n < len)
             snprintf(buf + n - 1, len - (size_t)n + 1, " (below %d.%d: this build has no code for it)",
                      MIN_CC / 10, MIN_CC % 10);
+    } else if (!p->built) {
+        snprintf(buf, len, "this parle was built without CUDA (configure it with scripts/setup-gpu.sh)");
+    } else if (p->count == 0) {
+        snprintf(buf, len, "the NVIDIA driver shows no GPU");
     }
 }

@@ -2,7 +2,8 @@
 # A driver that cannot be asked for its GPUs is not "no GPU": the CUDA error
 # (injected: PARLE_FAULT_GPU_PROBE=35, cudaErrorInsufficientDriver, a driver
 # older than the runtime) and what to do must be in parled's start-up log,
-# `parlectl devices` and the refusal of a GPU job; CPU jobs still run. Then,
+# `parlectl devices` and the refusal of a GPU job; CPU jobs still run. A GPU
+# the build has no code for (PARLE_FAULT_GPU_CC) is listed unusable. Then,
 # with no injection, the refusal says why this machine has no GPU.
 . "$(dirname "$0")/lib.sh"
 err='the NVIDIA driver cannot be used: cudaGetDeviceCount: .*cudaErrorInsufficientDriver.*: the NVIDIA '
@@ -32,6 +33,19 @@ PARLE_FAULT_GPU_PROBE=x start_daemon
 ctl devices >"$TMP/devices" || fail "parlectl devices"
 grep -q 'PARLE_FAULT_GPU_PROBE="x": want a CUDA error number' "$TMP/devices" ||
     fail "a bad PARLE_FAULT_GPU_PROBE: $(cat "$TMP/devices")"
+stop_daemon
+
+# A GPU below compute capability 8.0 (injected: PARLE_FAULT_GPU_CC=75): listed
+# unusable with why, never placed on, and the refusal says so.
+PARLE_FAULT_GPU_CC=75 start_daemon
+grep -q "GPU 0 is unusable: compute capability 7.5: this build has code for 8.0 and later only" \
+    "$TMP/parled.err" || fail "parled's log does not say GPU 0 is unusable: $(head -n 5 "$TMP/parled.err")"
+ctl devices >"$TMP/devices" || fail "parlectl devices"
+grep -Eq "^gpu 0  .*unusable: compute capability 7.5: this build has code for 8.0 and later only" \
+    "$TMP/devices" || fail "parlectl devices printed: $(cat "$TMP/devices")"
+ctl submit "$TMP/a.json" --set devices=gpu >"$TMP/refused" 2>&1 && fail "a GPU job was accepted"
+grep -q "the daemon has no GPU: unusable: GPU 0 compute capability 7.5 (below 8.0: this build has no code for it)" \
+    "$TMP/refused" || fail "the refusal does not say why: $(cat "$TMP/refused")"
 stop_daemon
 
 # No injection: a machine with no GPU says why (no CUDA in the build, or the
