@@ -60,10 +60,10 @@ static const struct {
 static backend_gpu_probe_t probe;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
-/* PARLE_FAULT_GPU_CC=CC[,CC...] (tests): the driver shows these GPUs instead,
- * each of compute capability CC (75 for 7.5), all below 8.0: none can be
- * placed on, so a build without CUDA shows them safely. 0, or -1 with the
- * refusal in probe.error. */
+/* PARLE_FAULT_GPU_CC=CC[,CC...] (tests): the driver is not asked; it shows
+ * these GPUs instead, each of compute capability CC (75 for 7.5), all below
+ * 8.0: none can be placed on, so any build shows them safely. 0, or -1 with
+ * the refusal in probe.error. */
 static int inject_old_gpus(const char *spec)
 {
     if (!spec || !*spec)
@@ -104,12 +104,17 @@ static void run_probe(void)
     }
     char text[160] = "";
     int code = inject, ver[2] = {-1, -1}; /* runtime, driver; -1: not asked */
+    probe.built = PARLE_HAVE_CUDA;
+    const char *old_gpus = getenv("PARLE_FAULT_GPU_CC");
+    if (old_gpus && *old_gpus) { /* in place of the driver's answer, whatever it is */
+        if (inject_old_gpus(old_gpus) == 0)
+            for (int i = 0; i < probe.count; i++)
+                probe.unusable |= 1ull << i;
+        return;
+    }
 #if PARLE_HAVE_CUDA
-    probe.built = 1;
     code = backend_cuda_probe(inject, &probe.count, probe.cc, BACKEND_MAX_GPUS, ver, text, sizeof text);
 #endif
-    if (code == 0 && inject_old_gpus(getenv("PARLE_FAULT_GPU_CC")) != 0)
-        return;
     if (code == 0) {
         for (int i = 0; i < probe.count && i < BACKEND_MAX_GPUS; i++)
             if (probe.cc[i] < MIN_CC)
