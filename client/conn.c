@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
@@ -14,6 +17,60 @@
 
 /* A reply line may carry a log of up to 8 MiB (docs/protocol.md). */
 #define MAX_REPLY_LINE (64u << 20)
+
+/* The installed units' socket (parled.socket): systemd starts parled there. */
+#define UNIT_SOCKET "/run/parled/parled.sock"
+
+static int not_running(void)
+{
+    if (strcmp(socket_path, UNIT_SOCKET) == 0)
+        return fail("parled is not running on %s, the socket of the installed systemd units: "
+                    "an admin starts it with `systemctl enable --now parled.socket parled.service`; "
+                    "`systemctl status parled` and `journalctl -u parled` say why it stopped",
+                    socket_path);
+    return fail("parled is not running on %s: start it with `parled --socket %s &`", socket_path,
+                socket_path);
+}
+
+/* Whether the caller's process is in group gid, and whether the group's
+ * entry names the caller (added, but since this login). */
+static void in_group(gid_t gid, int *now, int *listed)
+{
+    *now = getegid() == gid, *listed = 0;
+    gid_t gs[256];
+    int n = getgroups(256, gs);
+    for (int i = 0; i < n; i++)
+        *now |= gs[i] == gid;
+    const struct passwd *pw = getpwuid(getuid());
+    const struct group *gr = getgrgid(gid);
+    for (char **m = gr && pw ? gr->gr_mem : NULL; m && *m; m++)
+        *listed |= strcmp(*m, pw->pw_name) == 0;
+}
+
+/* Permission denied on the socket: say whose it is and the fix. */
+static int no_access(void)
+{
+    struct stat st;
+    if (stat(socket_path, &st) != 0)
+        return fail("cannot connect to parled on %s: %s", socket_path, strerror(EACCES));
+    const struct group *gr = getgrgid(st.st_gid);
+    char gname[64];
+    snprintf(gname, sizeof gname, "%s", gr ? gr->gr_name : "?");
+    const struct passwd *pw = getpwuid(getuid());
+    const char *me = pw ? pw->pw_name : "USER";
+    int now, listed;
+    in_group(st.st_gid, &now, &listed);
+    if (listed && !now)
+        return fail("cannot connect to parled on %s: permission denied: you were added to group %s "
+                    "(parled serves its members) after this login began: log in again, or run "
+                    "`newgrp %s` in this shell", socket_path, gname, gname);
+    if (!now)
+        return fail("cannot connect to parled on %s: permission denied: parled serves the members "
+                    "of group %s and %s is not one: an admin adds you with `usermod -aG %s %s`, "
+                    "then you log in again", socket_path, gname, me, gname, me);
+    return fail("cannot connect to parled on %s: permission denied (mode %04o, group %s): check "
+                "the folders above it", socket_path, (unsigned)(st.st_mode & 07777), gname);
+}
 
 int conn_open(conn *c)
 {
@@ -31,8 +88,9 @@ int conn_open(conn *c)
         close(c->fd);
         c->fd = -1;
         if (e == ENOENT || e == ECONNREFUSED)
-            return fail("parled is not running on %s: start it with `parled --socket %s &`",
-                        socket_path, socket_path);
+            return not_running();
+        if (e == EACCES)
+            return no_access();
         return fail("cannot connect to parled on %s: %s", socket_path, strerror(e));
     }
     return 0;

@@ -40,6 +40,16 @@ int cmd_devices(const command *cmd, int argc, char **argv)
             printf("  FAULTED: %s", str(d, "faulted"));
         putchar('\n');
     }
+    /* GPUs no job may use, and a driver that could not be asked. */
+    const cJSON *bad = a.json ? NULL : cJSON_GetObjectItemCaseSensitive(reply, "unusable");
+    cJSON_ArrayForEach(d, bad) {
+        printf("gpu %.0f  ", num(d, "index"));
+        if (*str(d, "name"))
+            printf("%s, %.1f GiB  ", str(d, "name"), num(d, "memory_bytes") / (1024.0 * 1024 * 1024));
+        printf("unusable: %s\n", str(d, "why"));
+    }
+    if (!a.json && *str(reply, "gpu_error"))
+        printf("gpu   none: %s\n", str(reply, "gpu_error"));
     cJSON_Delete(reply);
     return EXIT_OK;
 }

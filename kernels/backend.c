@@ -37,11 +37,7 @@ void backend_ctx_plan(backend_ctx *ctx, int device, enum backend_precision preci
 
 int backend_cuda_devices(void)
 {
-#if PARLE_HAVE_CUDA
-    return backend_cuda_device_count();
-#else
-    return 0;
-#endif
+    return backend_gpu_probe()->count;
 }
 
 int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes)

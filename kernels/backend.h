@@ -127,6 +127,23 @@ static inline size_t backend_act_size(const backend_ctx *ctx)
 }
 /* CUDA devices present (0 without CUDA in the build, a driver or a device). */
 int backend_cuda_devices(void);
+/* The GPUs as the driver shows them, asked once per process (gpu_probe.c). */
+#define BACKEND_MAX_GPUS 63
+typedef struct {
+    int built;          /* parle was built with CUDA */
+    int count;          /* GPUs the driver shows; 0 when it cannot be asked */
+    uint64_t unusable;  /* bit i: GPU i is below compute capability 8.0, for which
+                         * the build has no code */
+    int cc[BACKEND_MAX_GPUS]; /* compute capability, major * 10 + minor */
+    char error[640];    /* "" or the driver's error and what to do about it */
+    char brief[256];    /* the same in fewer words, for a refusal */
+} backend_gpu_probe_t;
+const backend_gpu_probe_t *backend_gpu_probe(void);
+/* 1 and why in `why` when GPU `device` is shown but unusable; else 0. */
+int backend_gpu_unusable(int device, char *why, size_t len);
+/* Why the machine has no usable GPU (the driver's error in brief, no CUDA in
+ * the build, GPUs too old), for a refusal; "" when nothing is amiss. */
+void backend_gpu_why_none(char *buf, size_t len);
 /* Name and total memory of CUDA device `device`: 0, or -1 if there is none. */
 int backend_cuda_device_info(int device, char *name, size_t namelen, size_t *total_bytes);
 /* Free and total memory of CUDA device `device` now (cudaMemGetInfo; the

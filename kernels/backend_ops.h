@@ -45,7 +45,11 @@ extern const backend_ops backend_cuda_ops;
 
 /* backend_cuda.c: fills ctx (ops, impl) for `device`; 0 or -1 with err. */
 int backend_cuda_ctx_init(backend_ctx *ctx, int device, char *err, size_t errlen);
-int backend_cuda_device_count(void);
+/* The driver's GPUs (cudaGetDeviceCount; `inject`, when not 0, stands for
+ * its error), their compute capabilities and the runtime's and driver's CUDA
+ * versions (driver 0: none loaded): 0, or the CUDA error with the driver's
+ * message in text (cuda/device_cuda.h, cuda_probe). */
+int backend_cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len);
 int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *total_bytes);
 int backend_cuda_mem(int device, size_t *free_bytes, size_t *total_bytes);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "jobconfig.h"
 
 #define MAX_GPU_ID 62
@@ -130,8 +131,10 @@ not_a_form:
 
 uint64_t job_devices_present(int ngpus)
 {
+    /* A GPU the build has no code for is shown (parlectl devices) but not present. */
     return JOB_DEVICES_CPU |
-           (ngpus >= JOB_DEVICES_MAX_GPUS ? ~JOB_DEVICES_CPU : (1ull << ngpus) - 1);
+           ((ngpus >= JOB_DEVICES_MAX_GPUS ? ~JOB_DEVICES_CPU : (1ull << ngpus) - 1) &
+            ~backend_gpu_probe()->unusable);
 }
 
 int job_devices_resolve(const job_device_spec *d, const char *text, uint64_t allowed,
@@ -154,20 +157,23 @@ int job_devices_resolve(const job_device_spec *d, const char *text, uint64_t all
                     *out &= ~(all & -all);
         return 0;
     }
+    /* Why there are fewer GPUs than the machine may hold: the driver's error, ... */
+    char why[sizeof backend_gpu_probe()->error + 128];
+    backend_gpu_why_none(why, sizeof why);
     if (d->kind == DEVICES_GPU && d->count) {
-        snprintf(err, errlen, "%s\"%s\" asks for %d GPUs, %s %d", of == DEVICES_OF_DAEMON ? "" : "devices: ",
+        snprintf(err, errlen, "%s\"%s\" asks for %d GPUs, %s %d%s%s", of == DEVICES_OF_DAEMON ? "" : "devices: ",
                  text, d->count, of == DEVICES_OF_DAEMON ? "the daemon has" : "this machine has",
-                 present);
+                 present, *why ? ": " : "", why);
         return -1;
     }
     if (of == DEVICES_OF_DAEMON) {
         if (!*out)
-            snprintf(err, errlen, "\"%s\": the daemon has no GPU", text);
+            snprintf(err, errlen, "\"%s\": the daemon has no GPU%s%s", text, *why ? ": " : "", why);
         else if (*out & ~allowed)
             snprintf(err, errlen, "\"%s\" is not within the daemon's --devices", text);
     } else {
         if (!*out)
-            snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU");
+            snprintf(err, errlen, "devices: \"gpu\": this machine has no GPU%s%s", *why ? ": " : "", why);
         else if (*out & ~allowed)
             snprintf(err, errlen, "devices: GPU %d: this machine has %d GPU%s",
                      __builtin_ctzll(*out & ~allowed), present, present == 1 ? "" : "s");

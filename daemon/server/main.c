@@ -14,13 +14,16 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "backend.h"
 #include "fsutil.h"
 #include "jobconfig.h"
+#include "log.h"
 #include "mpi_node.h"
 #include "parle_config.h"
 #include "runner.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "state_format.h"
 
 static const char usage[] =
     "usage: parled [OPTION]...\n"
@@ -251,6 +254,23 @@ static int parse_keep_ended(const char *s, server_config *cfg)
     return 0;
 }
 
+/* What the driver shows, at start-up: a driver that cannot be asked, or a GPU
+ * the build cannot use, is said here with what to do (also in parlectl devices). */
+static void log_gpus(void)
+{
+    const backend_gpu_probe_t *p = backend_gpu_probe();
+    char why[sizeof p->error + 128];
+    if (p->error[0]) {
+        server_log(LOG_WARN, "no GPU: %s", p->error);
+        return;
+    }
+    server_log(LOG_INFO, "GPUs: %d shown by the driver%s", p->count,
+               p->built ? "" : " (parle was built without CUDA)");
+    for (int i = 0; i < p->count; i++)
+        if (backend_gpu_unusable(i, why, sizeof why))
+            server_log(LOG_WARN, "GPU %d is unusable: %s", i, why);
+}
+
 int main(int argc, char **argv)
 {
     backend_openmp_defaults();
@@ -444,8 +464,13 @@ int main(int argc, char **argv)
             return mpi_node_serve();
     }
 
+    log_gpus();
     char err[8192];
     int lock_fd = lock_state_dir(cfg.state_dir, err, sizeof err);
+    if (lock_fd >= 0 && state_format_check(cfg.state_dir, err, sizeof err) != 0) {
+        close(lock_fd);
+        lock_fd = -1;
+    }
     if (lock_fd < 0) {
         fprintf(stderr, "parled: %s\n", err);
         if (mpi)

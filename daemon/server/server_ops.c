@@ -29,6 +29,34 @@ static cJSON *version_json(void)
     return o;
 }
 
+/* The devices reply's "gpu_error" (the driver's error and what to do, or
+ * null) and "unusable" (the GPUs the driver shows that no job may use, with
+ * why): docs/protocol.md. */
+static void add_gpu_problems(cJSON *o)
+{
+    const backend_gpu_probe_t *p = backend_gpu_probe();
+    if (p->error[0])
+        cJSON_AddStringToObject(o, "gpu_error", p->error);
+    else
+        cJSON_AddNullToObject(o, "gpu_error");
+    cJSON *a = cJSON_AddArrayToObject(o, "unusable");
+    char why[256], name[256];
+    size_t bytes;
+    for (int i = 0; i < p->count; i++) {
+        if (!backend_gpu_unusable(i, why, sizeof why))
+            continue;
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "kind", "gpu");
+        cJSON_AddNumberToObject(d, "index", i);
+        if (backend_cuda_device_info(i, name, sizeof name, &bytes) == 0) {
+            cJSON_AddStringToObject(d, "name", name);
+            cJSON_AddNumberToObject(d, "memory_bytes", (double)bytes);
+        }
+        cJSON_AddStringToObject(d, "why", why);
+        cJSON_AddItemToArray(a, d);
+    }
+}
+
 static job *find_job(conn *c, const char *id)
 {
     job *j = jobs_find(c->srv->jobs, id);
@@ -443,6 +471,7 @@ void server_handle_request(conn *c, char *line, size_t len)
     case OP_DEVICES: {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "devices", jobs_devices_json(s->jobs));
+        add_gpu_problems(o);
         conn_send(c, proto_reply_ok(o));
         break;
     }

@@ -8,7 +8,10 @@
 #include "cuda_check.h"
 #include "device_cuda.h"
 
-int backend_cuda_device_count(void) { return cuda_device_count(); }
+int backend_cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len)
+{
+    return cuda_probe(inject, count, cc, max, ver, text, len);
+}
 
 int backend_cuda_device_props(int device, char *name, size_t namelen, size_t *total_bytes)
 {

@@ -1,14 +1,27 @@
 #include "device_cuda.h"
 #include "cuda_check.h"
 
-extern "C" int cuda_device_count(void)
+extern "C" int cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no driver or no device: not an error to keep */
-        return 0;
+    *count = 0;
+    ver[0] = ver[1] = 0;
+    (void)cudaRuntimeGetVersion(&ver[0]);
+    (void)cudaDriverGetVersion(&ver[1]); /* 0 when no driver is loaded */
+    cudaError_t rc = inject ? (cudaError_t)inject : cudaGetDeviceCount(count);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError(); /* answered here, not an error to keep */
+        *count = 0;
+        snprintf(text, len, "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
+        return (int)rc;
     }
-    return count;
+    for (int i = 0; i < *count && i < max; i++) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, i) != cudaSuccess)
+            (void)cudaGetLastError(); /* unknown: taken as unusable (0) */
+        cc[i] = major * 10 + minor;
+    }
+    return 0;
 }
 
 extern "C" int cuda_set_device(int device, char *err, size_t errlen)

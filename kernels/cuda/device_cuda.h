@@ -10,8 +10,12 @@
 extern "C" {
 #endif
 
-/* Number of usable CUDA devices; 0 when there is no driver or no device. */
-int cuda_device_count(void);
+/* The driver's devices (cudaGetDeviceCount; inject, when not 0, is taken for
+ * its result), each one's compute capability (major * 10 + minor, the first
+ * `max`) and the CUDA versions of the runtime (ver[0]) and the driver (ver[1];
+ * 1000 * major + 10 * minor, 0 when no driver is loaded): 0, or the CUDA
+ * error, *count 0 and the runtime's words and name for it in text. */
+int cuda_probe(int inject, int *count, int *cc, int max, int ver[2], char *text, size_t len);
 /* Make `device` current for the calling thread. */
 int cuda_set_device(int device, char *err, size_t errlen);
 int cuda_alloc(void **ptr, size_t bytes, char *err, size_t errlen);

@@ -30,7 +30,8 @@ done
 ctl_as "$bob" shutdown 2>&1 | grep -q "only root" || fail "bob may shut parled down"
 check_alive "bob's refusals"
 out=$(ctl_as "$eve" list 2>&1) && fail "a user outside the group is served"
-echo "$out" | grep -qE "may not use parled|Permission denied" || fail "eve's refusal: $out"
+echo "$out" | grep -qE "may not use parled|permission denied: parled serves the members of group $grp and $eve is not one: an admin adds you with \`usermod -aG $grp $eve\`" ||
+    fail "eve's refusal: $out"
 ctl_as "$alice" logs "$a" >/dev/null || fail "alice cannot read her own job's logs"
 ctl_as "$carol" cancel "$a" >/dev/null || fail "the admin group cannot cancel alice's job"
 wait_state "$a" cancelled 10

@@ -116,9 +116,16 @@ in_namespace() {
         fail "a member's parlectl, nothing in \$XDG_RUNTIME_DIR: $(cat "$TMP/unit/out")"
     as "$eve" env -u XDG_RUNTIME_DIR -u PARLE_SOCKET "$ctl" list >"$TMP/unit/out" 2>&1 &&
         fail "$eve, outside group $group, was served"
+    grep -qF "permission denied: parled serves the members of group $group and $eve is not one: an admin adds you with \`usermod -aG $group $eve\`, then you log in again" \
+        "$TMP/unit/out" || fail "$eve's refusal says not why nor the fix: $(cat "$TMP/unit/out")"
     env -u XDG_RUNTIME_DIR -u PARLE_SOCKET "$ctl" shutdown >/dev/null || fail "root's parlectl shutdown"
     wait "$HARNESS" || fail "parled exited $? after shutdown"
     DAEMON_PID=
+    # Nothing listens now: the advice is systemd's, not a parled started by hand.
+    as "$alice" env -u XDG_RUNTIME_DIR -u PARLE_SOCKET "$ctl" list >"$TMP/unit/out" 2>&1 &&
+        fail "parlectl list with parled stopped"
+    grep -qF "parled is not running on $listen, the socket of the installed systemd units: an admin starts it with \`systemctl enable --now parled.socket parled.service\`" \
+        "$TMP/unit/out" || fail "the advice with parled stopped: $(cat "$TMP/unit/out")"
 }
 export -f in_namespace unit as fail
 export TMP ROOT alice eve group listen

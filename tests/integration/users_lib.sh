@@ -24,6 +24,18 @@ make_users() {
     users_bin
 }
 
+# try_users TAG: make_users where the test may (as root, with useradd and
+# setpriv): members=1 and GROUP=$grp; elsewhere members=0 and GROUP the
+# caller's own group, for the parts of a test that need no other user. The
+# caller's EXIT trap calls remove_users either way.
+try_users() {
+    members=0 GROUP=$(id -gn)
+    if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null && command -v setpriv >/dev/null; then
+        make_users "$1"
+        members=1 GROUP=$grp
+    fi
+}
+
 # What the test runs as other users, copied where they may enter: the
 # build directory may sit in a folder they cannot (a clone in root's 0700
 # home). PARLECTL and RAWCLIENT name the copies from then on.
