@@ -84,6 +84,14 @@ static const char usage[] =
     "  --oldest-first-after S  a job queued S seconds (default 86400) ranks before\n"
     "                     fair share and resuming jobs of its priority, by\n"
     "                     submission: fair share delays a job, never starves it\n"
+    "  --metrics-file PATH  write the queue, devices, jobs and owners as Prometheus\n"
+    "                     metrics to PATH (absolute, ending .prom; for node_exporter's\n"
+    "                     textfile collector, e.g. /var/lib/prometheus/node-exporter/\n"
+    "                     parle.prom) every --metrics-interval and at each job event,\n"
+    "                     atomically, mode 0644: whoever reads it sees user names,\n"
+    "                     job ids and the running jobs' training values\n"
+    "  --metrics-interval S  seconds between writes of --metrics-file (0.5..3600,\n"
+    "                     default 5)\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -271,6 +279,8 @@ int main(int argc, char **argv)
         {"max-time-limit", required_argument, 0, 'X'},
         {"preempt-min-run", required_argument, 0, 'R'},
         {"oldest-first-after", required_argument, 0, 'O'},
+        {"metrics-file", required_argument, 0, 'm'},
+        {"metrics-interval", required_argument, 0, 'i'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -292,7 +302,8 @@ int main(int argc, char **argv)
                          .keep_ended_count = -1,
                          .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16, .save_retry_s = 600,
-                         .sched = {.preempt_min_run_s = 600, .oldest_first_s = 86400}};
+                         .sched = {.preempt_min_run_s = 600, .oldest_first_s = 86400},
+                         .metrics_interval_s = 5};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -401,6 +412,18 @@ int main(int argc, char **argv)
             if (*optarg == '\0' || *end || !(cfg.save_retry_s >= 0 && cfg.save_retry_s <= 1e8)) {
                 fprintf(stderr, "parled: --save-retry: expected seconds in 0..1e8, got %s\n",
                         optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'm': cfg.metrics_file = optarg; break;
+        case 'i': {
+            char *end;
+            cfg.metrics_interval_s = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(cfg.metrics_interval_s >= 0.5 &&
+                                            cfg.metrics_interval_s <= 3600)) {
+                fprintf(stderr, "parled: --metrics-interval: expected seconds in 0.5..3600, "
+                        "got %s\n", optarg);
                 return 2;
             }
             break;

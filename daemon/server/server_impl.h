@@ -63,6 +63,7 @@ struct server {
     submitting *submitting;   /* sweeps being submitted, stepped in turn */
     uv_idle_t turn_idle;      /* active while a sweep or a connection waits its turn */
     double started_at;
+    struct metrics *metrics;  /* --metrics-file's writer, or NULL (server_overview.c) */
     void (*on_stopped)(void *user);
     void *user;
 };
@@ -108,6 +109,13 @@ void server_yield(conn *c);
 void server_submit_sweep(conn *c, sweep_submission *sub);
 void server_turns_init(server *s);
 void server_turns_close(server *s);
+
+/* server_overview.c: the whole queue at a glance. op_top answers `top`
+ * (docs/protocol.md) with a bounded overview, others' training values hidden
+ * as jobs_viewer_sees_details says; server_metrics_open starts
+ * --metrics-file's writer (none without it): 0, or -1 with a message. */
+void op_top(conn *c);
+int server_metrics_open(server *s, const server_config *cfg, char *err, size_t errlen);
 
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);
