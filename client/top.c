@@ -3,7 +3,6 @@
  * termios, until `q`; one `top` request per refresh. Not on a terminal, or
  * with -n N, it prints N pictures and exits; --json prints the reply. */
 #include <errno.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,13 +209,12 @@ int cmd_top(const command *cmd, int argc, char **argv)
             break;
         /* Keys redraw at once from the same reply; the next request comes
          * once the delay has passed. */
-        double left = delay;
-        int quit = 0, redraw = 0;
-        while (left > 0 && !stop_asked && !quit && !redraw) {
+        int left_ms = (int)(delay * 1000), quit = 0, redraw = 0;
+        while (left_ms > 0 && !stop_asked && !quit && !redraw) {
             struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-            int ms = (int)fmin(left * 1000, 100);
+            int ms = left_ms < 100 ? left_ms : 100;
             int ready = poll(&p, 1, ms);
-            left -= ms / 1000.0;
+            left_ms -= ms;
             if (ready > 0) {
                 top_options before = opt;
                 quit = keys(&opt);
