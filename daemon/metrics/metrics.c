@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsutil.h"
@@ -29,9 +30,16 @@ struct metrics {
     int ok;                   /* the worker's result */
     char err[1200];           /* its message */
     char last_err[1200];      /* the last failure logged ("": the last write worked) */
-    double render_s;
+    double render_s, render_cpu_s;
     unsigned long writes, write_failures;
 };
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static int check_path(const char *path, char *err, size_t errlen)
 {
@@ -120,10 +128,12 @@ static void write_now(metrics *m)
         return;
     }
     const uint64_t began = uv_hrtime();
+    const double cpu_began = thread_cpu_s();
     metrics_daemon d = {0};
     if (m->daemon_fn)
         m->daemon_fn(m->user, &d);
     d.render_s = m->render_s;
+    d.render_cpu_s = m->render_cpu_s;
     d.writes = m->writes;
     d.write_failures = m->write_failures;
     jobs_overview o;
@@ -134,6 +144,7 @@ static void write_now(metrics *m)
     m->text = metrics_render(&o, &d, &m->len);
     jobs_overview_free(&o);
     m->render_s = (double)(uv_hrtime() - began) * 1e-9;
+    m->render_cpu_s = thread_cpu_s() - cpu_began;
     if (!m->text) {
         server_log(LOG_WARN, "metrics: out of memory");
         return;

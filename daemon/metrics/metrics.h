@@ -24,6 +24,7 @@ typedef struct metrics_daemon {
     double uptime_s;          /* monotonic */
     int connections;          /* open now */
     double render_s;          /* the loop's time for the previous write (overview + text) */
+    double render_cpu_s;      /* ... of which the loop thread ran (the rest: it was preempted) */
     unsigned long writes, write_failures;
 } metrics_daemon;
 

@@ -241,6 +241,9 @@ static void daemon_figures(text *t, const jobs_overview *o, const metrics_daemon
     family(t, "parle_metrics_render_seconds", "gauge",
            "Seconds of parled's event loop the previous write of this file took.");
     sample(t, "parle_metrics_render_seconds", d->render_s);
+    family(t, "parle_metrics_render_cpu_seconds", "gauge",
+           "CPU seconds the loop thread ran for the previous write of this file.");
+    sample(t, "parle_metrics_render_cpu_seconds", d->render_cpu_s);
     family(t, "parle_metrics_writes_total", "counter", "Writes of this file.");
     sample(t, "parle_metrics_writes_total", (double)d->writes);
     family(t, "parle_metrics_write_failures_total", "counter", "Writes of this file that failed.");

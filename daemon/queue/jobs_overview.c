@@ -113,12 +113,12 @@ static void add_running(jobs_overview *o, const job *j, double share)
     }
 }
 
-static overview_owner *owner_row(jobs_overview *o, unsigned uid, const char *user)
+static overview_owner *owner_row(jobs_overview *o, int cap, unsigned uid, const char *user)
 {
     for (int i = 0; i < o->nowners; i++)
         if (o->owners[i].uid == uid)
             return &o->owners[i];
-    if (o->nowners == OVERVIEW_OWNERS_MAX)
+    if (o->nowners == cap)
         return NULL;
     overview_owner *w = &o->owners[o->nowners++];
     memset(w, 0, sizeof *w);
@@ -136,22 +136,16 @@ static int by_jobs_then_use(const void *a, const void *b)
     return (y->device_seconds > x->device_seconds) - (y->device_seconds < x->device_seconds);
 }
 
-static void take_owners(jobs_overview *o, const jobs *js)
+/* Each owner's use from fair share's table, then the owners sorted. */
+static void owners_use(jobs_overview *o, const jobs *js)
 {
     double total = 0;
     for (int i = 0; i < js->nusage; i++)
         total += js->usage[i].usage;
-    for (const job *j = js->first; j; j = j->next) {
-        if (job_state_final(j->state))
-            continue;
-        overview_owner *w = owner_row(o, j->owner.uid, j->owner.user);
-        if (w)
-            *(j->state == JOB_RUNNING ? &w->running : &w->queued) += 1;
-    }
     for (int i = 0; i < js->nusage; i++) {
         char digits[16];
         snprintf(digits, sizeof digits, "%u", js->usage[i].uid);
-        overview_owner *w = owner_row(o, js->usage[i].uid,
+        overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, js->usage[i].uid,
                                       js->usage[i].user[0] ? js->usage[i].user : digits);
         if (w) {
             w->device_seconds = js->usage[i].usage;
@@ -161,21 +155,8 @@ static void take_owners(jobs_overview *o, const jobs *js)
     qsort(o->owners, (size_t)o->nowners, sizeof *o->owners, by_jobs_then_use);
 }
 
-int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
-                       jobs_overview *o)
+static void devices_of(jobs_overview *o, const jobs *js)
 {
-    memset(o, 0, sizeof *o);
-    if (max_queued < 0)
-        max_queued = 0;
-    if (max_queued > OVERVIEW_QUEUED_MAX)
-        max_queued = OVERVIEW_QUEUED_MAX;
-    o->running = malloc(OVERVIEW_RUNNING_MAX * sizeof *o->running);
-    o->queued = malloc((size_t)(max_queued > 0 ? max_queued : 1) * sizeof *o->queued);
-    o->owners = malloc(OVERVIEW_OWNERS_MAX * sizeof *o->owners);
-    if (!o->running || !o->queued || !o->owners) {
-        jobs_overview_free(o);
-        return -1;
-    }
     for (int i = 63; i >= 0 && o->ndev < OVERVIEW_DEVICES_MAX; i--) {
         const uint64_t bit = 1ull << i;
         if (!(js->devices & bit))
@@ -185,14 +166,50 @@ int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
         d->cores = bit == DEV_CPU ? js->ncores : 0;
         d->faulted = (js->faulted & bit) != 0;
     }
+}
+
+/* One walk of the jobs, reading of each only its state, owner and submit
+ * (the metrics file takes an overview every few seconds, with thousands
+ * of jobs kept); the running and the first queued ones in full. */
+int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
+                       jobs_overview *o)
+{
+    memset(o, 0, sizeof *o);
+    max_queued = max_queued < 0 ? 0 : max_queued > OVERVIEW_QUEUED_MAX ? OVERVIEW_QUEUED_MAX
+                                                                        : max_queued;
+    int cap_running = 8;
+    o->running = malloc((size_t)cap_running * sizeof *o->running);
+    o->queued = malloc((size_t)(max_queued > 0 ? max_queued : 1) * sizeof *o->queued);
+    o->owners = malloc(OVERVIEW_OWNERS_MAX * sizeof *o->owners);
+    if (!o->running || !o->queued || !o->owners) {
+        jobs_overview_free(o);
+        return -1;
+    }
+    devices_of(o, js);
     const double now = jobs_now_s();
+    overview_owner *w = NULL;
     for (const job *j = js->first; j; j = j->next) {
         o->count[j->state]++;
+        if (job_state_final(j->state))
+            continue;
+        if (!w || w->uid != j->owner.uid) /* a user's jobs often come in a row */
+            w = owner_row(o, OVERVIEW_OWNERS_MAX, j->owner.uid, j->owner.user);
+        if (w)
+            *(j->state == JOB_RUNNING ? &w->running : &w->queued) += 1;
         if (j->state == JOB_RUNNING) {
+            if (o->nrunning == cap_running && cap_running < OVERVIEW_RUNNING_MAX) {
+                overview_job *more = realloc(o->running, 2 * (size_t)cap_running * sizeof *more);
+                if (!more) {
+                    jobs_overview_free(o);
+                    return -1;
+                }
+                o->running = more;
+                cap_running *= 2;
+            }
             overview_job r;
             fill_job(js, j, viewer, now, &r);
             add_running(o, j, r.share);
-            if (o->nrunning < OVERVIEW_RUNNING_MAX)
+            if (o->nrunning < cap_running)
                 o->running[o->nrunning++] = r;
         } else if (j->state == JOB_QUEUED) {
             o->held += j->held;
@@ -202,7 +219,7 @@ int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
                 fill_job(js, j, viewer, now, &o->queued[o->nqueued++]);
         }
     }
-    take_owners(o, js);
+    owners_use(o, js);
     o->jobs_per_user = js->limits.jobs_per_user;
     o->gpus_per_user = js->limits.gpus_per_user;
     o->cores_per_user = js->limits.cores_per_user;
