@@ -28,8 +28,10 @@ struct metrics {
     size_t len;
     int in_flight, again, closing, timer_closed;
     int ok;                   /* the worker's result */
+    int err_no;               /* its errno on a failure */
     char err[1200];           /* its message */
-    char last_err[1200];      /* the last failure logged ("": the last write worked) */
+    int failing;              /* the last write failed, with last_errno */
+    int last_errno;
     double render_s, render_cpu_s;
     unsigned long writes, write_failures;
 };
@@ -55,12 +57,16 @@ static int check_path(const char *path, char *err, size_t errlen)
                  "with '.' (node_exporter's textfile collector reads only such files)", path);
         return -1;
     }
+    /* A folder not there yet (node_exporter not installed yet) is not
+     * fatal: the file is written once it is there. */
     char dir[METRICS_PATH_MAX + 1];
     snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--metrics-file %s: the folder %s %s", path, dir,
-                 errno == ENOENT ? "does not exist" : "is not a folder");
+    if (stat(dir, &st) != 0)
+        server_log(LOG_WARN, "metrics: the folder %s: %s: %s is written once it can be", dir,
+                   strerror(errno), path);
+    else if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--metrics-file %s: %s is not a folder", path, dir);
         return -1;
     }
     return 0;
@@ -78,16 +84,21 @@ static void write_work(uv_work_t *w)
 {
     metrics *m = w->data;
     atomic_file af;
+    errno = 0;
     m->ok = atomic_open(&af, m->path, m->err, sizeof m->err) == 0;
-    if (!m->ok)
+    if (!m->ok) {
+        m->err_no = errno;
         return;
+    }
     if (fchmod(fileno(af.f), 0644) != 0 || fwrite(m->text, 1, m->len, af.f) != m->len) {
+        m->err_no = errno;
         snprintf(m->err, sizeof m->err, "cannot write %s: %s", m->path, strerror(errno));
         atomic_abort(&af);
         m->ok = 0;
         return;
     }
     m->ok = atomic_commit(&af, m->err, sizeof m->err) == 0;
+    m->err_no = m->ok ? 0 : errno;
 }
 
 static void write_now(metrics *m);
@@ -100,14 +111,15 @@ static void write_done(uv_work_t *w, int status)
     m->in_flight = 0;
     if (status == 0 && m->ok) {
         m->writes++;
-        if (m->last_err[0])
+        if (m->failing)
             server_log(LOG_INFO, "metrics: %s written again", m->path);
-        m->last_err[0] = '\0';
+        m->failing = 0;
     } else {
         m->write_failures++;
-        if (strcmp(m->last_err, m->err) != 0) /* each new reason once */
+        if (!m->failing || m->last_errno != m->err_no) /* each new reason once */
             server_log(LOG_WARN, "metrics: %s", m->err);
-        snprintf(m->last_err, sizeof m->last_err, "%s", m->err);
+        m->failing = 1;
+        m->last_errno = m->err_no;
     }
     if (m->closing) {
         unlink(m->path);
