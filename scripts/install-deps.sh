@@ -2,13 +2,17 @@
 # Installs everything parle needs to build and test, from Debian 12 packages,
 # and TensorBoard from PyPI in a venv at build-venv/ (ignored by git): the
 # reader tests/integration/tensorboard.sh checks parlectl's event files with.
+# prometheus-node-exporter and prometheus (for promtool) read parled's
+# metrics file in tests/integration/metrics.sh; tmux drives `parlectl top`
+# in tests/integration/top.sh.
 #   scripts/install-deps.sh           build + test dependencies, Fashion-MNIST
 #   scripts/install-deps.sh --bench   also Debian's PyTorch (python3-torch), measured beside
 #                                     the benchmarks' reference, pip's (bench/pip_torch.sh)
 set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3
       libuv1-dev libcjson-dev zlib1g-dev libdnnl-dev dataset-fashion-mnist
-      librsvg2-bin openmpi-bin libopenmpi-dev man-db python3-venv"
+      librsvg2-bin openmpi-bin libopenmpi-dev man-db python3-venv
+      prometheus-node-exporter prometheus tmux"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -27,6 +27,11 @@ for _ in $(seq 100); do [ -s "$PROM" ] && break; sleep 0.1; done
 [ -s "$PROM" ] || fail "parled wrote no $PROM within 10 s"
 [ "$(stat -c %a "$PROM")" = 644 ] || fail "$PROM has mode $(stat -c %a "$PROM"), not 0644"
 
+get() { # GET /metrics of the exporter on $port
+    python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+        "http://127.0.0.1:$port/metrics"
+}
+
 # The exporter on a free loopback port (asked of the kernel; tried again if
 # another program took it in between).
 for _ in 1 2 3; do
@@ -36,7 +41,7 @@ for _ in 1 2 3; do
         >"$TMP/exporter.log" 2>&1 &
     EXPORTER_PID=$!
     for _ in $(seq 100); do
-        curl -sf "http://127.0.0.1:$port/metrics" >/dev/null 2>&1 && break
+        get >/dev/null 2>&1 && break
         kill -0 "$EXPORTER_PID" 2>/dev/null || break
         sleep 0.1
     done
@@ -47,7 +52,7 @@ done
 
 # scrape: /metrics into $TMP/scrape, status --json into $TMP/status.
 scrape() {
-    curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/scrape" || fail "GET /metrics failed"
+    get >"$TMP/scrape" || fail "GET /metrics failed"
     ctl status --json >"$TMP/status" || fail "status --json"
 }
 
