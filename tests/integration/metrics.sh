@@ -140,6 +140,14 @@ grep -q '^parle_device_jobs{device="cpu"} 1$' "$TMP/scrape" || fail "the CPU doe
 grep -q '^parle_device_memory_held_bytes{device="cpu"} [1-9]' "$TMP/scrape" ||
     fail "no memory held on the CPU"
 promtool check metrics <"$PROM" >"$TMP/promtool" 2>&1 || fail "promtool check metrics: $(cat "$TMP/promtool")"
+# Every metric the shipped Grafana dashboard queries is in the file.
+python3 - "$PARLE_SOURCE_ROOT/data/grafana-parle.json" "$PROM" <<'PY' || fail "the dashboard queries what the file lacks"
+import json, re, sys
+exprs = [t["expr"] for p in json.load(open(sys.argv[1]))["panels"] for t in p.get("targets", [])]
+have = set(re.findall(r"^# TYPE (\w+) ", open(sys.argv[2]).read(), re.M))
+missing = sorted({m for e in exprs for m in re.findall(r"\bparle_\w+", e)} - have)
+assert exprs and not missing, f"the dashboard queries {missing}, not in the file"
+PY
 
 # a ends (cancelled), b starts: the file follows.
 ctl cancel "$a" >/dev/null || fail "cancel a"
