@@ -1,5 +1,5 @@
 #!/bin/bash
-# parled --metrics-file read as the admin's Prometheus reads it (docs/metrics.md):
+# parled --metrics-file read as the admin's Prometheus reads it (docs/monitoring.md):
 # Debian's prometheus-node-exporter on a loopback port, its textfile collector
 # pointed at the file's folder, /metrics fetched over HTTP while a job runs,
 # one waits and the first ends, each time checked against `parlectl status

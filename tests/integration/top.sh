@@ -1,5 +1,5 @@
 #!/bin/bash
-# parlectl top driven in tmux as a member (docs/top.md): an 80x30 pane runs
+# parlectl top driven in tmux as a member (docs/monitoring.md): an 80x30 pane runs
 # `parlectl top` as bob while alice's job runs and bob's waits for the CPU;
 # what the pane shows is checked against `status --json` (the waiting job's
 # reason, the running job, the counts), alice's training values are not
@@ -63,6 +63,9 @@ until_pane "alice runs, bob waits" "^parled $version  up " "devices 0 free, 1 he
     "^cpu +100% .* $a\$" "^$a +$al +sgd +\(not shown\) +- +- +-\$" \
     "^$b +$bo +sgd +queued +[0-9smh]+  " "^RUNNING 1 \(sort: id\)" "^QUEUED 1" \
     "^$alice +1 +0 " "^$bob +0 +1 " "^q quit  s sort \(id\)  m my jobs only"
+# TOP_PANE_OUT=PREFIX keeps this picture and the one after alice's job
+# ends in PREFIX.1 and PREFIX.2 (docs/monitoring.md shows them).
+[ -z "${TOP_PANE_OUT:-}" ] || cp "$TMP/pane" "$TOP_PANE_OUT.1"
 # The reason as status gives it, compared as a fixed string.
 grep -F -- "$why_cut" "$TMP/pane" | grep -q "^$b " || fail "the pane does not give $b's reason as status does ($why_cut):
 $(cat "$TMP/pane")"
@@ -86,6 +89,7 @@ ctl status --json >"$TMP/all.json"
 until_pane "alice's job ended" "^$b +$bo +sgd +\[[#.]{10}\] +[0-9]+% +[0-9]+ " \
     "^jobs: 0 done, 0 failed, 1 cancelled, 0 timeout" "queue 0 \(0 held\)  running 1" "^QUEUED 0"
 grep -q "^$a " "$TMP/pane" && fail "the ended $a is still listed"
+[ -z "${TOP_PANE_OUT:-}" ] || cp "$TMP/pane" "$TOP_PANE_OUT.2"
 
 tmux -S "$TMUX_SOCK" send-keys -t top q
 for _ in $(seq 50); do
