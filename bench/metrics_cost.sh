@@ -1,6 +1,6 @@
 #!/bin/bash
 # What writing --metrics-file costs parled's event loop with 1,000 jobs kept
-# (docs/metrics.md): a parled with one job running and a sweep of 999 queued
+# (docs/monitoring.md): a parled with one job running and a sweep of 999 queued
 # behind it, its metrics file written every 0.5 s; each file reports the
 # loop's time for the write before it (the queue's overview and the text;
 # the disk is a worker's): parle_metrics_render_seconds on the monotonic

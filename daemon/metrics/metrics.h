@@ -1,6 +1,6 @@
 /* parled's metrics file (--metrics-file): the queue, its devices, jobs and
  * owners in Prometheus's text format, for node_exporter's textfile collector
- * (docs/metrics.md). The loop takes the queue's overview and renders the
+ * (docs/monitoring.md). The loop takes the queue's overview and renders the
  * text (metrics_text.c); a libuv worker writes it atomically (a temporary in
  * the same folder, fsync, rename, mode 0644), so the loop never waits on the
  * disk. Written every interval and at each job event, one write at a time:

@@ -1,6 +1,6 @@
 /* The metrics file's text (metrics.h): Prometheus's text exposition format,
  * each family with its HELP and TYPE lines, names with the parle_ prefix and
- * base units (seconds, bytes, ratios), counters ending _total. docs/metrics.md
+ * base units (seconds, bytes, ratios), counters ending _total. docs/monitoring.md
  * lists them and says which labels carry user names and job ids. */
 #include <math.h>
 #include <stdarg.h>
@@ -215,39 +215,43 @@ static void daemon_figures(text *t, const jobs_overview *o, const metrics_daemon
     family(t, "parle_info", "gauge", "parled's version, as a label; always 1.");
     char v[80];
     put(t, "parle_info{version=\"%s\"} 1\n", esc(d->version ? d->version : "", v, sizeof v));
-    family(t, "parle_uptime_seconds", "gauge", "Seconds since parled started.");
-    sample(t, "parle_uptime_seconds", d->uptime_s);
-    family(t, "parle_connections", "gauge", "Client connections open now.");
-    sample(t, "parle_connections", d->connections);
-    family(t, "parle_scheduling_passes_total", "counter", "Scheduling passes since parled started.");
-    sample(t, "parle_scheduling_passes_total", (double)o->schedule_passes);
-    family(t, "parle_scheduling_seconds_total", "counter",
-           "Seconds spent in scheduling passes since parled started.");
-    sample(t, "parle_scheduling_seconds_total", o->schedule_seconds);
-    family(t, "parle_checkpoints_written_total", "counter",
-           "Checkpoints the jobs wrote since parled started.");
-    sample(t, "parle_checkpoints_written_total", (double)o->checkpoints_written);
-    family(t, "parle_checkpoints_failed_total", "counter",
-           "Checkpoint writes that failed (one per replica that could not write) since parled "
-           "started.");
-    sample(t, "parle_checkpoints_failed_total", (double)o->checkpoints_failed);
-    if (o->have_space) {
-        family(t, "parle_state_dir_free_bytes", "gauge",
-               "Free bytes of the state dir's file system, as an unprivileged user sees them.");
-        sample(t, "parle_state_dir_free_bytes", (double)o->state_dir_free_bytes);
-        family(t, "parle_state_dir_size_bytes", "gauge", "Size of the state dir's file system.");
-        sample(t, "parle_state_dir_size_bytes", (double)o->state_dir_total_bytes);
+    /* One sample each, without labels; the state dir's only when known. */
+    const struct {
+        const char *name, *type, *help;
+        double v;
+        int shown;
+    } rows[] = {
+        {"parle_uptime_seconds", "gauge", "Seconds since parled started.", d->uptime_s, 1},
+        {"parle_connections", "gauge", "Client connections open now.", d->connections, 1},
+        {"parle_scheduling_passes_total", "counter", "Scheduling passes since parled started.",
+         (double)o->schedule_passes, 1},
+        {"parle_scheduling_seconds_total", "counter",
+         "Seconds spent in scheduling passes since parled started.", o->schedule_seconds, 1},
+        {"parle_checkpoints_written_total", "counter",
+         "Checkpoints the jobs wrote since parled started.", (double)o->checkpoints_written, 1},
+        {"parle_checkpoints_failed_total", "counter",
+         "Checkpoint writes that failed (one per replica that could not write) since parled "
+         "started.", (double)o->checkpoints_failed, 1},
+        {"parle_state_dir_free_bytes", "gauge",
+         "Free bytes of the state dir's file system, as an unprivileged user sees them.",
+         (double)o->state_dir_free_bytes, o->have_space},
+        {"parle_state_dir_size_bytes", "gauge", "Size of the state dir's file system.",
+         (double)o->state_dir_total_bytes, o->have_space},
+        {"parle_metrics_render_seconds", "gauge",
+         "Seconds of parled's event loop the previous write of this file took.", d->render_s, 1},
+        {"parle_metrics_render_cpu_seconds", "gauge",
+         "CPU seconds the loop thread ran for the previous write of this file.", d->render_cpu_s,
+         1},
+        {"parle_metrics_writes_total", "counter", "Writes of this file.", (double)d->writes, 1},
+        {"parle_metrics_write_failures_total", "counter", "Writes of this file that failed.",
+         (double)d->write_failures, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!rows[i].shown)
+            continue;
+        family(t, rows[i].name, rows[i].type, rows[i].help);
+        sample(t, rows[i].name, rows[i].v);
     }
-    family(t, "parle_metrics_render_seconds", "gauge",
-           "Seconds of parled's event loop the previous write of this file took.");
-    sample(t, "parle_metrics_render_seconds", d->render_s);
-    family(t, "parle_metrics_render_cpu_seconds", "gauge",
-           "CPU seconds the loop thread ran for the previous write of this file.");
-    sample(t, "parle_metrics_render_cpu_seconds", d->render_cpu_s);
-    family(t, "parle_metrics_writes_total", "counter", "Writes of this file.");
-    sample(t, "parle_metrics_writes_total", (double)d->writes);
-    family(t, "parle_metrics_write_failures_total", "counter", "Writes of this file that failed.");
-    sample(t, "parle_metrics_write_failures_total", (double)d->write_failures);
 }
 
 char *metrics_render(const jobs_overview *o, const metrics_daemon *d, size_t *len)

@@ -20,6 +20,18 @@ static void add_num(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
+/* Named numbers into o, in order. */
+typedef struct named {
+    const char *key;
+    double v;
+} named;
+
+static void add_named(cJSON *o, const named *n, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        add_num(o, n[i].key, n[i].v);
+}
+
 static cJSON *job_json(const overview_job *j)
 {
     cJSON *o = cJSON_CreateObject();
@@ -39,14 +51,14 @@ static cJSON *job_json(const overview_job *j)
     /* Training values only where the viewer may see them: else null. */
     cJSON_AddBoolToObject(o, "details", j->details);
     const double hidden = NAN;
-    add_num(o, "step", j->details ? (double)j->step : hidden);
-    add_num(o, "data_passes", j->details ? j->passes : hidden);
-    add_num(o, "epoch", j->details ? j->epoch : hidden);
-    add_num(o, "epochs", j->details ? j->epochs : hidden);
-    add_num(o, "progress", j->details ? j->progress : hidden);
-    add_num(o, "images_per_sec", j->images_per_sec);
-    add_num(o, "eta_s", j->eta_s);
-    add_num(o, "test_error", j->test_error);
+    const named n[] = {{"step", j->details ? (double)j->step : hidden},
+                       {"data_passes", j->details ? j->passes : hidden},
+                       {"epoch", j->details ? j->epoch : hidden},
+                       {"epochs", j->details ? j->epochs : hidden},
+                       {"progress", j->details ? j->progress : hidden},
+                       {"images_per_sec", j->images_per_sec}, {"eta_s", j->eta_s},
+                       {"test_error", j->test_error}};
+    add_named(o, n, sizeof n / sizeof n[0]);
     return o;
 }
 
@@ -54,18 +66,15 @@ static cJSON *device_json(const overview_device *d)
 {
     cJSON *o = cJSON_CreateObject();
     char name[16];
-    if (d->gpu < 0)
-        snprintf(name, sizeof name, "cpu");
-    else
-        snprintf(name, sizeof name, "gpu%d", d->gpu);
+    snprintf(name, sizeof name, d->gpu < 0 ? "cpu" : "gpu%d", d->gpu);
     cJSON_AddStringToObject(o, "device", name);
     if (d->gpu < 0)
         cJSON_AddNumberToObject(o, "cores", d->cores);
-    cJSON_AddNumberToObject(o, "njobs", d->njobs);
     cJSON_AddStringToObject(o, "jobs", d->jobs);
-    cJSON_AddNumberToObject(o, "share", d->shares);
-    cJSON_AddNumberToObject(o, "memory_held_bytes", d->memory_held);
-    cJSON_AddNumberToObject(o, "memory_peak_bytes", d->memory_peak);
+    const named n[] = {{"njobs", d->njobs}, {"share", d->shares},
+                       {"memory_held_bytes", d->memory_held},
+                       {"memory_peak_bytes", d->memory_peak}};
+    add_named(o, n, sizeof n / sizeof n[0]);
     cJSON_AddBoolToObject(o, "faulted", d->faulted);
     return o;
 }
@@ -74,11 +83,9 @@ static cJSON *owner_row_json(const overview_owner *w)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "user", w->user);
-    cJSON_AddNumberToObject(o, "uid", w->uid);
-    cJSON_AddNumberToObject(o, "device_seconds", w->device_seconds);
-    cJSON_AddNumberToObject(o, "share", w->share);
-    cJSON_AddNumberToObject(o, "running", w->running);
-    cJSON_AddNumberToObject(o, "queued", w->queued);
+    const named n[] = {{"uid", w->uid}, {"device_seconds", w->device_seconds},
+                       {"share", w->share}, {"running", w->running}, {"queued", w->queued}};
+    add_named(o, n, sizeof n / sizeof n[0]);
     return o;
 }
 
