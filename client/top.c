@@ -230,6 +230,8 @@ int cmd_top(const command *cmd, int argc, char **argv)
         if (redraw)
             continue;
         cJSON *next = call(op_request("top", NULL));
+        if (!next && stop_asked) /* Ctrl-C while it waited for parled */
+            break;
         if (!next) {
             screen_end();
             fail("top: lost parled on %s", socket_path);

@@ -33,6 +33,8 @@ struct metrics {
     int failing;              /* the last write failed, with last_errno */
     int last_errno;
     double render_s, render_cpu_s;
+    uint64_t interval_ms;
+    uint64_t last_began;      /* uv_hrtime() of the last write (ns), 0: none yet */
     unsigned long writes, write_failures;
 };
 
@@ -141,6 +143,7 @@ static void write_now(metrics *m)
     }
     const uint64_t began = uv_hrtime();
     const double cpu_began = thread_cpu_s();
+    m->last_began = began;
     metrics_daemon d = {0};
     if (m->daemon_fn)
         m->daemon_fn(m->user, &d);
@@ -195,6 +198,7 @@ int metrics_open(metrics **out, uv_loop_t *loop, jobs *js, const char *path, dou
     uv_timer_init(loop, &m->timer);
     m->timer.data = m;
     const uint64_t ms = (uint64_t)(interval_s * 1000);
+    m->interval_ms = ms;
     uv_timer_start(&m->timer, on_timer, 0, ms);
     *out = m;
     return 0;
@@ -202,8 +206,15 @@ int metrics_open(metrics **out, uv_loop_t *loop, jobs *js, const char *path, dou
 
 void metrics_job_event(metrics *m)
 {
-    if (m && !m->closing)
+    if (!m || m->closing)
+        return;
+    /* Progress events of many jobs come often: a write at most every
+     * METRICS_EVENT_GAP_MS, the timer brought forward for the next. */
+    const uint64_t since_ms = (uv_hrtime() - m->last_began) / 1000000u;
+    if (m->in_flight || since_ms >= METRICS_EVENT_GAP_MS)
         write_now(m);
+    else
+        uv_timer_start(&m->timer, on_timer, METRICS_EVENT_GAP_MS - since_ms, m->interval_ms);
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -3,8 +3,9 @@
  * (docs/monitoring.md). The loop takes the queue's overview and renders the
  * text (metrics_text.c); a libuv worker writes it atomically (a temporary in
  * the same folder, fsync, rename, mode 0644), so the loop never waits on the
- * disk. Written every interval and at each job event, one write at a time:
- * events during a write make one more write after it. */
+ * disk. Written every interval and at each job event (at most every
+ * METRICS_EVENT_GAP_MS), one write at a time: events during a write make
+ * one more write after it. */
 #ifndef PARLE_METRICS_H
 #define PARLE_METRICS_H
 
@@ -17,6 +18,7 @@
 #define METRICS_INTERVAL_MIN_S 0.5
 #define METRICS_INTERVAL_MAX_S 3600.0
 #define METRICS_PATH_MAX 900
+#define METRICS_EVENT_GAP_MS 250  /* job events write at most this often */
 
 /* What the daemon adds to the queue's overview. */
 typedef struct metrics_daemon {
@@ -37,7 +39,8 @@ typedef void (*metrics_daemon_fn)(void *user, metrics_daemon *out);
 int metrics_open(metrics **out, uv_loop_t *loop, jobs *js, const char *path, double interval_s,
                  metrics_daemon_fn daemon_fn, void *user, char *err, size_t errlen);
 /* A job event (state, progress, evaluation, end): the file is written now,
- * or once the write under way is done. */
+ * or once the write under way is done, or METRICS_EVENT_GAP_MS after the
+ * last write began. */
 void metrics_job_event(metrics *m);
 /* Stop writing and remove the file (the daemon's figures go with it); m is
  * freed once its timer is closed and the write under way, if any, is done. */
