@@ -13,6 +13,7 @@ if ! command -v tmux >/dev/null; then
     exit 77
 fi
 TMUX_SOCK=
+unset TMUX # a tmux of its own, even when the test runs inside one
 trap 'rc=$?; [ -z "$TMUX_SOCK" ] || tmux -S "$TMUX_SOCK" kill-server 2>/dev/null; remove_users; (exit $rc); cleanup' EXIT
 make_users tp
 chmod 755 "$TMP"
