@@ -170,6 +170,9 @@ int cmd_devices(const command *cmd, int argc, char **argv);
 int cmd_version(const command *cmd, int argc, char **argv);
 int cmd_shutdown(const command *cmd, int argc, char **argv);
 
+/* client/top.c: the whole box at a glance, live (top.h). */
+int cmd_top(const command *cmd, int argc, char **argv);
+
 /* client/export.c, client/plot.c (a job's curves or a sweep's points),
  * client/tensorboard.c */
 int cmd_export(const command *cmd, int argc, char **argv);

@@ -40,6 +40,8 @@ static const char usage[] =
     "                          a base job (docs/sweeps.md): queue it, its points, every sweep, cancel\n"
     "  tensorboard ID|SWEEP... -o DIR [--follow] [--json]  the jobs' metrics as TensorBoard\n"
     "                          event files, one run folder per job\n"
+    "  top [-n N] [-d S] [--sort K] [--mine] [--json]  the devices, running and queued\n"
+    "                          jobs and owners, live (q quits); -n 1: one picture\n"
     "  devices [--json]        the daemon's devices and what runs on them\n"
     "  version [--json]        client and daemon versions\n"
     "  shutdown [--json]       stop parled (running jobs checkpoint and resume at its next start)\n"
@@ -174,6 +176,18 @@ static const command commands[] = {
      "freed. A queued or running job is refused (cancel it first), as is a sweep's job\n"
      "alone: a sweep's id (s0001) removes the sweep with all its jobs, once every one\n"
      "has ended ('sweep rm' is the same). Only the owner, root and --admin-group."},
+    {"top", cmd_top,
+     "top [-n N] [-d S] [--sort id|owner|progress|speed] [--mine] [--json]\n"
+     "The whole box at a glance, as htop shows a machine: parled's version and\n"
+     "uptime, devices free and held, the queue's length; one line per device with\n"
+     "its jobs, their shares and memory; the running jobs with a progress bar,\n"
+     "images/s, ETA and last test error (others' jobs' training values only where\n"
+     "parled shows them to you); the first queued jobs with why each waits (as\n"
+     "status says it); each owner's jobs and recent device use. On a terminal it\n"
+     "refreshes every S seconds (-d, default 1.5) until q; s changes the running\n"
+     "jobs' order (id, owner, progress, speed), m shows only your jobs (--mine).\n"
+     "With -n N it stops after N pictures; when stdout is not a terminal it prints\n"
+     "one picture (80 columns) and exits; --json prints parled's reply."},
     {"devices", cmd_devices, "devices [--json]\nThe daemon's devices and the jobs on them."},
     {"version", cmd_version, "version [--json]\nThe versions of parlectl and parled."},
     {"shutdown", cmd_shutdown,

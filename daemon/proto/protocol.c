@@ -14,7 +14,7 @@ static const char *const op_names[] = {
     [OP_SWEEP_STATUS] = "sweep_status", [OP_SWEEP_LIST] = "sweep_list",
     [OP_SWEEP_CANCEL] = "sweep_cancel", [OP_RESUME] = "resume", [OP_PRIORITY] = "priority",
     [OP_HOLD] = "hold", [OP_RELEASE] = "release", [OP_RM] = "rm", [OP_SWEEP_RM] = "sweep_rm",
-    [OP_USAGE] = "usage", [OP_HISTORY] = "history",
+    [OP_USAGE] = "usage", [OP_HISTORY] = "history", [OP_TOP] = "top",
 };
 #define NOPS ((int)(sizeof(op_names) / sizeof(op_names[0])))
 
@@ -32,7 +32,7 @@ static const int op_fields[] = {
     [OP_SWEEP_STATUS] = F_ID, [OP_SWEEP_LIST] = 0, [OP_SWEEP_CANCEL] = F_ID,
     [OP_RESUME] = F_ID | F_FROM_SCRATCH, [OP_PRIORITY] = F_ID | F_PRIORITY, [OP_HOLD] = F_ID,
     [OP_RELEASE] = F_ID, [OP_RM] = F_ID, [OP_SWEEP_RM] = F_ID,
-    [OP_USAGE] = 0, [OP_HISTORY] = F_USER | F_SINCE,
+    [OP_USAGE] = 0, [OP_HISTORY] = F_USER | F_SINCE, [OP_TOP] = 0,
 };
 
 static int fail(const char **code, const char *c, char *msg, size_t msglen, const char *fmt,

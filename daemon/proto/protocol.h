@@ -16,9 +16,9 @@ enum proto_op {
     OP_SUBMIT, OP_STATUS, OP_LIST, OP_WATCH, OP_LOGS, OP_CANCEL, OP_EXPORT, OP_DEVICES,
     OP_VERSION, OP_SHUTDOWN, OP_METRICS, OP_SWEEP_SUBMIT, OP_SWEEP_STATUS, OP_SWEEP_LIST,
     OP_SWEEP_CANCEL, OP_RESUME, OP_PRIORITY, OP_HOLD, OP_RELEASE, OP_RM, OP_SWEEP_RM,
-    OP_USAGE, OP_HISTORY,
+    OP_USAGE, OP_HISTORY, OP_TOP,
 };
-#define OP_COUNT (OP_HISTORY + 1)
+#define OP_COUNT (OP_TOP + 1)
 /* export with an offset and metrics: the most file bytes one reply carries
  * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
 #define PROTO_CHUNK_MAX (512u << 10)

@@ -419,6 +419,7 @@ void jobs_schedule(jobs *js)
 {
     if (js->stopping)
         return;
+    const uint64_t began = uv_hrtime();
     jobs_usage_update(js);
     withdraw_preemptions(js);
     /* Each pass that finds a job waiting for memory decides again with it
@@ -439,6 +440,7 @@ void jobs_schedule(jobs *js)
         uv_timer_stop(&js->requeue_check);
         js->requeue_check_on = 0;
     }
+    js->schedule_ns += uv_hrtime() - began;
 }
 
 /* ---- what a job asked to go back into the queue becomes ---- */

@@ -59,6 +59,8 @@ static void begin_resumed_run(job *j, const run_event *resume)
 static void note_save(job *j, const run_event *ev)
 {
     char *shown = j->save_failed[ev->saved == RUN_SAVED_MASTER];
+    if (ev->saved == RUN_SAVED_CHECKPOINT)
+        (*(ev->message[0] ? &j->js->checkpoints_failed : &j->js->checkpoints_written))++;
     if (ev->message[0])
         job_log_event(j, ev->message);
     if (strcmp(shown, ev->message) == 0)

@@ -84,6 +84,12 @@ enum job_state job_state_of(const job *j);
 int job_state_final(enum job_state s);
 const char *job_state_name(enum job_state s);
 
+/* Whether a viewer (uid; admin: root, parled's uid or --admin-group) sees
+ * job j's training values (steps, speed, progress, test error) where the
+ * queue shows them beside others' jobs (jobs_overview.h): its owner and an
+ * admin do, other members do not. */
+int jobs_viewer_sees_details(const job *j, unsigned viewer_uid, int viewer_admin);
+
 /* Status objects, answered from memory (the fields of docs/protocol.md). */
 cJSON *job_status_json(const job *j);
 cJSON *jobs_list_json(const jobs *js);

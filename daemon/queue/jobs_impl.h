@@ -206,6 +206,10 @@ struct jobs {
     uint64_t gpu_links[DEV_MAX_GPUS];
     uv_timer_t time_limit_check;
     unsigned schedule_passes; /* jobs_schedule's calls, numbering memory waits */
+    uint64_t schedule_ns;     /* their time together, on the monotonic clock */
+    /* Checkpoints the running jobs wrote and failed to write (jobs.c's
+     * note_save), since parled started: the metrics file's counters. */
+    unsigned long checkpoints_written, checkpoints_failed;
 };
 
 /* job_record.c: the record read, calling none of the queue's files (also

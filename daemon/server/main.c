@@ -92,6 +92,14 @@ static const char usage[] =
     "  --min-gpu-share F  the least gpu_share a GPU job may ask (0.01..1; default\n"
     "                     0.01): a job asking less is refused. Shares are not\n"
     "                     enforced on the device: a job uses all the compute it can\n"
+    "  --metrics-file PATH  write the queue, devices, jobs and owners as Prometheus\n"
+    "                     metrics to PATH (absolute, ending .prom; for node_exporter's\n"
+    "                     textfile collector, e.g. /var/lib/prometheus/node-exporter/\n"
+    "                     parle.prom) every --metrics-interval and at each job event,\n"
+    "                     atomically, mode 0644: whoever reads it sees user names,\n"
+    "                     job ids and the running jobs' training values\n"
+    "  --metrics-interval S  seconds between writes of --metrics-file (0.5..3600,\n"
+    "                     default 5)\n"
     "  --log-level L      error, warn, info (default) or debug; logs go to stderr\n"
     "  --mpi              one of several parled started by mpirun or srun: rank 0\n"
     "                     serves the socket, the others run their share of each\n"
@@ -297,6 +305,8 @@ int main(int argc, char **argv)
         {"preempt-min-run", required_argument, 0, 'R'},
         {"oldest-first-after", required_argument, 0, 'O'},
         {"min-gpu-share", required_argument, 0, 'm'},
+        {"metrics-file", required_argument, 0, 'e'},
+        {"metrics-interval", required_argument, 0, 'i'},
         {"log-level", required_argument, 0, 'l'}, {"mpi", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
@@ -318,7 +328,8 @@ int main(int argc, char **argv)
                          .keep_ended_count = -1,
                          .max_jobs_per_user = 100,
                          .max_conns = 128, .max_conns_per_user = 16, .save_retry_s = 600,
-                         .sched = {.preempt_min_run_s = 600, .oldest_first_s = 86400}};
+                         .sched = {.preempt_min_run_s = 600, .oldest_first_s = 86400},
+                         .metrics_interval_s = 5};
     int c, mpi = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -431,6 +442,7 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'e': cfg.metrics_file = optarg; break;
         case 'm': {
             char *end;
             cfg.sched.min_gpu_share = strtod(optarg, &end);
@@ -438,6 +450,17 @@ int main(int argc, char **argv)
                 !(cfg.sched.min_gpu_share >= 0.01 && cfg.sched.min_gpu_share <= 1)) {
                 fprintf(stderr, "parled: --min-gpu-share: expected a share in 0.01..1, got %s\n",
                         optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'i': {
+            char *end;
+            cfg.metrics_interval_s = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(cfg.metrics_interval_s >= 0.5 &&
+                                            cfg.metrics_interval_s <= 3600)) {
+                fprintf(stderr, "parled: --metrics-interval: expected seconds in 0.5..3600, "
+                        "got %s\n", optarg);
                 return 2;
             }
             break;

@@ -29,6 +29,8 @@ typedef struct server_config {
      * --max-time-limit, --preempt-min-run, --oldest-first-after (the
      * fields of jobs_limits so named; the others there are above). */
     jobs_limits sched;
+    const char *metrics_file; /* NULL, or where the metrics are written (daemon/metrics/) */
+    double metrics_interval_s;
     int listen_fd;         /* > 0: a listening socket passed by systemd, served instead of
                               binding socket_path (and never unlinked) */
 } server_config;

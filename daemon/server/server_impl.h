@@ -75,6 +75,7 @@ struct server {
     /* Serve what c has buffered and read on (server.c's conn_resume): for
      * the files below server.c, which may not call it. */
     void (*resume)(conn *c);
+    struct metrics *metrics;  /* --metrics-file's writer, or NULL (server_overview.c) */
     void (*on_stopped)(void *user);
     void *user;
 };
@@ -136,6 +137,12 @@ void server_turns_close(server *s);
  * stop the jobs as at a shutdown, then re-execute. */
 void server_finish_shutdown(server *s);
 void server_restart(server *s, const char *id);
+/* server_overview.c: the whole queue at a glance. op_top answers `top`
+ * (docs/protocol.md) with a bounded overview, others' training values hidden
+ * as jobs_viewer_sees_details says; server_metrics_open starts
+ * --metrics-file's writer (none without it): 0, or -1 with a message. */
+void op_top(conn *c);
+int server_metrics_open(server *s, const server_config *cfg, char *err, size_t errlen);
 
 /* server_ops.c: one request line from c, answered on c. */
 void server_handle_request(conn *c, char *line, size_t len);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "jobs.h"
+#include "metrics.h"
 #include "protocol.h"
 #include "server_impl.h"
 
@@ -21,6 +22,7 @@
 static void on_job_event(void *user, job *j, const char *line)
 {
     server *s = user;
+    metrics_job_event(s->metrics);
     for (conn *c = s->conns, *next; c; c = next) {
         next = c->next; /* conn_send may drop c */
         if (c->watching == j)
@@ -47,6 +49,7 @@ static void on_job_end(void *user, job *j)
 {
     server *s = user;
     enum job_state st = job_state_of(j);
+    metrics_job_event(s->metrics);
     server_log(st == JOB_FAILED ? LOG_WARN : LOG_INFO, "job %s ended: %s", job_id(j),
                job_state_final(st) ? job_state_name(st)
                : s->restarting ? "stopped for the re-exec" : "stopped by the shutdown");
@@ -198,7 +201,9 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     limits.keep_ended_count = cfg->keep_ended_count;
     limits.save_retry_s = cfg->save_retry_s;
     jobs_set_limits(s->jobs, &limits);
-    if (listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
+    if (server_metrics_open(s, cfg, err, errlen) != 0 ||
+        listen_socket(s, cfg->listen_fd, err, errlen) != 0) {
+        metrics_close(s->metrics);
         jobs_close(s->jobs);
         uv_run(loop, UV_RUN_DEFAULT); /* the handles live in s until closed */
         goto fail;

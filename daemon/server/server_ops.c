@@ -489,6 +489,9 @@ void server_handle_request(conn *c, char *line, size_t len)
     case OP_VERSION:
         conn_send(c, proto_reply_ok(version_json()));
         break;
+    case OP_TOP:
+        op_top(c);
+        break;
     case OP_SHUTDOWN: {
         if (!c->admin) {
             server_log_refusal(server_mono_s(), c->peer_uid, LOG_INFO, "refused a shutdown by %s "

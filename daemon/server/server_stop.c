@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "jobs.h"
+#include "metrics.h"
 #include "mpi_node.h"
 #include "server_impl.h"
 
@@ -36,6 +37,7 @@ void server_finish_shutdown(server *s)
                    "contexts");
     }
     uv_close((uv_handle_t *)&s->stop_timer, NULL);
+    metrics_close(s->metrics);
     jobs_close(s->jobs);
     server_log(LOG_INFO, "stopped");
     if (s->on_stopped)

@@ -42,7 +42,7 @@ stop_daemon
 # The units: @bindir@ substituted; verify them (ExecStart pointed at this build's parled).
 units=${PARLE_BUILD_ROOT:-}/data
 [ -f "$units/parled.service" ] || fail "no data/parled.service in the build dir"
-grep -q "^ExecStart=/.*/parled --socket /run/parled/parled.sock --state-dir /var/lib/parled --group parle$" \
+grep -q "^ExecStart=/.*/parled --socket /run/parled/parled.sock --state-dir /var/lib/parled --group parle --metrics-file /var/lib/prometheus/node-exporter/parle.prom$" \
     "$units/parled.service" || fail "ExecStart: $(grep ExecStart "$units/parled.service")"
 grep -q "^Type=notify$" "$units/parled.service" || fail "Type=notify"
 grep -q "^ListenStream=/run/parled/parled.sock$" "$PARLE_SOURCE_ROOT/data/parled.socket" ||
@@ -118,6 +118,15 @@ in_namespace() {
         fail "$eve, outside group $group, was served"
     grep -qF "permission denied: parled serves the members of group $group and $eve is not one: an admin adds you with \`usermod -aG $group $eve\`, then you log in again" \
         "$TMP/unit/out" || fail "$eve's refusal says not why nor the fix: $(cat "$TMP/unit/out")"
+    # The unit's --metrics-file: node_exporter's textfile folder, written
+    # once it exists (prometheus-node-exporter installed after parled).
+    local prom
+    prom=$(echo " ${exec_start[*]} " | sed -n 's/.* --metrics-file \([^ ]*\) .*/\1/p')
+    [ "$prom" = /var/lib/prometheus/node-exporter/parle.prom ] || fail "the unit's --metrics-file: $prom"
+    mkdir -p "$(dirname "$prom")"
+    for _ in $(seq 150); do [ -s "$prom" ] && break; sleep 0.1; done
+    grep -q "^parle_jobs{state=\"queued\"} 0$" "$prom" 2>/dev/null ||
+        fail "no metrics in $prom within 15 s of its folder: $(tail -n 3 "$TMP/unit/parled.err")"
     env -u XDG_RUNTIME_DIR -u PARLE_SOCKET "$ctl" shutdown >/dev/null || fail "root's parlectl shutdown"
     wait "$HARNESS" || fail "parled exited $? after shutdown"
     DAEMON_PID=

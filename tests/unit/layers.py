@@ -28,7 +28,8 @@ MAP = {
     "daemon/sched": [],
     "daemon/mpi": ["daemon/runner"],
     "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi"],
-    "daemon/server": ["daemon/queue"],
+    "daemon/metrics": ["daemon/queue"],
+    "daemon/server": ["daemon/queue", "daemon/metrics"],
     "client": ["daemon/proto"],
 }
 ABOVE_ALL = ("tests/", "bench/")  # targets built there are not checked

@@ -1,0 +1,242 @@
+/* The queue at a glance (jobs_overview.h): one walk of the jobs into plain,
+ * bounded arrays, for `top` and the metrics file; and who sees a job's
+ * training values beside others' jobs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+#include "jobs_overview.h"
+
+int jobs_viewer_sees_details(const job *j, unsigned viewer_uid, int viewer_admin)
+{
+    return viewer_admin || j->owner.uid == viewer_uid;
+}
+
+/* Bytes of a peak-memory object's text, {"cuda:0":N,...} or {"cpu":N}: the
+ * device so named (gpu -1: "cpu"), or all of them (gpu -2). */
+static double memory_of(const char *text, int gpu)
+{
+    if (!text[0])
+        return 0;
+    cJSON *m = cJSON_Parse(text);
+    double sum = 0;
+    const cJSON *it;
+    char want[24];
+    if (gpu == -1)
+        snprintf(want, sizeof want, "cpu");
+    else
+        snprintf(want, sizeof want, "cuda:%d", gpu);
+    cJSON_ArrayForEach(it, m)
+        if (cJSON_IsNumber(it) && (gpu == -2 || strcmp(it->string, want) == 0))
+            sum += it->valuedouble;
+    cJSON_Delete(m);
+    return sum;
+}
+
+/* What admission counts for job j on device gpu (-1: the host). */
+static double memory_held_on(const job *j, int gpu)
+{
+    if (j->need_known != 1)
+        return 0;
+    if (gpu < 0)
+        return (double)j->need.host;
+    for (int k = 0; k < j->need.ngpus && k < JOB_MEMORY_GPUS; k++)
+        if (j->need.gpus[k] == gpu)
+            return (double)j->need.gpu[k];
+    return 0;
+}
+
+static void add_job_id(overview_device *d, const char *id)
+{
+    size_t n = strlen(d->jobs);
+    if (n + strlen(id) + 5 >= sizeof d->jobs) {
+        if (n < 3 || strcmp(d->jobs + n - 3, "...") != 0)
+            snprintf(d->jobs + n, sizeof d->jobs - n, "%s...", n ? " " : "");
+        return;
+    }
+    snprintf(d->jobs + n, sizeof d->jobs - n, "%s%s", n ? " " : "", id);
+}
+
+static void fill_job(const jobs *js, const job *j, const overview_viewer *viewer, double now,
+                     overview_job *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->id, sizeof r->id, "%s", j->id);
+    snprintf(r->owner, sizeof r->owner, "%s", j->owner.user);
+    r->uid = j->owner.uid;
+    snprintf(r->rule, sizeof r->rule, "%s", j->cfg.algorithm.name);
+    devices_text(j->devices, r->devices, sizeof r->devices);
+    if (j->cfg.device_spec.count && j->state == JOB_QUEUED)
+        snprintf(r->devices, sizeof r->devices, "gpu:%d", j->cfg.device_spec.count);
+    r->state = job_shown_state(j);
+    r->priority = j->priority;
+    r->share = (j->devices & DEV_CPU) ? (js->ncores > 0 && j->ncores_held > 0
+                                             ? (double)j->ncores_held / js->ncores : 1.0)
+                                      : j->cfg.gpu_share;
+    r->wait_s = j->state == JOB_QUEUED && j->submitted_at > 0 ? fmax(0, now - j->submitted_at) : 0;
+    if (j->state == JOB_QUEUED)
+        snprintf(r->waiting, sizeof r->waiting, "%s", j->waiting);
+    r->images_per_sec = r->eta_s = r->test_error = NAN;
+    r->details = !viewer || jobs_viewer_sees_details(j, viewer->uid, viewer->admin);
+    if (!r->details)
+        return;
+    r->step = j->last.step;
+    r->passes = j->last.data_passes;
+    r->epoch = j->last.epoch;
+    r->epochs = j->cfg.epochs;
+    const double elapsed = j->last.elapsed_s, left = j->last.eta_s;
+    r->progress = j->state == JOB_DONE ? 1
+                  : isfinite(elapsed) && isfinite(left) && elapsed + left > 0
+                      ? elapsed / (elapsed + left) : 0;
+    if (j->state == JOB_RUNNING && j->last.step > 0) {
+        r->images_per_sec = j->last.images_per_sec;
+        r->eta_s = j->last.eta_s;
+    }
+    r->test_error = j->test_error;
+    r->memory_peak = memory_of(j->memory, -2);
+}
+
+/* The devices and what the running job j holds on each. */
+static void add_running(jobs_overview *o, const job *j, double share)
+{
+    for (int i = 0; i < o->ndev; i++) {
+        overview_device *d = &o->dev[i];
+        const uint64_t bit = d->gpu < 0 ? DEV_CPU : 1ull << d->gpu;
+        if (!(j->devices & bit))
+            continue;
+        d->njobs++;
+        d->shares += share;
+        d->memory_held += memory_held_on(j, d->gpu);
+        d->memory_peak += memory_of(j->memory, d->gpu);
+        add_job_id(d, j->id);
+    }
+}
+
+static overview_owner *owner_row(jobs_overview *o, int cap, unsigned uid, const char *user)
+{
+    for (int i = 0; i < o->nowners; i++)
+        if (o->owners[i].uid == uid)
+            return &o->owners[i];
+    if (o->nowners == cap)
+        return NULL;
+    overview_owner *w = &o->owners[o->nowners++];
+    memset(w, 0, sizeof *w);
+    w->uid = uid;
+    snprintf(w->user, sizeof w->user, "%s", user);
+    return w;
+}
+
+static int by_jobs_then_use(const void *a, const void *b)
+{
+    const overview_owner *x = a, *y = b;
+    int nx = x->running + x->queued, ny = y->running + y->queued;
+    if (nx != ny)
+        return ny - nx;
+    return (y->device_seconds > x->device_seconds) - (y->device_seconds < x->device_seconds);
+}
+
+/* Each owner's use from fair share's table, then the owners sorted. */
+static void owners_use(jobs_overview *o, const jobs *js)
+{
+    double total = 0;
+    for (int i = 0; i < js->nusage; i++)
+        total += js->usage[i].usage;
+    for (int i = 0; i < js->nusage; i++) {
+        char digits[16];
+        snprintf(digits, sizeof digits, "%u", js->usage[i].uid);
+        overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, js->usage[i].uid,
+                                      js->usage[i].user[0] ? js->usage[i].user : digits);
+        if (w) {
+            w->device_seconds = js->usage[i].usage;
+            w->share = total > 0 ? js->usage[i].usage / total : 0;
+        }
+    }
+    qsort(o->owners, (size_t)o->nowners, sizeof *o->owners, by_jobs_then_use);
+}
+
+static void devices_of(jobs_overview *o, const jobs *js)
+{
+    for (int i = 63; i >= 0 && o->ndev < OVERVIEW_DEVICES_MAX; i--) {
+        const uint64_t bit = 1ull << i;
+        if (!(js->devices & bit))
+            continue;
+        overview_device *d = &o->dev[o->ndev++];
+        d->gpu = bit == DEV_CPU ? -1 : i;
+        d->cores = bit == DEV_CPU ? js->ncores : 0;
+        d->faulted = (js->faulted & bit) != 0;
+    }
+}
+
+/* One walk of the jobs, reading of each only its state, owner and submit
+ * (the metrics file takes an overview every few seconds, with thousands
+ * of jobs kept); the running and the first queued ones in full. */
+int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
+                       jobs_overview *o)
+{
+    memset(o, 0, sizeof *o);
+    max_queued = max_queued < 0 ? 0 : max_queued > OVERVIEW_QUEUED_MAX ? OVERVIEW_QUEUED_MAX
+                                                                        : max_queued;
+    int cap_running = 8;
+    o->running = malloc((size_t)cap_running * sizeof *o->running);
+    o->queued = malloc((size_t)(max_queued > 0 ? max_queued : 1) * sizeof *o->queued);
+    o->owners = malloc(OVERVIEW_OWNERS_MAX * sizeof *o->owners);
+    if (!o->running || !o->queued || !o->owners) {
+        jobs_overview_free(o);
+        return -1;
+    }
+    devices_of(o, js);
+    const double now = jobs_now_s();
+    overview_owner *w = NULL;
+    for (const job *j = js->first; j; j = j->next) {
+        o->count[j->state]++;
+        if (job_state_final(j->state))
+            continue;
+        if (!w || w->uid != j->owner.uid) /* a user's jobs often come in a row */
+            w = owner_row(o, OVERVIEW_OWNERS_MAX, j->owner.uid, j->owner.user);
+        if (w)
+            *(j->state == JOB_RUNNING ? &w->running : &w->queued) += 1;
+        if (j->state == JOB_RUNNING) {
+            if (o->nrunning == cap_running && cap_running < OVERVIEW_RUNNING_MAX) {
+                overview_job *more = realloc(o->running, 2 * (size_t)cap_running * sizeof *more);
+                if (!more) {
+                    jobs_overview_free(o);
+                    return -1;
+                }
+                o->running = more;
+                cap_running *= 2;
+            }
+            overview_job r;
+            fill_job(js, j, viewer, now, &r);
+            add_running(o, j, r.share);
+            if (o->nrunning < cap_running)
+                o->running[o->nrunning++] = r;
+        } else if (j->state == JOB_QUEUED) {
+            o->held += j->held;
+            if (j->submitted_at > 0)
+                o->oldest_wait_s = fmax(o->oldest_wait_s, now - j->submitted_at);
+            if (o->nqueued < max_queued)
+                fill_job(js, j, viewer, now, &o->queued[o->nqueued++]);
+        }
+    }
+    owners_use(o, js);
+    o->jobs_per_user = js->limits.jobs_per_user;
+    o->gpus_per_user = js->limits.gpus_per_user;
+    o->cores_per_user = js->limits.cores_per_user;
+    o->usage_half_life_s = js->limits.usage_half_life_s;
+    o->schedule_passes = js->schedule_passes;
+    o->schedule_seconds = (double)js->schedule_ns * 1e-9;
+    o->checkpoints_written = js->checkpoints_written;
+    o->checkpoints_failed = js->checkpoints_failed;
+    o->have_space = jobs_state_space(js, &o->state_dir_free_bytes, &o->state_dir_total_bytes) == 0;
+    return 0;
+}
+
+void jobs_overview_free(jobs_overview *o)
+{
+    free(o->running);
+    free(o->queued);
+    free(o->owners);
+    o->running = o->queued = NULL;
+    o->owners = NULL;
+}
