@@ -40,14 +40,7 @@ static int keep_next_id(const char *dir, int next_id, char *err, size_t errlen)
 /* j out of the queue's list and freed (an ended job: no thread, no watcher). */
 static void forget_job(jobs *js, job *j)
 {
-    job **at = &js->first, *prev = NULL;
-    while (*at && *at != j)
-        prev = *at, at = &(*at)->next;
-    if (!*at)
-        return;
-    *at = j->next;
-    if (js->last == j)
-        js->last = prev;
+    jobs_unlink(js, j);
     free(j->cores);
     free(j);
 }

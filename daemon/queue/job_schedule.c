@@ -176,8 +176,7 @@ static int requeues_pending(jobs *js)
  * j's priority or below; NULL while it still waits for j's devices. */
 static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 {
-    for (*by = js->first; *by && strcmp((*by)->id, j->preempted_by) != 0; *by = (*by)->next)
-        ;
+    *by = jobs_index_find(js, j->preempted_by);
     if (!*by)
         return "was removed";
     if ((*by)->state == JOB_CANCELLED)

@@ -158,11 +158,7 @@ int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, 
         goto fail;
     free(pretty);
     j->submitted_at = jobs_now_s();
-    if (js->last)
-        js->last->next = j;
-    else
-        js->first = j;
-    js->last = j;
+    jobs_link(js, j);
     job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
             j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
             j->cfg.data.dataset, j->cfg.epochs);

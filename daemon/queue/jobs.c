@@ -251,6 +251,7 @@ static void free_jobs(jobs *js)
         free(j);
         j = next;
     }
+    jobs_index_free(js);
     free(js->cores);
     free(js->core_job);
     free(js->usage);
@@ -332,13 +333,7 @@ void jobs_start(jobs *js)
     jobs_schedule(js);
 }
 
-job *jobs_find(jobs *js, const char *id)
-{
-    for (job *j = js->first; j; j = j->next)
-        if (strcmp(j->id, id) == 0)
-            return j;
-    return NULL;
-}
+job *jobs_find(jobs *js, const char *id) { return jobs_index_find(js, id); }
 
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)
 {

@@ -5,6 +5,7 @@
 #ifndef PARLE_JOBS_H
 #define PARLE_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -45,6 +46,7 @@ typedef struct jobs_limits {
     double max_time_limit_s;     /* the most a job may ask (0: no bound) */
     double preempt_min_run_s;    /* a run resumed from a preemption is not preempted sooner */
     double oldest_first_s;       /* a job queued this long ranks before fair share (0: never) */
+    int open_job_details;        /* --open-job-details: every member sees every job's details */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
@@ -82,9 +84,33 @@ enum job_state job_state_of(const job *j);
 int job_state_final(enum job_state s);
 const char *job_state_name(enum job_state s);
 
-/* Status objects, answered from memory (the fields of docs/protocol.md). */
-cJSON *job_status_json(const job *j);
-cJSON *jobs_list_json(const jobs *js);
+/* Who asks for a job's status: a client's uid, and whether it is root,
+ * parled's uid or --admin-group. */
+typedef struct job_viewer {
+    unsigned uid;
+    int admin;
+} job_viewer;
+
+/* Whether v sees j's details (as Slurm's PrivateData): its training values
+ * (losses, test error, learning rate, the rule's quantities, speed), its
+ * errors and what it could not write (which may quote paths). Its owner, an
+ * admin and, under --open-job-details, every member do; another member
+ * sees what the queue needs: id, owner, state, devices, priority, holds,
+ * why it waits, its times. v NULL: parled itself (status.json), all. */
+bool jobs_viewer_sees_details(const job *j, const job_viewer *v);
+
+/* Status objects, answered from memory (the fields of docs/protocol.md), as
+ * viewer v may see them (jobs_viewer_sees_details). */
+cJSON *job_status_json(const job *j, const job_viewer *v);
+
+/* `list`: a page of the jobs, newest first: at most `limit` of those
+ * submitted before job `before` ("": from the newest), in state `state`
+ * (a shown state, "held", "preempted"...; "": any); the request's bounds are
+ * protocol.h's PROTO_LIST_*. {"jobs": [...],
+ * "total": the jobs in that state, "next_before": the id to ask the next
+ * page with, or null at the end}. */
+cJSON *jobs_list_json(const jobs *js, const job_viewer *v, int limit, const char *before,
+                      const char *state);
 cJSON *jobs_devices_json(const jobs *js);
 cJSON *jobs_summary_json(const jobs *js);
 /* The state dir's free bytes (as an unprivileged user sees them: what
@@ -179,8 +205,8 @@ const job_owner *sweep_owner(const sweep *s);
 int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen);
 /* One row per point: mean and standard deviation of the final test error
  * over its seeds, wall time, state, the best point; and the sweeps' list. */
-cJSON *sweep_status_json(const jobs *js, const sweep *s);
-cJSON *sweeps_list_json(const jobs *js);
+cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v);
+cJSON *sweeps_list_json(const jobs *js, const job_viewer *v);
 
 /* Shutdown: start nothing more and ask every running job to checkpoint at its
  * next step boundary and stop (it resumes at the next start). Returns the

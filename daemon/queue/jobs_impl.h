@@ -34,7 +34,8 @@
 
 struct job {
     jobs *js;
-    job *next;              /* submission order */
+    job *next, *prev;       /* submission order (job_index.c) */
+    job *hnext;             /* the next in its bucket of js->buckets */
     char id[PROTO_ID_MAX];
     char dir[1100];
     job_config cfg;
@@ -156,6 +157,8 @@ struct jobs {
     jobs_limits limits;
     char devices_text[64];
     job *first, *last;
+    job **buckets;          /* the jobs by id (job_index.c) */
+    size_t nbuckets, njobs;
     int next_id;
     int running, stopping;
     int restarting;         /* the stop is parled's re-exec after a device fault */
@@ -199,9 +202,19 @@ struct jobs {
     unsigned schedule_passes; /* jobs_schedule's calls, numbering memory waits */
 };
 
+/* job_index.c: the list in submission order and the ids' hash. jobs_link
+ * appends j (its id set), jobs_unlink takes it out (not freed),
+ * jobs_index_find looks an id up, jobs_index_free frees the hash. */
+void jobs_link(jobs *js, job *j);
+void jobs_unlink(jobs *js, job *j);
+job *jobs_index_find(const jobs *js, const char *id);
+void jobs_index_free(jobs *js);
+
 /* job_record.c: the record read, calling none of the queue's files (also
  * job_state_name, job_file_path... of jobs.h). */
 double jobs_now_s(void);                  /* wall clock, unix seconds */
+/* jobs_viewer_sees_details' rule for what `owner` owns (a sweep too). */
+bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v);
 double job_elapsed(const job *j);         /* training seconds so far */
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */

@@ -33,10 +33,17 @@ static const char usage[] =
     "                     state dir (DIR/parled.lock)\n"
     "  --devices D        what jobs may use: cpu, auto, or GPU ids like 0,1 (default auto)\n"
     "  --group G          also let members of group G use the socket: each may submit\n"
-    "                     jobs and see every job's status, and act (cancel, logs,\n"
-    "                     watch, export, metrics) on its own jobs only\n"
+    "                     jobs and see every job's place in the queue, and act\n"
+    "                     (cancel, logs, watch, export, metrics) on its own jobs\n"
+    "                     only\n"
     "  --admin-group G    members of group G may also act on any job and shut parled\n"
     "                     down, as root and parled's own user may\n"
+    "  --open-job-details  every member sees every job's details in status, list\n"
+    "                     and sweep status: its training values (losses, test\n"
+    "                     error, learning rate, speed) and errors. By default a\n"
+    "                     member sees of another's job only what the queue needs\n"
+    "                     (id, owner, state, devices, priority, why it waits,\n"
+    "                     times); its owner and the admins see all\n"
     "  --max-jobs-per-user N     queued and running jobs of one user (default 100)\n"
     "  --max-connections N       connections at once, all users (default 128)\n"
     "  --max-connections-per-user N  connections at once of one user other than root\n"
@@ -256,6 +263,7 @@ int main(int argc, char **argv)
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
         {"admin-group", required_argument, 0, 'a'},
+        {"open-job-details", no_argument, 0, 'o'},
         {"max-jobs-per-user", required_argument, 0, 'J'},
         {"max-connections", required_argument, 0, 'C'},
         {"max-connections-per-user", required_argument, 0, 'U'},
@@ -301,6 +309,7 @@ int main(int argc, char **argv)
         case 'D': cfg.devices = optarg; break;
         case 'g': cfg.group = optarg; break;
         case 'a': cfg.admin_group = optarg; break;
+        case 'o': cfg.sched.open_job_details = 1; break;
         case 'J':
         case 'C':
         case 'U':

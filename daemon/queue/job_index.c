@@ -1,0 +1,97 @@
+/* The queue's jobs by id (jobs_impl.h): the list in submission order, linked
+ * both ways so that `list` pages from the newest, and a hash of the ids so
+ * that a lookup (a request's job, a dependency, a preemptor) does not walk
+ * every job ever kept. Calls nothing of the queue's other files. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+
+static size_t id_hash(const char *id)
+{
+    size_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+/* Twice as many buckets once there are as many jobs as buckets; out of
+ * memory, the chains just grow longer. */
+static void grow(jobs *js)
+{
+    if (js->njobs < js->nbuckets)
+        return;
+    const size_t n = js->nbuckets ? js->nbuckets * 2 : 256;
+    job **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (size_t k = 0; k < js->nbuckets; k++)
+        for (job *j = js->buckets[k], *next; j; j = next) {
+            next = j->hnext;
+            const size_t at = id_hash(j->id) & (n - 1);
+            j->hnext = b[at];
+            b[at] = j;
+        }
+    free(js->buckets);
+    js->buckets = b;
+    js->nbuckets = n;
+}
+
+void jobs_link(jobs *js, job *j)
+{
+    j->next = NULL;
+    j->prev = js->last;
+    if (js->last)
+        js->last->next = j;
+    else
+        js->first = j;
+    js->last = j;
+    js->njobs++;
+    grow(js);
+    if (js->nbuckets) {
+        const size_t at = id_hash(j->id) & (js->nbuckets - 1);
+        j->hnext = js->buckets[at];
+        js->buckets[at] = j;
+    }
+}
+
+void jobs_unlink(jobs *js, job *j)
+{
+    if (js->nbuckets) {
+        job **at = &js->buckets[id_hash(j->id) & (js->nbuckets - 1)];
+        while (*at && *at != j)
+            at = &(*at)->hnext;
+        if (*at)
+            *at = j->hnext;
+    }
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        js->first = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        js->last = j->prev;
+    j->next = j->prev = j->hnext = NULL;
+    js->njobs--;
+}
+
+job *jobs_index_find(const jobs *js, const char *id)
+{
+    if (!js->nbuckets) /* none linked yet, or the first buckets could not be had */
+        for (job *j = js->first; j; j = j->next)
+            if (!strcmp(j->id, id))
+                return j;
+    for (job *j = js->nbuckets ? js->buckets[id_hash(id) & (js->nbuckets - 1)] : NULL; j;
+         j = j->hnext)
+        if (!strcmp(j->id, id))
+            return j;
+    return NULL;
+}
+
+void jobs_index_free(jobs *js)
+{
+    free(js->buckets);
+    js->buckets = NULL;
+    js->nbuckets = js->njobs = 0;
+}
