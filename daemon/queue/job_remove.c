@@ -79,7 +79,10 @@ int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, 
     }
     *code = ERR_INTERNAL;
     *freed = 0;
-    return remove_job_files(js, j, freed, err, errlen);
+    if (remove_job_files(js, j, freed, err, errlen) != 0)
+        return -1;
+    jobs_schedule(js); /* a job that runs after it is cancelled, saying so */
+    return 0;
 }
 
 int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **code, char *err,
@@ -116,6 +119,7 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
         ++*njobs;
     }
     sweep_forget(js, s);
+    jobs_schedule(js);
     return 0;
 }
 

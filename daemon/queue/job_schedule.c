@@ -231,12 +231,14 @@ void jobs_schedule_init(jobs *js)
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
- * (admission said so, in j->waiting), which may free outside parled. */
-static void memory_retry(jobs *js)
+ * or disk (admission said so in this call's passes, `pass`), which may free
+ * outside parled. Nothing else a job waits for (a hold, a dependency,
+ * devices, a quota) changes but by an event that schedules anyway. */
+static void memory_retry(jobs *js, unsigned pass)
 {
     int waiting = 0;
     for (const job *j = js->first; j && !waiting; j = j->next)
-        waiting = j->state == JOB_QUEUED && j->waiting[0];
+        waiting = j->state == JOB_QUEUED && !j->thread_running && j->memory_pass == pass;
     if (waiting && !js->stopping && !js->memory_retry_on)
         uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
     else if ((!waiting || js->stopping) && js->memory_retry_on)
@@ -423,7 +425,7 @@ void jobs_schedule(jobs *js)
     for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
         ;
     time_limits(js); /* those just started too */
-    memory_retry(js);
+    memory_retry(js, pass);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
             uv_timer_start(&js->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);

@@ -196,6 +196,14 @@ static int in_state(const job *j, const char *state)
     return !state[0] || !strcmp(job_shown_state(j), state);
 }
 
+/* An issued id's number (j0042: 42), or -1. */
+static long id_number(const char *id)
+{
+    char *end;
+    const long n = id[0] == 'j' && id[1] >= '0' && id[1] <= '9' ? strtol(id + 1, &end, 10) : -1;
+    return n >= 0 && !*end ? n : -1;
+}
+
 /* The newest job submitted before `before` (an id: the one before it in the
  * list, or, once it was removed, the first with a smaller number). */
 static const job *older_than(const jobs *js, const char *before)
@@ -205,9 +213,9 @@ static const job *older_than(const jobs *js, const char *before)
     const job *b = jobs_index_find(js, before);
     if (b)
         return b->prev;
-    const int n = numbered_id(before, 'j');
+    const long n = id_number(before);
     const job *j = js->last;
-    while (j && numbered_id(j->id, 'j') >= n)
+    while (j && id_number(j->id) >= n)
         j = j->prev;
     return j;
 }
