@@ -1,7 +1,11 @@
 /* The queue's jobs by id (jobs_impl.h): the list in submission order, linked
  * both ways so that `list` pages from the newest, and a hash of the ids so
  * that a lookup (a request's job, a dependency, a preemptor) does not walk
- * every job ever kept. Calls nothing of the queue's other files. */
+ * every job ever kept; and the lists of the jobs the scheduler looks at
+ * (queued or running) and of those running, so that a scheduling pass
+ * walks neither the ended jobs nor, for what only running jobs do, the
+ * queued ones. Calls nothing of the queue's other files. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +41,46 @@ static void grow(jobs *js)
     js->nbuckets = n;
 }
 
+/* j in or out (`in`) of the list from *first to *last whose links are
+ * j's member at offset `off`. */
+static void track_set(job **first, job **last, job *j, size_t off, int in)
+{
+#define LINK(x) ((job_link *)((char *)(x) + off))
+    job_link *l = LINK(j);
+    if (in == l->on)
+        return;
+    if (in) {
+        l->next = NULL;
+        l->prev = *last;
+        if (*last)
+            LINK(*last)->next = j;
+        else
+            *first = j;
+        *last = j;
+    } else {
+        if (l->prev)
+            LINK(l->prev)->next = l->next;
+        else
+            *first = l->next;
+        if (l->next)
+            LINK(l->next)->prev = l->prev;
+        else
+            *last = l->prev;
+        l->next = l->prev = NULL;
+    }
+    l->on = in;
+#undef LINK
+}
+
+void jobs_track(jobs *js, job *j)
+{
+    const int linked = j->prev || js->first == j;
+    track_set(&js->active_first, &js->active_last, j, offsetof(job, active),
+              linked && (j->thread_running || !job_state_final(j->state)));
+    track_set(&js->running_first, &js->running_last, j, offsetof(job, running),
+              linked && j->thread_running);
+}
+
 void jobs_link(jobs *js, job *j)
 {
     j->next = NULL;
@@ -53,6 +97,9 @@ void jobs_link(jobs *js, job *j)
         j->hnext = js->buckets[at];
         js->buckets[at] = j;
     }
+    j->seq = ++js->linked;
+    js->after_epoch += j->sweep_id[0] != '\0'; /* its sweep's dependents wait for it too */
+    jobs_track(js, j);
 }
 
 void jobs_unlink(jobs *js, job *j)
@@ -74,6 +121,8 @@ void jobs_unlink(jobs *js, job *j)
         js->last = j->prev;
     j->next = j->prev = j->hnext = NULL;
     js->njobs--;
+    jobs_track(js, j); /* out of the scheduler's lists: no longer linked */
+    js->after_epoch++;    /* a job after it is cancelled */
 }
 
 job *jobs_index_find(const jobs *js, const char *id)

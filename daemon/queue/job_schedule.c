@@ -90,6 +90,23 @@ static void blockers_text(job **list, const sched_decision *d, char *out, size_t
  * works them out again. */
 static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 {
+    /* Decided as last time: worded as then (but a dependency's words name
+     * its state now, and admission words a wait for memory anew). */
+    _Static_assert(sizeof j->said.blockers / sizeof j->said.blockers[0] == SCHED_BLOCKERS,
+                   "waiting_said keeps the decision's blockers");
+    struct waiting_said said;
+    memset(&said, 0, sizeof said); /* (compared whole, padding too) */
+    said.wait = d->wait;
+    said.nblockers = d->nblockers;
+    said.devices = j->devices;
+    for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS; k++)
+        said.blockers[k] = list[d->blockers[k]]->seq;
+    if (d->wait == SCHED_QUEUE)
+        said.because = ahead_because(js, list[d->blockers[0]], j);
+    const int same = !memcmp(&said, &j->said, sizeof said) && j->waiting[0];
+    j->said = said;
+    if (same && d->wait != SCHED_AFTER && d->wait != SCHED_MEMORY) /* (admission words these) */
+        return;
     char text[sizeof j->waiting], who[384], dev[256];
     blockers_text(list, d, who, sizeof who);
     devices_text(j->devices, dev, sizeof dev);
@@ -103,7 +120,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         break;
     case SCHED_QUEUE:
         snprintf(text, sizeof text, "queue: %s kept for %s (%s), ahead by %s", dev, first->id,
-                 first->owner.user, ahead_because(js, first, j));
+                 first->owner.user, said.because);
         break;
     case SCHED_STOPPING:
         snprintf(text, sizeof text, "stopping: waiting for%s to checkpoint and stop", who);
@@ -157,7 +174,7 @@ static int requeues_pending(jobs *js)
 {
     int asked = 0;
     const double now = jobs_now_s();
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         if (!j->thread_running || j->requeue_asked_at <= 0 || j->cancel_requested)
             continue;
         asked = 1;
@@ -198,7 +215,7 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 static void withdraw_preemptions(jobs *js)
 {
     const double now = jobs_now_s();
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         const job *by;
         const char *why;
         if (!j->thread_running || j->requeue_asked_at <= 0 || j->held || j->cancel_requested ||
@@ -237,7 +254,7 @@ void jobs_schedule_init(jobs *js)
 static void memory_retry(jobs *js, unsigned pass)
 {
     int waiting = 0;
-    for (const job *j = js->first; j && !waiting; j = j->next)
+    for (const job *j = js->active_first; j && !waiting; j = j->active.next)
         waiting = j->state == JOB_QUEUED && !j->thread_running && j->memory_pass == pass;
     if (waiting && !js->stopping && !js->memory_retry_on)
         uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
@@ -334,8 +351,13 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
     *after_pending = 0;
     if (!j->cfg.after[0] || j->after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
+    if (j->after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
+        *after_pending = 1;
+        return 0;
+    }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
+    j->after_pending_at = r > 0 ? js->after_epoch : 0;
     j->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
@@ -354,7 +376,7 @@ static void time_limits(jobs *js)
 {
     const double now = jobs_now_s();
     double next = INFINITY;
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         const double limit = job_time_limit(js, j);
         if (!j->thread_running || limit <= 0 || j->stop || j->cancel_requested)
             continue;
@@ -379,7 +401,7 @@ static void time_limits(jobs *js)
 static int schedule_pass(jobs *js, unsigned pass)
 {
     int n = 0, queued = 0, after_pending = 0;
-    for (job *j = js->first; j; j = j->next)
+    for (job *j = js->active_first; j; j = j->active.next)
         if (j->thread_running || j->state == JOB_QUEUED)
             n++;
     job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
@@ -393,15 +415,17 @@ static int schedule_pass(jobs *js, unsigned pass)
                       .max_cores_per_owner = js->limits.cores_per_user};
     memcpy(in.links, js->gpu_links, sizeof in.links);
     int ok = list && view && out, again = 0;
-    long order = 0;
-    for (job *j = js->first; j && ok; j = j->next, order++)
+    /* (a job cancelled for its dependency leaves the list: next first) */
+    for (job *j = js->active_first, *next; j && ok && in.njobs < n; j = next) {
+        next = j->active.next;
         if (j->thread_running ||
             (j->state == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
             list[in.njobs] = j;
-            view[in.njobs++] = sched_view(js, j, order, !j->thread_running && after_pending,
+            view[in.njobs++] = sched_view(js, j, j->seq, !j->thread_running && after_pending,
                                           pass);
             queued += !j->thread_running;
         }
+    }
     if (ok && sched_decide(&in, out) == 0)
         again = apply(js, list, out, in.njobs, queued, pass);
     free(list);
@@ -420,7 +444,7 @@ void jobs_schedule(jobs *js)
      * waiting (marked with this call's number): at most once per queued job. */
     const unsigned pass = ++js->schedule_passes;
     int queued = 0;
-    for (const job *j = js->first; j; j = j->next)
+    for (const job *j = js->active_first; j; j = j->active.next)
         queued += j->state == JOB_QUEUED;
     for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
         ;

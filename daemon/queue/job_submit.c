@@ -19,7 +19,7 @@
 static int active_jobs_of(const jobs *js, unsigned uid)
 {
     int n = 0;
-    for (const job *j = js->first; j; j = j->next)
+    for (const job *j = js->active_first; j; j = j->active.next)
         n += j->owner.uid == uid && !job_state_final(j->state);
     return n;
 }

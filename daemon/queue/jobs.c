@@ -152,6 +152,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
+    jobs_track(js, j);
     job_cores_release(js, j);
     j->elapsed_base = job_elapsed(j);
     j->run_started_at = 0;
@@ -275,6 +276,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->listener = *listener;
     js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
     js->next_id = 1;
+    js->after_epoch = 1; /* (a job never looked at has after_pending_at 0) */
     snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
     js->ncores = run_cpu_cores(&js->cores, err, errlen);
     if (js->ncores < 1)

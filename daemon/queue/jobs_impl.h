@@ -32,10 +32,19 @@
 /* A final master that could not be written is tried again this often. */
 #define SAVE_RETRY_MS 1000
 
+/* A job's place in one of the scheduler's lists (job_index.c). */
+typedef struct job_link {
+    job *next, *prev;
+    int on;
+} job_link;
+
 struct job {
     jobs *js;
     job *next, *prev;       /* submission order (job_index.c) */
     job *hnext;             /* the next in its bucket of js->buckets */
+    long seq;               /* its place in submission order (1 first) */
+    job_link active;        /* in js->active_first...: queued, or its thread runs */
+    job_link running;       /* in js->running_first...: its thread runs */
     char id[PROTO_ID_MAX];
     char dir[1100];
     job_config cfg;
@@ -107,6 +116,15 @@ struct job {
     int timing_out;
     unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
     int after_met;          /* its dependencies (`after`) all ended as it asks */
+    unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
+    /* What `waiting` was last worded from (job_schedule.c): a pass that
+     * decides the same does not word it again. */
+    struct waiting_said {
+        int wait, nblockers;
+        long blockers[4];   /* their seq */
+        const char *because;
+        uint64_t devices;
+    } said;
     double requeue_asked_at;
     char preempted_by[PROTO_ID_MAX];
     int preempted;
@@ -159,6 +177,13 @@ struct jobs {
     job *first, *last;
     job **buckets;          /* the jobs by id (job_index.c) */
     size_t nbuckets, njobs;
+    long linked;            /* jobs linked so far (their seq) */
+    /* Counts what may change a dependency's answer (job_after_check): a job
+     * ended or removed, a sweep's job queued, a sweep removed. A job found
+     * waiting on one is not looked at again until it moves. */
+    unsigned long after_epoch;
+    job *active_first, *active_last;   /* queued or running (job_index.c) */
+    job *running_first, *running_last; /* their threads run */
     int next_id;
     int running, stopping;
     int restarting;         /* the stop is parled's re-exec after a device fault */
@@ -204,8 +229,12 @@ struct jobs {
 
 /* job_index.c: the list in submission order and the ids' hash. jobs_link
  * appends j (its id set), jobs_unlink takes it out (not freed),
- * jobs_index_find looks an id up, jobs_index_free frees the hash. */
+ * jobs_index_find looks an id up, jobs_index_free frees the hash.
+ * jobs_track puts j in or out of the lists of the queued or running jobs
+ * and of the running ones, as its state and thread_running now say: after
+ * each change of either. */
 void jobs_link(jobs *js, job *j);
+void jobs_track(jobs *js, job *j);
 void jobs_unlink(jobs *js, job *j);
 job *jobs_index_find(const jobs *js, const char *id);
 void jobs_index_free(jobs *js);

@@ -62,7 +62,7 @@ void jobs_usage_update(jobs *js)
     js->usage_at = now;
     for (int i = 0; i < js->nusage; i++)
         js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt, half, 0);
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->active_first; j; j = j->active.next) {
         owner_usage *u = job_state_final(j->state) ? NULL
                                                    : usage_entry(js, j->owner.uid, j->owner.user);
         if (u && j->thread_running) {
@@ -73,7 +73,7 @@ void jobs_usage_update(jobs *js)
     }
     for (int i = 0; i < js->nusage; i++) {
         int queued = 0;
-        for (job *j = js->first; j && !queued; j = j->next)
+        for (job *j = js->active_first; j && !queued; j = j->active.next)
             queued = !job_state_final(j->state) && j->owner.uid == js->usage[i].uid;
         if (!queued && js->usage[i].usage < USAGE_FORGET_S)
             js->usage[i--] = js->usage[--js->nusage];
