@@ -16,14 +16,20 @@ typedef struct pool {
     int cpu_keeper;           /* -1, or the waiting job that keeps the free cores */
 } pool;
 
-/* One decision's state beside its output. */
+/* One decision's state beside its output. The jobs that hold devices
+ * (running, or started by it) are listed in holders, and what those not
+ * gone hold is kept in `live`: a queued job's turn looks at them, not at
+ * the whole queue, so that a decision costs O(queue log queue) beside its
+ * holders. */
 typedef struct decide_ctx {
     const sched_input *in;
     sched_decision *out;
     unsigned char *gone;      /* running jobs stopping, or preempted now */
     int *work;
+    int *holders, nholders;
     sched_scratch scratch;
     pool p;
+    pool live;
 } decide_ctx;
 
 int sched_share_milli(double share)
@@ -73,14 +79,13 @@ static void add_blocker(sched_decision *d, int who)
     d->nblockers++;
 }
 
-/* The pool of the jobs that hold devices and are not gone. */
-static void pool_without(const decide_ctx *c, pool *p)
+/* Holder i (a running job) gone, or back (sign -1, 1), in c->live. */
+static void set_gone(decide_ctx *c, int i, int is_gone)
 {
-    memset(p->share, 0, sizeof p->share);
-    p->cores = p->running = 0;
-    for (int i = 0; i < c->in->njobs; i++)
-        if (sched_holds(c->in, c->out, i) && !c->gone[i])
-            hold(p, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), 1);
+    if (c->gone[i] == is_gone)
+        return;
+    c->gone[i] = (unsigned char)is_gone;
+    hold(&c->live, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), is_gone ? -1 : 1);
 }
 
 /* Whether queued job j has waited long enough to rank before fair share. */
@@ -151,12 +156,11 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
     const sched_job *j = &in->jobs[q];
     unsigned char *gone = c->gone;
     int *work = c->work;
-    pool p;
-    pool_without(c, &p);
-    int fits = devices_fit(in, &p, j, from);
+    int fits = devices_fit(in, &c->live, j, from);
     int n = 0;
     if (!fits && in->preempt) {
-        for (int i = 0; i < in->njobs; i++) {
+        for (int h = 0; h < c->nholders; h++) {
+            const int i = c->holders[h];
             const sched_job *r = &in->jobs[i];
             if (r->running && !gone[i] && r->priority < j->priority &&
                 overlaps(r, r->gpus, j, from) && past_min_run(in, r))
@@ -165,21 +169,19 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
         qsort_r(work, (size_t)n, sizeof *work, by_victim, (void *)in->jobs);
         int taken = 0;
         while (taken < n && !fits) {
-            gone[work[taken++]] = 1;
-            pool_without(c, &p);
-            fits = devices_fit(in, &p, j, from);
+            set_gone(c, work[taken++], 1);
+            fits = devices_fit(in, &c->live, j, from);
         }
         if (!fits) { /* even all of them would not do: preempt none */
             for (int k = 0; k < taken; k++)
-                gone[work[k]] = 0;
+                set_gone(c, work[k], 0);
             taken = 0;
         }
         /* The fewest: give back, latest taken first, any not needed. */
         for (int k = taken - 1; k >= 0 && fits; k--) {
-            gone[work[k]] = 0;
-            pool_without(c, &p);
-            if (!devices_fit(in, &p, j, from))
-                gone[work[k]] = 1;
+            set_gone(c, work[k], 0);
+            if (!devices_fit(in, &c->live, j, from))
+                set_gone(c, work[k], 1);
         }
         n = taken;
     }
@@ -191,9 +193,11 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
             c->out[work[k]].preempted_for = q;
         }
     c->out[q].wait = SCHED_STOPPING;
-    for (int i = 0; i < in->njobs; i++)
+    for (int h = 0; h < c->nholders; h++) {
+        const int i = c->holders[h];
         if (in->jobs[i].running && gone[i] && overlaps(&in->jobs[i], in->jobs[i].gpus, j, from))
             add_blocker(&c->out[q], i);
+    }
     return 1;
 }
 
@@ -265,18 +269,19 @@ static int over_quota(const decide_ctx *c, int q)
     if (in->max_gpus_per_owner <= 0 && in->max_cores_per_owner <= 0)
         return 0;
     long gpus = (long)gpus_wanted(j) * j->gpu_share, cores = j->cores;
-    for (int i = 0; i < in->njobs; i++)
-        if (sched_holds(in, c->out, i) && in->jobs[i].owner == j->owner) {
+    for (int h = 0; h < c->nholders; h++) {
+        const int i = c->holders[h];
+        if (in->jobs[i].owner == j->owner) {
             gpus += (long)__builtin_popcountll(sched_held_gpus(in, c->out, i)) *
                     in->jobs[i].gpu_share;
             cores += in->jobs[i].cores;
         }
+    }
     const int over = (in->max_gpus_per_owner > 0 && gpus > (long)in->max_gpus_per_owner * SCHED_WHOLE) ||
                      (in->max_cores_per_owner > 0 && cores > in->max_cores_per_owner);
-    if (over)
-        for (int i = 0; i < in->njobs; i++)
-            if (sched_holds(in, c->out, i) && in->jobs[i].owner == j->owner)
-                add_blocker(&c->out[q], i);
+    for (int h = 0; h < c->nholders && over; h++)
+        if (in->jobs[c->holders[h]].owner == j->owner)
+            add_blocker(&c->out[q], c->holders[h]);
     return over;
 }
 
@@ -336,10 +341,11 @@ static void decide_queued(decide_ctx *c, int q)
     } else if (!devices_fit(in, p, j, open)) {
         if (!try_preempt(c, q, open)) {
             d->wait = SCHED_DEVICES;
-            for (int i = 0; i < in->njobs; i++)
-                if (sched_holds(in, c->out, i) &&
-                    overlaps(&in->jobs[i], sched_held_gpus(in, c->out, i), j, open))
+            for (int h = 0; h < c->nholders; h++) {
+                const int i = c->holders[h];
+                if (overlaps(&in->jobs[i], sched_held_gpus(in, c->out, i), j, open))
                     add_blocker(d, i);
+            }
         }
     } else if (in->one_at_a_time && p->running > 0) {
         d->wait = SCHED_ONE_AT_A_TIME;
@@ -364,6 +370,8 @@ static void decide_queued(decide_ctx *c, int q)
             add_blocker(d, by);
         }
         hold(p, j, gpus, 1);
+        hold(&c->live, j, gpus, 1);
+        c->holders[c->nholders++] = q;
         return;
     }
     keep(c, j, q, open);
@@ -373,7 +381,7 @@ int sched_decide(const sched_input *in, sched_decision *out)
 {
     const int n = in->njobs;
     const size_t m = (size_t)(n ? n : 1);
-    int *turn = malloc(m * 3 * sizeof *turn);
+    int *turn = malloc(m * 4 * sizeof *turn);
     unsigned char *gone = calloc(m * 2, 1);
     double *end = malloc(m * sizeof *end);
     if (!turn || !gone || !end) {
@@ -383,6 +391,7 @@ int sched_decide(const sched_input *in, sched_decision *out)
         return -1;
     }
     decide_ctx c = {.in = in, .out = out, .gone = gone, .work = turn + n,
+                    .holders = turn + 3 * n,
                     .scratch = {.end = end, .held = turn + 2 * n, .counted = gone + n}};
     c.p.cpu_keeper = -1;
     int queued = 0;
@@ -391,7 +400,11 @@ int sched_decide(const sched_input *in, sched_decision *out)
                                   .start_by = INFINITY};
         if (in->jobs[i].running) {
             hold(&c.p, &in->jobs[i], in->jobs[i].gpus, 1);
-            gone[i] = (unsigned char)(in->jobs[i].stopping != 0);
+            c.holders[c.nholders++] = i;
+            if (in->jobs[i].stopping)
+                gone[i] = 1;
+            else
+                hold(&c.live, &in->jobs[i], in->jobs[i].gpus, 1);
         } else {
             turn[queued++] = i;
         }
