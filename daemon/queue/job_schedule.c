@@ -245,17 +245,23 @@ void jobs_schedule_init(jobs *js)
     js->memory_retry.data = js;
     uv_timer_init(js->loop, &js->time_limit_check);
     js->time_limit_check.data = js;
+    uv_timer_init(js->loop, &js->schedule_soon);
+    js->schedule_soon.data = js;
+}
+
+void jobs_schedule_soon(jobs *js)
+{
+    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->schedule_soon))
+        uv_timer_start(&js->schedule_soon, on_timer, 0, 0);
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
- * or disk (admission said so in this call's passes, `pass`), which may free
+ * or disk (admission said so in this call's passes: memory_waits), which may free
  * outside parled. Nothing else a job waits for (a hold, a dependency,
  * devices, a quota) changes but by an event that schedules anyway. */
-static void memory_retry(jobs *js, unsigned pass)
+static void memory_retry(jobs *js)
 {
-    int waiting = 0;
-    for (const job *j = js->active_first; j && !waiting; j = j->active.next)
-        waiting = j->state == JOB_QUEUED && !j->thread_running && j->memory_pass == pass;
+    const int waiting = js->memory_waits;
     if (waiting && !js->stopping && !js->memory_retry_on)
         uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
     else if ((!waiting || js->stopping) && js->memory_retry_on)
@@ -286,6 +292,7 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
     p->memory_pass = pass;
+    js->memory_waits = 1;
     return 1;
 }
 
@@ -325,6 +332,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
             j->memory_pass = pass;
+            js->memory_waits = 1;
             again = 1;
         } else if (job_cores_take(js, j) == 0) {
             /* What this run is: one resuming a preemption keeps its
@@ -397,8 +405,8 @@ static void time_limits(jobs *js)
 }
 
 /* One decision on the queue as it is, carried out: 1 if it must be made
- * again (a job waits for memory now). */
-static int schedule_pass(jobs *js, unsigned pass)
+ * again (a job waits for memory now). *nqueued: the queued jobs. */
+static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 {
     int n = 0, queued = 0, after_pending = 0;
     for (job *j = js->active_first; j; j = j->active.next)
@@ -428,6 +436,7 @@ static int schedule_pass(jobs *js, unsigned pass)
     }
     if (ok && sched_decide(&in, out) == 0)
         again = apply(js, list, out, in.njobs, queued, pass);
+    *nqueued = queued;
     free(list);
     free(view);
     free(out);
@@ -436,6 +445,7 @@ static int schedule_pass(jobs *js, unsigned pass)
 
 void jobs_schedule(jobs *js)
 {
+    uv_timer_stop(&js->schedule_soon); /* this pass is that one */
     if (js->stopping)
         return;
     jobs_usage_update(js);
@@ -443,13 +453,12 @@ void jobs_schedule(jobs *js)
     /* Each pass that finds a job waiting for memory decides again with it
      * waiting (marked with this call's number): at most once per queued job. */
     const unsigned pass = ++js->schedule_passes;
+    js->memory_waits = 0;
     int queued = 0;
-    for (const job *j = js->active_first; j; j = j->active.next)
-        queued += j->state == JOB_QUEUED;
-    for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
+    for (int k = 0; schedule_pass(js, pass, &queued) && k < queued; k++)
         ;
     time_limits(js); /* those just started too */
-    memory_retry(js, pass);
+    memory_retry(js);
     if (requeues_pending(js)) {
         if (!js->requeue_check_on)
             uv_timer_start(&js->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
@@ -584,7 +593,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         job_log_stop(j);
         if (js->listener.on_end)
             js->listener.on_end(js->listener.user, j);
-        jobs_schedule(js);
+        jobs_schedule_soon(js);
         return 0;
     }
     j->cancel_requested = 1;

@@ -49,9 +49,9 @@ static int gpus_wanted(const sched_job *j)
 static uint64_t gpus_fitting(const pool *p, uint64_t from, int share)
 {
     uint64_t fit = 0;
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if ((from >> g & 1) && p->share[g] + share <= SCHED_WHOLE)
-            fit |= 1ull << g;
+    for (uint64_t m = from; m; m &= m - 1) /* each GPU of from, lowest first */
+        if (p->share[__builtin_ctzll(m)] + share <= SCHED_WHOLE)
+            fit |= m & -m;
     return fit;
 }
 
@@ -65,9 +65,8 @@ static int devices_fit(const sched_input *in, const pool *p, const sched_job *j,
 
 static void hold(pool *p, const sched_job *j, uint64_t gpus, int sign)
 {
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (gpus >> g & 1)
-            p->share[g] += sign * j->gpu_share;
+    for (uint64_t m = gpus; m; m &= m - 1)
+        p->share[__builtin_ctzll(m)] += sign * j->gpu_share;
     p->cores += sign * j->cores;
     p->running += sign;
 }
@@ -225,9 +224,8 @@ static void keep(decide_ctx *c, const sched_job *j, int q, uint64_t from)
         else
             at = INFINITY;
     } else {
-        for (int g = 0; g < SCHED_GPUS; g++) {
-            if (!(j->gpus >> g & 1))
-                continue;
+        for (uint64_t m = j->gpus; m; m &= m - 1) {
+            const int g = __builtin_ctzll(m);
             double free_at = p->kept >> g & 1
                                  ? after_keeper(c, p->keeper[g])
                                  : sched_gpu_free_at(c->in, c->out, c->gone, g, j->gpu_share,
@@ -236,9 +234,8 @@ static void keep(decide_ctx *c, const sched_job *j, int q, uint64_t from)
             mine |= (j->gpus & ~p->kept) & (1ull << g);
         }
     }
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (mine >> g & 1)
-            p->keeper[g] = q;
+    for (uint64_t m = mine; m; m &= m - 1)
+        p->keeper[__builtin_ctzll(m)] = q;
     p->kept |= mine;
     d->gpus = mine;
     if (j->cores) {
@@ -318,11 +315,13 @@ static void decide_queued(decide_ctx *c, int q)
     /* The kept GPUs q may not pass (backfill), and the first who keeps one. */
     uint64_t barred = 0;
     int keeper = -1;
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (((p->kept & from) >> g & 1) && !may_pass(c, j, p->keeper[g])) {
+    for (uint64_t m = p->kept & from; m; m &= m - 1) {
+        const int g = __builtin_ctzll(m);
+        if (!may_pass(c, j, p->keeper[g])) {
             barred |= 1ull << g;
             keeper = keeper < 0 ? p->keeper[g] : keeper;
         }
+    }
     const int cores_barred = j->cores && p->cpu_keeper >= 0 && !may_pass(c, j, p->cpu_keeper);
     if (cores_barred && keeper < 0)
         keeper = p->cpu_keeper;
