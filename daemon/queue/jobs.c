@@ -235,8 +235,10 @@ static void on_async(uv_async_t *h)
         free(p);
         p = next;
     }
-    if (ended)
+    if (ended) {
+        jobs_remove_ended(js);
         jobs_schedule(js);
+    }
 }
 
 /* ---- the queue's API ---- */

@@ -38,6 +38,7 @@ typedef struct jobs_limits {
     double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
     double keep_ended_s;    /* failed jobs' checkpoints go this long after they end (0: kept) */
     int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
+    double remove_ended_s;  /* ended jobs go (as `rm`) this long after they end (0: kept) */
     double save_retry_s;    /* a job's final master that cannot be written is retried this
                                long, then the job fails */
     int gpus_per_user;      /* GPUs one user's running jobs hold at once (0: no bound) */

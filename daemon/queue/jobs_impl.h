@@ -396,6 +396,10 @@ int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
  * (done and cancelled jobs remove theirs as they end). At start, every few
  * minutes and as a job fails. */
 void jobs_keep_ended(jobs *js);
+/* --remove-ended: the jobs that ended longer ago than its age, and the
+ * sweeps all of whose jobs did, removed as `rm` does (the accounting
+ * record keeps their use). At start, every few minutes and as jobs end. */
+void jobs_remove_ended(jobs *js);
 void jobs_keep_ended_init(jobs *js);
 void jobs_keep_ended_start(jobs *js);
 /* A folder being removed is first renamed so, and the next issued id is

@@ -60,6 +60,11 @@ static const char usage[] =
     "                     until it is one of more than N newer failed jobs, or ended\n"
     "                     more than AGE ago (AGE: a number with s, m, h or d, e.g.\n"
     "                     7d); by default they stay until resumed or removed\n"
+    "  --remove-ended AGE  a job that ended more than AGE ago (s, m, h or d: 30d)\n"
+    "                     is removed, folder and all, as 'parlectl rm' would (a\n"
+    "                     sweep once all its jobs did); the accounting record keeps\n"
+    "                     its use. By default ended jobs stay until removed, and\n"
+    "                     each takes about 15 KB of parled's memory\n"
     "  --save-retry S     a job whose final weights (its master) cannot be written,\n"
     "                     e.g. to a full disk, keeps them in memory and retries\n"
     "                     every second for up to S seconds (default 600), its\n"
@@ -231,17 +236,18 @@ static int parse_log_level(const char *s)
     return -1;
 }
 
-/* --keep-ended N (a count) or AGE (a number and s, m, h or d). */
-static int parse_keep_ended(const char *s, server_config *cfg)
+/* --keep-ended N (a count, into *count when count is not NULL) or AGE (a
+ * number and s, m, h or d, into *age): 0, or -1. */
+static int parse_ended(const char *s, int *count, double *age)
 {
     char *end;
     double v = strtod(s, &end);
     if (end == s || !(v >= 0 && v <= 1e8))
         return -1;
     if (!*end) {
-        if (v != (double)(int)v)
+        if (!count || v != (double)(int)v)
             return -1;
-        cfg->keep_ended_count = (int)v;
+        *count = (int)v;
         return 0;
     }
     static const char units[] = "smhd";
@@ -249,7 +255,7 @@ static int parse_keep_ended(const char *s, server_config *cfg)
     const char *u = end[1] ? NULL : strchr(units, *end);
     if (!u || !*u || v <= 0)
         return -1;
-    cfg->keep_ended_s = v * seconds[u - units];
+    *age = v * seconds[u - units];
     return 0;
 }
 
@@ -272,6 +278,7 @@ int main(int argc, char **argv)
         {"usage-half-life", required_argument, 0, 'H'},
         {"usage-save-interval", required_argument, 0, 'W'},
         {"keep-ended", required_argument, 0, 'K'},
+        {"remove-ended", required_argument, 0, 'E'},
         {"save-retry", required_argument, 0, 'S'},
         {"max-gpus-per-user", required_argument, 0, 'G'},
         {"max-cores-per-user", required_argument, 0, 'c'},
@@ -388,9 +395,16 @@ int main(int argc, char **argv)
             break;
         }
         case 'K':
-            if (parse_keep_ended(optarg, &cfg) != 0) {
+            if (parse_ended(optarg, &cfg.keep_ended_count, &cfg.keep_ended_s) != 0) {
                 fprintf(stderr, "parled: --keep-ended: expected a count (50) or an age with s, "
                         "m, h or d (7d), got %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'E':
+            if (parse_ended(optarg, NULL, &cfg.remove_ended_s) != 0) {
+                fprintf(stderr, "parled: --remove-ended: expected an age with s, m, h or d "
+                        "(30d), got %s\n", optarg);
                 return 2;
             }
             break;
