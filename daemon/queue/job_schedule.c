@@ -245,14 +245,6 @@ void jobs_schedule_init(jobs *js)
     js->memory_retry.data = js;
     uv_timer_init(js->loop, &js->time_limit_check);
     js->time_limit_check.data = js;
-    uv_timer_init(js->loop, &js->schedule_soon);
-    js->schedule_soon.data = js;
-}
-
-void jobs_schedule_soon(jobs *js)
-{
-    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->schedule_soon))
-        uv_timer_start(&js->schedule_soon, on_timer, 0, 0);
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
@@ -445,7 +437,6 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 
 void jobs_schedule(jobs *js)
 {
-    uv_timer_stop(&js->schedule_soon); /* this pass is that one */
     if (js->stopping)
         return;
     jobs_usage_update(js);
@@ -593,7 +584,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         job_log_stop(j);
         if (js->listener.on_end)
             js->listener.on_end(js->listener.user, j);
-        jobs_schedule_soon(js);
+        jobs_schedule(js);
         return 0;
     }
     j->cancel_requested = 1;

@@ -195,7 +195,6 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
-    uv_timer_t schedule_soon; /* jobs_schedule_soon's pass, once the loop turns */
     int memory_waits;       /* a job waits for memory or disk in this jobs_schedule call */
     int open_handles;       /* async and the four timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
@@ -287,10 +286,7 @@ void set_state(job *j, enum job_state s);
  * looking again every few seconds while one waits for memory. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
-/* jobs_schedule once this turn of the loop has served what it read (a
- * submit, a cancel of a queued job): what arrived together is decided in
- * one pass, and the reply does not wait for it. */
-void jobs_schedule_soon(jobs *js);
+
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"); or, stopped at its
  * time limit, ended "timeout". */
