@@ -245,6 +245,20 @@ void jobs_schedule_init(jobs *js)
     js->memory_retry.data = js;
     uv_timer_init(js->loop, &js->time_limit_check);
     js->time_limit_check.data = js;
+    uv_timer_init(js->loop, &js->schedule_soon);
+    js->schedule_soon.data = js;
+}
+
+void jobs_schedule_soon(jobs *js)
+{
+    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->schedule_soon))
+        uv_timer_start(&js->schedule_soon, on_timer, 0, 0);
+}
+
+void jobs_schedule_pending(jobs *js)
+{
+    if (uv_is_active((uv_handle_t *)&js->schedule_soon))
+        jobs_schedule(js);
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
@@ -437,6 +451,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 
 void jobs_schedule(jobs *js)
 {
+    uv_timer_stop(&js->schedule_soon); /* this pass is the one it waited for */
     if (js->stopping)
         return;
     jobs_usage_update(js);

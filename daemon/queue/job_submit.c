@@ -188,6 +188,6 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     *code = j ? ERR_INTERNAL : *code;
     if (!j || job_commit(js, j, job_json, owner, err, errlen) != 0)
         return NULL;
-    jobs_schedule(js);
+    jobs_schedule_soon(js);
     return j;
 }

@@ -410,6 +410,7 @@ void jobs_close(jobs *js)
         (uv_handle_t *)&js->async,           (uv_handle_t *)&js->time_limit_check,
         (uv_handle_t *)&js->memory_retry,    (uv_handle_t *)&js->requeue_check,
         (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->usage_save,
+        (uv_handle_t *)&js->schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
     js->open_handles = (int)(sizeof handles / sizeof handles[0]);

@@ -77,6 +77,12 @@ void jobs_start(jobs *js);
 job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
                  char *err, size_t errlen);
 void jobs_set_limits(jobs *js, const jobs_limits *limits);
+/* A submit's scheduling pass runs once the loop turns, so that its reply
+ * does not wait for it and submits read together share one: the server
+ * calls this before any other request, which then sees the queue as
+ * scheduled (a job that could start has started; its preemptions are
+ * asked). */
+void jobs_schedule_pending(jobs *js);
 
 job *jobs_find(jobs *js, const char *id);
 const char *job_id(const job *j);

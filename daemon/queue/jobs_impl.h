@@ -195,6 +195,7 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
+    uv_timer_t schedule_soon; /* a submit's pass, at the loop's next turn (job_schedule.c) */
     int memory_waits;       /* a job waits for memory or disk in this jobs_schedule call */
     int open_handles;       /* async and the four timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
@@ -286,6 +287,10 @@ void set_state(job *j, enum job_state s);
  * looking again every few seconds while one waits for memory. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
+/* jobs_schedule at the loop's next turn (a submit's: the reply does not
+ * wait for the pass, and submits read together share one), or before the
+ * next request other than a submit (jobs_schedule_pending). */
+void jobs_schedule_soon(jobs *js);
 
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"); or, stopped at its

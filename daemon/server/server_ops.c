@@ -413,6 +413,8 @@ void server_handle_request(conn *c, char *line, size_t len)
         return;
     }
     server_log(LOG_DEBUG, "uid %u: %s %s", c->peer_uid, proto_op_name(req.op), req.id);
+    if (req.op != OP_SUBMIT)
+        jobs_schedule_pending(s->jobs); /* what it reads or changes as scheduled */
     switch (req.op) {
     case OP_SUBMIT:
         op_submit(c, &req);
