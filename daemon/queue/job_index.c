@@ -43,7 +43,7 @@ static void grow(jobs *js)
 
 /* j in or out (`in`) of the list from *first to *last whose links are
  * j's member at offset `off`. */
-static void track_set(job **first, job **last, job *j, size_t off, int in)
+static void track_set(job **first, job **last, size_t *count, job *j, size_t off, int in)
 {
 #define LINK(x) ((job_link *)((char *)(x) + off))
     job_link *l = LINK(j);
@@ -69,15 +69,16 @@ static void track_set(job **first, job **last, job *j, size_t off, int in)
         l->next = l->prev = NULL;
     }
     l->on = in;
+    *count += in ? 1 : (size_t)-1;
 #undef LINK
 }
 
 void jobs_track(jobs *js, job *j)
 {
     const int linked = j->prev || js->first == j;
-    track_set(&js->active_first, &js->active_last, j, offsetof(job, active),
+    track_set(&js->active_first, &js->active_last, &js->nactive, j, offsetof(job, active),
               linked && (j->thread_running || !job_state_final(j->state)));
-    track_set(&js->running_first, &js->running_last, j, offsetof(job, running),
+    track_set(&js->running_first, &js->running_last, &js->nrunning, j, offsetof(job, running),
               linked && j->thread_running);
 }
 

@@ -414,10 +414,8 @@ static void time_limits(jobs *js)
  * again (a job waits for memory now). *nqueued: the queued jobs. */
 static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 {
-    int n = 0, queued = 0, after_pending = 0;
-    for (job *j = js->active_first; j; j = j->active.next)
-        if (j->thread_running || j->state == JOB_QUEUED)
-            n++;
+    int queued = 0, after_pending = 0;
+    const int n = (int)js->nactive; /* (a bound: some may have ended, their threads running) */
     job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
     sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
     sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);

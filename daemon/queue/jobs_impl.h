@@ -184,6 +184,7 @@ struct jobs {
     unsigned long after_epoch;
     job *active_first, *active_last;   /* queued or running (job_index.c) */
     job *running_first, *running_last; /* their threads run */
+    size_t nactive, nrunning;          /* in each */
     int next_id;
     int running, stopping;
     int restarting;         /* the stop is parled's re-exec after a device fault */

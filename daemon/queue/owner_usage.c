@@ -37,7 +37,7 @@ static owner_usage *usage_entry(jobs *js, unsigned uid, const char *user)
 {
     for (int i = 0; i < js->nusage; i++)
         if (js->usage[i].uid == uid) {
-            if (user)
+            if (user && strcmp(js->usage[i].user, user) != 0) /* (each pass asks: mostly same) */
                 snprintf(js->usage[i].user, sizeof js->usage[i].user, "%s", user);
             return &js->usage[i];
         }
