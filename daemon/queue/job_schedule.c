@@ -90,8 +90,9 @@ static void blockers_text(job **list, const sched_decision *d, char *out, size_t
  * works them out again. */
 static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 {
-    /* Decided as last time: worded as then (but a dependency's words name
-     * its state now, and admission words a wait for memory anew). */
+    /* Decided as last time: worded as then (but a job it runs after is
+     * named with its state now, a sweep's count moves only as jobs end or
+     * are queued, and admission words a wait for memory anew). */
     _Static_assert(sizeof j->said.blockers / sizeof j->said.blockers[0] == SCHED_BLOCKERS,
                    "waiting_said keeps the decision's blockers");
     struct waiting_said said;
@@ -99,13 +100,15 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     said.wait = d->wait;
     said.nblockers = d->nblockers;
     said.devices = j->devices;
+    said.after_epoch = d->wait == SCHED_AFTER ? js->after_epoch : 0;
     for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS; k++)
         said.blockers[k] = list[d->blockers[k]]->seq;
     if (d->wait == SCHED_QUEUE)
         said.because = ahead_because(js, list[d->blockers[0]], j);
     const int same = !memcmp(&said, &j->said, sizeof said) && j->waiting[0];
     j->said = said;
-    if (same && d->wait != SCHED_AFTER && d->wait != SCHED_MEMORY) /* (admission words these) */
+    if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
+        (d->wait != SCHED_AFTER || !strchr(j->cfg.after, 'j'))) /* (a job's state, by id) */
         return;
     char text[sizeof j->waiting], who[384], dev[256];
     blockers_text(list, d, who, sizeof who);

@@ -124,6 +124,7 @@ struct job {
         long blockers[4];   /* their seq */
         const char *because;
         uint64_t devices;
+        unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
     } said;
     double requeue_asked_at;
     char preempted_by[PROTO_ID_MAX];
