@@ -73,9 +73,46 @@ static void track_set(job **first, job **last, size_t *count, job *j, size_t off
 #undef LINK
 }
 
+/* uid's count moved by `by`. */
+static void owner_count_add(jobs *js, unsigned uid, int by)
+{
+    int k = 0;
+    while (k < js->nowner_counts && js->owner_counts[k].uid != uid)
+        k++;
+    if (k == js->nowner_counts) {
+        if (k == js->capowner_counts) {
+            const int cap = k ? 2 * k : 16;
+            struct owner_count *c = realloc(js->owner_counts, (size_t)cap * sizeof *c);
+            if (!c) {
+                js->owner_counts_lost = 1;
+                return;
+            }
+            js->owner_counts = c;
+            js->capowner_counts = cap;
+        }
+        js->owner_counts[js->nowner_counts++] = (struct owner_count){.uid = uid};
+    }
+    js->owner_counts[k].n += by;
+}
+
+int jobs_owner_active(const jobs *js, unsigned uid)
+{
+    if (js->owner_counts_lost)
+        return -1;
+    for (int k = 0; k < js->nowner_counts; k++)
+        if (js->owner_counts[k].uid == uid)
+            return js->owner_counts[k].n;
+    return 0;
+}
+
 void jobs_track(jobs *js, job *j)
 {
     const int linked = j->prev || js->first == j;
+    const int counted = linked && !job_state_final(j->state);
+    if (counted != j->counted) {
+        owner_count_add(js, j->owner.uid, counted ? 1 : -1);
+        j->counted = counted;
+    }
     track_set(&js->active_first, &js->active_last, &js->nactive, j, offsetof(job, active),
               linked && (j->thread_running || !job_state_final(j->state)));
     track_set(&js->running_first, &js->running_last, &js->nrunning, j, offsetof(job, running),
@@ -141,6 +178,8 @@ job *jobs_index_find(const jobs *js, const char *id)
 
 void jobs_index_free(jobs *js)
 {
+    free(js->owner_counts);
+    js->owner_counts = NULL;
     free(js->buckets);
     js->buckets = NULL;
     js->nbuckets = js->njobs = 0;

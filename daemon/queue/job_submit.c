@@ -18,7 +18,10 @@
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)
 {
-    int n = 0;
+    int n = jobs_owner_active(js, uid);
+    if (n >= 0)
+        return n;
+    n = 0;
     for (const job *j = js->active_first; j; j = j->active.next)
         n += j->owner.uid == uid && !job_state_final(j->state);
     return n;

@@ -45,6 +45,7 @@ struct job {
     long seq;               /* its place in submission order (1 first) */
     job_link active;        /* in js->active_first...: queued, or its thread runs */
     job_link running;       /* in js->running_first...: its thread runs */
+    int counted;            /* in its owner's count of queued and running jobs */
     char id[PROTO_ID_MAX];
     char dir[1100];
     job_config cfg;
@@ -186,6 +187,13 @@ struct jobs {
     job *active_first, *active_last;   /* queued or running (job_index.c) */
     job *running_first, *running_last; /* their threads run */
     size_t nactive, nrunning;          /* in each */
+    /* Each owner's queued and running jobs (--max-jobs-per-user), kept as
+     * they change; lost (-1 from jobs_owner_active) if memory ran out. */
+    struct owner_count {
+        unsigned uid;
+        int n;
+    } *owner_counts;
+    int nowner_counts, capowner_counts, owner_counts_lost;
     int next_id;
     int running, stopping;
     int restarting;         /* the stop is parled's re-exec after a device fault */
@@ -239,6 +247,8 @@ struct jobs {
  * each change of either. */
 void jobs_link(jobs *js, job *j);
 void jobs_track(jobs *js, job *j);
+/* uid's queued and running jobs, or -1 when not known (count them). */
+int jobs_owner_active(const jobs *js, unsigned uid);
 void jobs_unlink(jobs *js, job *j);
 job *jobs_index_find(const jobs *js, const char *id);
 void jobs_index_free(jobs *js);
