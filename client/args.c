@@ -86,6 +86,12 @@ int parse_args(const command *cmd, int argc, char **argv, const char *allowed, i
             if (s[7] == '\0' && i + 1 >= argc)
                 return usage_error(cmd, "--state needs a state", ""), -1;
             a->state = s[7] == '=' ? s + 8 : argv[++i];
+        } else if (strcmp(s, "--all") == 0 && strchr(allowed, 'A')) {
+            a->all = 1;
+        } else if (strcmp(s, "--limit") == 0 && strchr(allowed, 'L')) {
+            if (i + 1 >= argc)
+                return usage_error(cmd, "--limit needs a number of jobs", ""), -1;
+            a->limit = argv[++i];
         } else if ((strcmp(s, "--user") == 0 || strcmp(s, "--since") == 0) &&
                    strchr(allowed, s[2] == 'u' ? 'u' : 'T')) {
             if (i + 1 >= argc)

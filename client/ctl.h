@@ -74,6 +74,8 @@ int watch_job(const char *id, int quiet, int json);
 #define ARGS_MAX_POS 16 /* positional arguments */
 typedef struct args {
     int json, quiet, follow, watch, wait, from_scratch;
+    int all;           /* --all (list: every page) */
+    const char *limit; /* --limit N (list) */
     char *pos[ARGS_MAX_POS];
     int npos;
     char *sets[64];
@@ -87,8 +89,8 @@ typedef struct args {
 } args;
 
 /* Parse argv after the command's name; `allowed` lists the flags it takes
- * ("jqfwWsoSFpuT": --json -q -f/--follow --watch --wait --set -o --state
- * --from-scratch --priority --user --since). Prints the usage error and returns -1, or 1
+ * ("jqfwWsoSFpuTAL": --json -q -f/--follow --watch --wait --set -o --state
+ * --from-scratch --priority --user --since --all --limit). Prints the usage error and returns -1, or 1
  * for --help. */
 int parse_args(const command *cmd, int argc, char **argv, const char *allowed, int maxpos,
                args *a);

@@ -178,9 +178,22 @@ int cmd_status(const command *cmd, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* One page of `list`: the reply, or NULL after its message. */
+static cJSON *list_page(conn *c, const char *state, int limit, const char *before)
+{
+    cJSON *req = op_request("list", NULL);
+    if (state)
+        cJSON_AddStringToObject(req, "state", state);
+    if (limit)
+        cJSON_AddNumberToObject(req, "limit", limit);
+    if (before)
+        cJSON_AddStringToObject(req, "before", before);
+    return request(c, req);
+}
+
 int cmd_list(const command *cmd, int argc, char **argv)
 {
-    PARSE("jS", 0, 0);
+    PARSE("jSAL", 0, 0);
     /* The states status and list show (docs/protocol.md): "held" and
      * "preempted" are queued jobs shown so. */
     static const char *const states[] = {"queued", "held",   "preempted", "running",
@@ -190,19 +203,46 @@ int cmd_list(const command *cmd, int argc, char **argv)
         known = strcmp(a.state, states[k]) == 0;
     if (!known)
         return usage_error(cmd, "unknown state ", a.state);
-    cJSON *reply = call(op_request("list", NULL));
-    if (!reply)
+    char *end;
+    const long limit = a.limit ? strtol(a.limit, &end, 10) : 0;
+    if (a.limit && (!*a.limit || *end || limit < 1 || limit > 1000))
+        return usage_error(cmd, "--limit: expected a number of jobs in 1..1000, got ", a.limit);
+    conn c;
+    if (conn_open(&c) != 0)
         return EXIT_FAIL;
-    cJSON *jobs = cJSON_GetObjectItemCaseSensitive(reply, "jobs");
-    for (cJSON *j = jobs ? jobs->child : NULL, *next; a.state && j; j = next) {
-        next = j->next;
-        if (strcmp(str(j, "state"), a.state) != 0)
-            cJSON_Delete(cJSON_DetachItemViaPointer(jobs, j));
+    /* Pages come newest first, each in submission order; with --all they
+     * are gathered, then joined oldest page first. */
+    cJSON *pages = cJSON_CreateArray(), *reply = list_page(&c, a.state, (int)limit, NULL);
+    char before[64];
+    while (reply) {
+        cJSON_AddItemToArray(pages, cJSON_DetachItemFromObjectCaseSensitive(reply, "jobs"));
+        if (!a.all || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(reply, "next_before")))
+            break;
+        snprintf(before, sizeof before, "%s", str(reply, "next_before"));
+        cJSON_Delete(reply);
+        reply = list_page(&c, a.state, (int)limit, before);
+    }
+    conn_close(&c);
+    cJSON *jobs = cJSON_CreateArray();
+    for (int p = cJSON_GetArraySize(pages) - 1; p >= 0; p--) {
+        cJSON *page = cJSON_GetArrayItem(pages, p);
+        while (page && page->child)
+            cJSON_AddItemToArray(jobs, cJSON_DetachItemViaPointer(page, page->child));
+    }
+    cJSON_Delete(pages);
+    if (!reply) {
+        cJSON_Delete(jobs);
+        return EXIT_FAIL;
     }
     if (a.json)
         print_json(jobs);
     else
         print_job_table(jobs);
+    const double total = num(reply, "total");
+    if (!a.json && !a.all && cJSON_GetArraySize(jobs) < total)
+        printf("(the newest %d of %.0f jobs: --all lists every one)\n", cJSON_GetArraySize(jobs),
+               total);
+    cJSON_Delete(jobs);
     cJSON_Delete(reply);
     return EXIT_OK;
 }

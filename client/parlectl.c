@@ -20,8 +20,9 @@ static const char usage[] =
     "commands:\n"
     "  submit FILE [-q] [--set key.path=value]... [--priority N] [--watch|--wait] [--json]\n"
     "         [--after IDS | --after-any IDS]  queue a job\n"
-    "  status [ID] [--json]    one job, or the daemon and all jobs\n"
-    "  list [--state S] [--json]   all jobs (--state: only those in state S); alias: ls\n"
+    "  status [ID] [--json]    one job, or the daemon and the newest 100 jobs\n"
+    "  list [--state S] [--all] [--json]  the newest jobs (--all: every one; --state:\n"
+    "                              only those in state S); alias: ls\n"
     "  watch ID [--json]       follow a job's progress until it ends\n"
     "  logs ID [-f] [--json]   a job's log (-f: follow until the job ends)\n"
     "  cancel ID [--json]      cancel a queued or running job\n"
@@ -72,18 +73,22 @@ static const command commands[] = {
      "like 'wait'; either exits like 'wait' (0 done, 1 failed or timeout, 3\n"
      "cancelled, 4 parled gone); --wait --json prints the job as it ended."},
     {"status", cmd_status,
-     "status [ID] [--json]\nOne job's status, or the daemon's and every job's. A job's shows what\n"
-     "places it in the queue (as Slurm's sprio): its priority, whether it resumes a\n"
-     "checkpoint, its owner's recent device use (fair share) and its submission;\n"
-     "and who holds it, if held."},
+     "status [ID] [--json]\nOne job's status, or the daemon's and the newest 100 jobs' ('list --all':\n"
+     "every job). A job's shows what places it in the queue (as Slurm's sprio):\n"
+     "its priority, whether it resumes a checkpoint, its owner's recent device use\n"
+     "(fair share) and its submission; and who holds it, if held. Of another\n"
+     "member's job, only what the queue needs, unless parled runs with\n"
+     "--open-job-details: no training values, errors or paths."},
     {"list", cmd_list,
-     "list [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'ls' is\n"
-     "the same command."},
+     "list [--state S] [--all] [--limit N] [--json]\nThe newest 100 jobs, oldest first (--limit N: the newest N, at most 1000;\n"
+     "--all: every job, asked page by page); --state keeps those in state S\n"
+     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'ls'\n"
+     "is the same command."},
     {"ls", cmd_list,
-     "ls [--state S] [--json]\nEvery job, oldest first; --state keeps those in state S\n"
-     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'list' is\n"
-     "the same command."},
+     "ls [--state S] [--all] [--limit N] [--json]\nThe newest 100 jobs, oldest first (--limit N: the newest N, at most 1000;\n"
+     "--all: every job, asked page by page); --state keeps those in state S\n"
+     "(queued, held, preempted, running, done, failed, cancelled, timeout). 'list'\n"
+     "is the same command."},
     {"watch", cmd_watch,
      "watch ID [--json]\nFollow the job's progress until it ends (--json: the event lines).\n"
      "Exits like 'wait': 0 done, 1 failed or timeout, 3 cancelled, 4 parled gone."},

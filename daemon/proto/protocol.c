@@ -23,9 +23,10 @@ const char *proto_op_name(enum proto_op op) { return op_names[op]; }
 /* Which fields each op takes besides "op": a field not listed is an error,
  * as in job files, so a typo never passes silently. */
 enum { F_ID = 1, F_ID_OPT = 2, F_JOB = 4, F_FOLLOW = 8, F_OFFSET = 16, F_VERSION = 32, F_SWEEP = 64,
-       F_FROM_SCRATCH = 128, F_PRIORITY = 256, F_USER = 512, F_SINCE = 1024 };
+       F_FROM_SCRATCH = 128, F_PRIORITY = 256, F_USER = 512, F_SINCE = 1024,
+       F_PAGE = 2048 /* list: limit, before, state */ };
 static const int op_fields[] = {
-    [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = 0, [OP_WATCH] = F_ID,
+    [OP_SUBMIT] = F_JOB, [OP_STATUS] = F_ID_OPT, [OP_LIST] = F_PAGE, [OP_WATCH] = F_ID,
     [OP_LOGS] = F_ID | F_FOLLOW, [OP_CANCEL] = F_ID,
     [OP_EXPORT] = F_ID | F_OFFSET | F_VERSION, [OP_DEVICES] = 0, [OP_VERSION] = 0,
     [OP_SHUTDOWN] = 0, [OP_METRICS] = F_ID | F_OFFSET, [OP_SWEEP_SUBMIT] = F_SWEEP,
@@ -41,6 +42,19 @@ static int fail(const char **code, const char *c, char *msg, size_t msglen, cons
     *code = c;
     snprintf(msg, msglen, fmt, arg);
     return -1;
+}
+
+/* The states status and list show (a queued job is shown "held" or
+ * "preempted" when it is). */
+static const char *const shown_states[] = {"queued", "held", "preempted", "running", "done",
+                                           "failed", "cancelled", "timeout"};
+
+static int shown_state(const char *s)
+{
+    for (size_t k = 0; k < sizeof shown_states / sizeof shown_states[0]; k++)
+        if (!strcmp(s, shown_states[k]))
+            return 1;
+    return 0;
 }
 
 /* Job ids are short and plain ("j0001"); anything else cannot name a job
@@ -121,6 +135,23 @@ static int parse_fields(const cJSON *root, proto_request *req, const char **code
                 return fail(code, ERR_BAD_REQUEST, msg, msglen,
                             "%s: must be a time in unix seconds (0..1e11)", k);
             req->since = it->valuedouble;
+        } else if (strcmp(k, "limit") == 0 && (allowed & F_PAGE)) {
+            if (!cJSON_IsNumber(it) || !(it->valuedouble >= 1 && it->valuedouble <= PROTO_LIST_MAX) ||
+                it->valuedouble != (double)(int)it->valuedouble)
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be a whole number of jobs in 1..1000", k);
+            req->limit = (int)it->valuedouble;
+        } else if (strcmp(k, "before") == 0 && (allowed & F_PAGE)) {
+            if (!cJSON_IsString(it) || !valid_id(it->valuestring))
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be a job id (as next_before gave it)", k);
+            strcpy(req->before, it->valuestring);
+        } else if (strcmp(k, "state") == 0 && (allowed & F_PAGE)) {
+            if (!cJSON_IsString(it) || !shown_state(it->valuestring))
+                return fail(code, ERR_BAD_REQUEST, msg, msglen,
+                            "%s: must be queued, held, preempted, running, done, failed, "
+                            "cancelled or timeout", k);
+            strcpy(req->state, it->valuestring);
         } else {
             *code = ERR_BAD_REQUEST;
             snprintf(msg, msglen, "%s: unknown field for op \"%s\"", user_text_shown(k, shown),

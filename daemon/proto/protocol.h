@@ -23,6 +23,9 @@ enum proto_op {
  * (as base64 for export), so every reply line stays under PROTO_MAX_LINE. */
 #define PROTO_CHUNK_MAX (512u << 10)
 #define PROTO_VERSION_TAG_MAX 64
+/* list: the jobs one page holds by default and at most. */
+#define PROTO_LIST_DEFAULT 100
+#define PROTO_LIST_MAX 1000
 
 /* Error codes (the "code" of an error reply). */
 #define ERR_BAD_JSON "bad_json"
@@ -52,6 +55,9 @@ typedef struct proto_request {
     char version[PROTO_VERSION_TAG_MAX]; /* export: the file version the chunks must come from ("" = any) */
     char user[64];         /* history: only this owner's (a name or a uid), "" = all */
     double since;          /* history: runs that ended at or after (unix seconds; 0 = all) */
+    int limit;             /* list: jobs in the page (1..PROTO_LIST_MAX; 0 = the default) */
+    char before[PROTO_ID_MAX]; /* list: only jobs older than this id ("" = from the newest) */
+    char state[16];        /* list: only jobs in this shown state ("" = any) */
     cJSON *job;            /* submit: the job object; owned by the request */
     cJSON *sweep;          /* sweep_submit: the sweep object; owned by the request */
 } proto_request;

@@ -7,7 +7,10 @@
  *
  * Bounded: once the file passes ACCT_FILE_MAX bytes it becomes
  * accounting.1.jsonl (replacing the one before) and a new file starts; the
- * history covers both. Every line is validated as it is read: a bad line
+ * history covers both. The runs of the file replaced are first summed per
+ * owner and UTC day into accounting.days.jsonl (rewritten atomically), kept
+ * ACCT_KEEP_DAYS days: however many runs another member makes, each
+ * owner's use stays in the history that long, by the day. Every line is validated as it is read: a bad line
  * (a torn last one after a crash, or one edited by hand) is skipped and
  * counted, and a torn end is cut off before the next append.
  *
@@ -23,6 +26,7 @@
 #define ACCT_FILE_MAX (4u << 20)
 #define ACCT_LINE_MAX 1024
 #define ACCT_OWNERS_MAX 65536
+#define ACCT_KEEP_DAYS 400
 /* Device-seconds of one run: a century of 64 devices bounds any real one. */
 #define ACCT_DEVICE_S_MAX 2e11
 
@@ -56,13 +60,23 @@ typedef struct acct_entry {
     double ended_at, device_seconds;
 } acct_entry;
 
+/* An owner's runs that ended in one UTC day (day: its start, unix
+ * seconds), once their lines have rotated out. */
+typedef struct acct_day {
+    unsigned uid;
+    double day, device_seconds;
+    long runs;
+} acct_day;
+
 typedef struct acct_name {
     unsigned uid;
     char user[64];
 } acct_name;
 
 typedef struct acct_log {
-    char path[1040], old_path[1040];
+    char path[1040], old_path[1040], days_path[1040];
+    acct_day *days; /* by day, then owner */
+    size_t ndays, capdays;
     acct_entry *e;
     size_t n, cap;
     size_t old_n;   /* e[0..old_n) come from old_path, the rest from path */
@@ -80,6 +94,14 @@ int acct_load_text(acct_log *log, const char *text, size_t len, const char *what
                    size_t *whole);
 /* One run added to the log in memory (acct_append also writes it). */
 int acct_add(acct_log *log, const acct_run *r);
+/* The runs e[0, upto) summed into log->days (and taken out of e), the days
+ * older than ACCT_KEEP_DAYS before `now` dropped: 0, or -1 when out of
+ * memory (nothing changed). */
+int acct_fold(acct_log *log, size_t upto, double now);
+/* One line of accounting.days.jsonl: {"uid", "user", "day", "runs",
+ * "device_seconds"}: 0, or -1 with why. */
+int acct_parse_day(const char *line, size_t len, acct_day *d, char *user, size_t userlen,
+                   char *why, size_t whylen);
 
 /* Read <state dir>/accounting.1.jsonl and accounting.jsonl: 0, or -1 with a
  * message (the log then holds what could be read, and appends go on). */
@@ -91,7 +113,7 @@ void acct_close(acct_log *log);
 
 /* The history: per owner (all, or those whose name or uid in digits is
  * `user`; NULL: all) the runs that ended at or after `since` (unix
- * seconds): {"since", "owners": [{"uid", "user", "runs", "device_hours"}],
+ * seconds; of the days kept, each day that ends after it, whole): {"since", "owners": [{"uid", "user", "runs", "device_hours"}],
  * "total_device_hours", "skipped_lines"}, owners by use, most first. */
 cJSON *acct_history_json(const acct_log *log, const char *user, double since);
 

@@ -78,7 +78,7 @@ int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen
 static void held_by_starting(const jobs *js, memory_held *held)
 {
     memset(held, 0, sizeof *held);
-    for (const job *j = js->first; j; j = j->next) {
+    for (const job *j = js->running_first; j; j = j->running.next) {
         if (!j->thread_running || j->need_known != 1 || j->memory_reported)
             continue;
         held->host += j->need.host;
@@ -124,7 +124,7 @@ int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes
 static uint64_t disk_held_by_running(const jobs *js, const job *except)
 {
     uint64_t held = 0;
-    for (const job *j = js->first; j; j = j->next)
+    for (const job *j = js->running_first; j; j = j->running.next)
         if (j != except && j->thread_running && j->need_known == 1 &&
             j->need.disk > j->disk_bytes)
             held += j->need.disk - j->disk_bytes;

@@ -1,22 +1,16 @@
 /* A queued job's dependencies (job field `after`, parlectl submit --after):
  * it starts once the jobs and sweeps it names have ended done (or however
  * they ended, with `after_any`); if one ends otherwise it never will, and
- * the queue cancels it, saying which and why (job_schedule.c). */
+ * the queue cancels it, saying which and how it ended (job_schedule.c): its
+ * state, never its error, which may be another member's
+ * (jobs_viewer_sees_details). */
 #include <stdio.h>
 #include <string.h>
 
 #include "jobs_impl.h"
 
-/* The job or sweep so named (looked up here: the queue's helpers call
- * nothing of jobs.c or sweeps.c). */
-static const job *job_named(const jobs *js, const char *id)
-{
-    for (const job *j = js->first; j; j = j->next)
-        if (!strcmp(j->id, id))
-            return j;
-    return NULL;
-}
-
+/* The sweep so named (looked up here: the queue's helpers call nothing of
+ * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */
 static const sweep *sweep_named(const jobs *js, const char *id)
 {
     for (const sweep *s = js->sweeps; s; s = s->next)
@@ -67,13 +61,12 @@ int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
             }
             if (end < 0 && !j->cfg.after_any) {
                 snprintf(why, whylen, "sweep %s it runs after did not end done: its job %s "
-                         "ended %s%s%.900s", ids[k], bad->id, job_state_name(bad->state),
-                         bad->error[0] ? ": " : "", bad->error);
+                         "ended %s", ids[k], bad->id, job_state_name(bad->state));
                 return -1;
             }
             continue;
         }
-        const job *d = job_named(js, ids[k]);
+        const job *d = jobs_index_find(js, ids[k]);
         if (!d) {
             snprintf(why, whylen, "job %s it runs after was removed", ids[k]);
             return -1;
@@ -84,8 +77,8 @@ int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
             return 1;
         }
         if (d->state != JOB_DONE && !j->cfg.after_any) {
-            snprintf(why, whylen, "job %s it runs after ended %s%s%.900s", d->id,
-                     job_state_name(d->state), d->error[0] ? ": " : "", d->error);
+            snprintf(why, whylen, "job %s it runs after ended %s", d->id,
+                     job_state_name(d->state));
             return -1;
         }
     }
@@ -97,7 +90,7 @@ int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen)
     char ids[JOB_MAX_AFTER][16], why[128];
     const int n = job_after_ids(cfg->after, ids, why, sizeof why);
     for (int k = 0; k < n; k++)
-        if (ids[k][0] == 's' ? !sweep_named(js, ids[k]) : !job_named(js, ids[k])) {
+        if (ids[k][0] == 's' ? !sweep_named(js, ids[k]) : !jobs_index_find(js, ids[k])) {
             snprintf(err, errlen, "after: %s %s is not in parled's queue", ids[k][0] == 's' ?
                      "sweep" : "job", ids[k]);
             return -1;

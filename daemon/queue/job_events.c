@@ -37,6 +37,10 @@ void job_log_event(job *j, const char *message)
 void set_state(job *j, enum job_state s)
 {
     j->state = s;
+    if (j->js) {
+        jobs_track(j->js, j);
+        j->js->after_epoch += job_state_final(s); /* its dependents may go on */
+    }
     if (job_state_final(s)) {
         j->ended_at = jobs_now_s();
         j->ended_mono = jobs_mono_s();

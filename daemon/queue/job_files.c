@@ -63,7 +63,7 @@ int write_status(job *j)
 {
     char path[1200], err[512];
     j->disk_bytes = tree_disk_bytes(j->dir); /* as of this write: status answers from memory */
-    cJSON *st = job_status_json(j);
+    cJSON *st = job_status_json(j, NULL);
     char *text = cJSON_Print(st);
     cJSON_Delete(st);
     job_file_path(j, "status.json", path, sizeof(path));

@@ -36,6 +36,16 @@ const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
 
+bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v)
+{
+    return !v || v->admin || v->uid == owner->uid || (js && js->limits.open_job_details);
+}
+
+bool jobs_viewer_sees_details(const job *j, const job_viewer *v)
+{
+    return owner_details_seen(j->js, &j->owner, v);
+}
+
 double owner_usage_of(const jobs *js, unsigned uid)
 {
     for (int i = 0; i < js->nusage; i++)

@@ -1,6 +1,7 @@
 /* What has ended, removed (jobs_impl.h): a job's folder (`rm`), a sweep's
- * record with all its jobs (`sweep rm`), and with --keep-ended the
- * checkpoints of failed jobs past an age or a count. A removed id is never
+ * record with all its jobs (`sweep rm`), with --keep-ended the
+ * checkpoints of failed jobs past an age or a count, and with
+ * --remove-ended the jobs (and sweeps) that ended longer ago than an age. A removed id is never
  * issued again: <dir>/.next_id keeps the next one across restarts. */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "file_tree.h"
 #include "fsutil.h"
 #include "jobs_impl.h"
+#include "log.h"
 
 /* How often --keep-ended looks at the failed jobs' ages. */
 #define KEEP_ENDED_CHECK_MS (10 * 60 * 1000)
@@ -40,14 +42,7 @@ static int keep_next_id(const char *dir, int next_id, char *err, size_t errlen)
 /* j out of the queue's list and freed (an ended job: no thread, no watcher). */
 static void forget_job(jobs *js, job *j)
 {
-    job **at = &js->first, *prev = NULL;
-    while (*at && *at != j)
-        prev = *at, at = &(*at)->next;
-    if (!*at)
-        return;
-    *at = j->next;
-    if (js->last == j)
-        js->last = prev;
+    jobs_unlink(js, j);
     free(j->cores);
     free(j);
 }
@@ -86,7 +81,10 @@ int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, 
     }
     *code = ERR_INTERNAL;
     *freed = 0;
-    return remove_job_files(js, j, freed, err, errlen);
+    if (remove_job_files(js, j, freed, err, errlen) != 0)
+        return -1;
+    jobs_schedule(js); /* a job that runs after it is cancelled, saying so */
+    return 0;
 }
 
 int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **code, char *err,
@@ -123,6 +121,7 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
         ++*njobs;
     }
     sweep_forget(js, s);
+    jobs_schedule(js);
     return 0;
 }
 
@@ -178,7 +177,63 @@ void jobs_keep_ended(jobs *js)
     free(failed);
 }
 
-static void on_keep_ended(uv_timer_t *t) { jobs_keep_ended(t->data); }
+/* ---- --remove-ended: jobs and sweeps past the age, as `rm` removes them ---- */
+
+/* Whether every job of sweep s ended before `before` (jobs_mono_s; and it
+ * has one). */
+static int sweep_ended_before(const jobs *js, const sweep *s, double before)
+{
+    int n = 0;
+    for (const job *j = js->first; j; j = j->next) {
+        if (j->sweep != s)
+            continue;
+        if (!job_state_final(j->state) || j->thread_running || j->ended_mono > before)
+            return 0;
+        n++;
+    }
+    return n > 0 && !sweep_submitting(js, s);
+}
+
+void jobs_remove_ended(jobs *js)
+{
+    if (js->limits.remove_ended_s <= 0)
+        return;
+    const double before = jobs_mono_s() - js->limits.remove_ended_s; /* a clock step moves no age */
+    char err[1600];
+    const char *code;
+    uint64_t freed, all = 0;
+    int n = 0, failed = 0;
+    for (job *j = js->first, *next; j; j = next) {
+        next = j->next;
+        if (j->sweep_id[0] || !job_state_final(j->state) || j->thread_running ||
+            j->ended_at <= 0 || j->ended_mono > before)
+            continue;
+        if (remove_job_files(js, j, &freed, err, sizeof err) == 0)
+            n++, all += freed;
+        else if (!failed++)
+            server_log(LOG_WARN, "--remove-ended: %s", err);
+    }
+    for (sweep *s = js->sweeps, *next; s; s = next) {
+        next = s->next;
+        int njobs;
+        if (!sweep_ended_before(js, s, before))
+            continue;
+        if (sweep_remove(js, s, &njobs, &freed, &code, err, sizeof err) == 0)
+            n += njobs, all += freed;
+        else if (!failed++)
+            server_log(LOG_WARN, "--remove-ended: %s", err);
+    }
+    if (n)
+        server_log(LOG_INFO, "--remove-ended: %d job(s) that ended more than %.0f s ago removed "
+                   "(%llu bytes; their use stays in the accounting record)", n,
+                   js->limits.remove_ended_s, (unsigned long long)all);
+}
+
+static void on_keep_ended(uv_timer_t *t)
+{
+    jobs_keep_ended(t->data);
+    jobs_remove_ended(t->data);
+}
 
 void jobs_keep_ended_init(jobs *js)
 {
@@ -189,7 +244,8 @@ void jobs_keep_ended_init(jobs *js)
 void jobs_keep_ended_start(jobs *js)
 {
     jobs_keep_ended(js);
-    if (js->limits.keep_ended_s > 0)
+    jobs_remove_ended(js);
+    if (js->limits.keep_ended_s > 0 || js->limits.remove_ended_s > 0)
         uv_timer_start(&js->keep_ended_check, on_keep_ended, KEEP_ENDED_CHECK_MS,
                        KEEP_ENDED_CHECK_MS);
 }

@@ -92,6 +92,26 @@ static void blockers_text(job **list, const sched_decision *d, char *out, size_t
  * works them out again. */
 static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 {
+    /* Decided as last time: worded as then (but a job it runs after is
+     * named with its state now, a sweep's count moves only as jobs end or
+     * are queued, and admission words a wait for memory anew). */
+    _Static_assert(sizeof j->said.blockers / sizeof j->said.blockers[0] == SCHED_BLOCKERS,
+                   "waiting_said keeps the decision's blockers");
+    struct waiting_said said;
+    memset(&said, 0, sizeof said); /* (compared whole, padding too) */
+    said.wait = d->wait;
+    said.nblockers = d->nblockers;
+    said.devices = j->devices;
+    said.after_epoch = d->wait == SCHED_AFTER ? js->after_epoch : 0;
+    for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS; k++)
+        said.blockers[k] = list[d->blockers[k]]->seq;
+    if (d->wait == SCHED_QUEUE)
+        said.because = ahead_because(js, list[d->blockers[0]], j);
+    const int same = !memcmp(&said, &j->said, sizeof said) && j->waiting[0];
+    j->said = said;
+    if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
+        (d->wait != SCHED_AFTER || !strchr(j->cfg.after, 'j'))) /* (a job's state, by id) */
+        return;
     char text[sizeof j->waiting], who[384], dev[256];
     blockers_text(list, d, who, sizeof who);
     devices_text(j->devices, dev, sizeof dev);
@@ -105,7 +125,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         break;
     case SCHED_QUEUE:
         snprintf(text, sizeof text, "queue: %s kept for %s (%s), ahead by %s", dev, first->id,
-                 first->owner.user, ahead_because(js, first, j));
+                 first->owner.user, said.because);
         break;
     case SCHED_STOPPING:
         snprintf(text, sizeof text, "stopping: waiting for%s to checkpoint and stop", who);
@@ -159,7 +179,7 @@ static int requeues_pending(jobs *js)
 {
     int asked = 0;
     const double now = jobs_mono_s();
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         if (!j->thread_running || j->requeue_asked_mono <= 0 || j->cancel_requested)
             continue;
         asked = 1;
@@ -178,8 +198,7 @@ static int requeues_pending(jobs *js)
  * j's priority or below; NULL while it still waits for j's devices. */
 static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 {
-    for (*by = js->first; *by && strcmp((*by)->id, j->preempted_by) != 0; *by = (*by)->next)
-        ;
+    *by = jobs_index_find(js, j->preempted_by);
     if (!*by)
         return "was removed";
     if ((*by)->state == JOB_CANCELLED)
@@ -201,7 +220,7 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 static void withdraw_preemptions(jobs *js)
 {
     const double now = jobs_mono_s();
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         const job *by;
         const char *why;
         if (!j->thread_running || j->requeue_asked_mono <= 0 || j->held || j->cancel_requested ||
@@ -231,15 +250,29 @@ void jobs_schedule_init(jobs *js)
     js->memory_retry.data = js;
     uv_timer_init(js->loop, &js->time_limit_check);
     js->time_limit_check.data = js;
+    uv_timer_init(js->loop, &js->schedule_soon);
+    js->schedule_soon.data = js;
+}
+
+void jobs_schedule_soon(jobs *js)
+{
+    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->schedule_soon))
+        uv_timer_start(&js->schedule_soon, on_timer, 0, 0);
+}
+
+void jobs_schedule_pending(jobs *js)
+{
+    if (uv_is_active((uv_handle_t *)&js->schedule_soon))
+        jobs_schedule(js);
 }
 
 /* After a pass: retry it every few seconds while a job waits for memory
- * (admission said so, in j->waiting), which may free outside parled. */
+ * or disk (admission said so in this call's passes: memory_waits), which may free
+ * outside parled. Nothing else a job waits for (a hold, a dependency,
+ * devices, a quota) changes but by an event that schedules anyway. */
 static void memory_retry(jobs *js)
 {
-    int waiting = 0;
-    for (const job *j = js->first; j && !waiting; j = j->next)
-        waiting = j->state == JOB_QUEUED && j->waiting[0];
+    const int waiting = js->memory_waits;
     if (waiting && !js->stopping && !js->memory_retry_on)
         uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
     else if ((!waiting || js->stopping) && js->memory_retry_on)
@@ -270,6 +303,7 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
     p->memory_pass = pass;
+    js->memory_waits = 1;
     return 1;
 }
 
@@ -309,6 +343,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
             j->memory_pass = pass;
+            js->memory_waits = 1;
             again = 1;
         } else if (job_cores_take(js, j) == 0) {
             /* What this run is: one resuming a preemption keeps its
@@ -336,8 +371,13 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
     *after_pending = 0;
     if (!j->cfg.after[0] || j->after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
+    if (j->after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
+        *after_pending = 1;
+        return 0;
+    }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
+    j->after_pending_at = r > 0 ? js->after_epoch : 0;
     j->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
@@ -356,7 +396,7 @@ static void time_limits(jobs *js)
 {
     const double now = jobs_mono_s();
     double next = INFINITY;
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->running_first; j; j = j->running.next) {
         const double limit = job_time_limit(js, j);
         if (!j->thread_running || limit <= 0 || j->stop || j->cancel_requested)
             continue;
@@ -377,13 +417,11 @@ static void time_limits(jobs *js)
 }
 
 /* One decision on the queue as it is, carried out: 1 if it must be made
- * again (a job waits for memory now). */
-static int schedule_pass(jobs *js, unsigned pass)
+ * again (a job waits for memory now). *nqueued: the queued jobs. */
+static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 {
-    int n = 0, queued = 0, after_pending = 0;
-    for (job *j = js->first; j; j = j->next)
-        if (j->thread_running || j->state == JOB_QUEUED)
-            n++;
+    int queued = 0, after_pending = 0;
+    const int n = (int)js->nactive; /* (a bound: some may have ended, their threads running) */
     job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
     sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
     sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
@@ -395,8 +433,9 @@ static int schedule_pass(jobs *js, unsigned pass)
                       .max_cores_per_owner = js->limits.cores_per_user};
     memcpy(in.links, js->gpu_links, sizeof in.links);
     int ok = list && view && out, again = 0;
-    long order = 0;
-    for (job *j = js->first; j && ok; j = j->next, order++)
+    /* (a job cancelled for its dependency leaves the list: next first) */
+    for (job *j = js->active_first, *next; j && ok && in.njobs < n; j = next) {
+        next = j->active.next;
         if (j->thread_running ||
             (j->state == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
             const int waits_after = !j->thread_running && after_pending;
@@ -404,11 +443,13 @@ static int schedule_pass(jobs *js, unsigned pass)
              * a release or a dependency's end changes that). */
             job_set_eligible(j, !j->thread_running && !j->held && !waits_after, in.now);
             list[in.njobs] = j;
-            view[in.njobs++] = sched_view(js, j, order, waits_after, pass, in.now);
+            view[in.njobs++] = sched_view(js, j, j->seq, waits_after, pass, in.now);
             queued += !j->thread_running;
         }
+    }
     if (ok && sched_decide(&in, out) == 0)
         again = apply(js, list, out, in.njobs, queued, pass);
+    *nqueued = queued;
     free(list);
     free(view);
     free(out);
@@ -417,6 +458,7 @@ static int schedule_pass(jobs *js, unsigned pass)
 
 void jobs_schedule(jobs *js)
 {
+    uv_timer_stop(&js->schedule_soon); /* this pass is the one it waited for */
     if (js->stopping)
         return;
     const uint64_t began = uv_hrtime();
@@ -425,10 +467,9 @@ void jobs_schedule(jobs *js)
     /* Each pass that finds a job waiting for memory decides again with it
      * waiting (marked with this call's number): at most once per queued job. */
     const unsigned pass = ++js->schedule_passes;
+    js->memory_waits = 0;
     int queued = 0;
-    for (const job *j = js->first; j; j = j->next)
-        queued += j->state == JOB_QUEUED;
-    for (int k = 0; k <= queued && schedule_pass(js, pass); k++)
+    for (int k = 0; schedule_pass(js, pass, &queued) && k < queued; k++)
         ;
     time_limits(js); /* those just started too */
     memory_retry(js);

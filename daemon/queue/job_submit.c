@@ -18,8 +18,11 @@
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)
 {
-    int n = 0;
-    for (const job *j = js->first; j; j = j->next)
+    int n = jobs_owner_active(js, uid);
+    if (n >= 0)
+        return n;
+    n = 0;
+    for (const job *j = js->active_first; j; j = j->active.next)
         n += j->owner.uid == uid && !job_state_final(j->state);
     return n;
 }
@@ -171,11 +174,7 @@ int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, 
         goto fail;
     free(pretty);
     j->submitted_at = jobs_now_s();
-    if (js->last)
-        js->last->next = j;
-    else
-        js->first = j;
-    js->last = j;
+    jobs_link(js, j);
     job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
             j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
             j->cfg.data.dataset, j->cfg.epochs);
@@ -205,6 +204,6 @@ job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const 
     *code = j ? ERR_INTERNAL : *code;
     if (!j || job_commit(js, j, job_json, owner, err, errlen) != 0)
         return NULL;
-    jobs_schedule(js);
+    jobs_schedule_soon(js);
     return j;
 }

@@ -376,11 +376,13 @@ void job_start(jobs *js, job *j)
     j->memory_reported = 0;
     j->thread_running = 1;
     js->running++;
+    jobs_track(js, j);
     int rc = pthread_create(&j->thread, NULL, job_thread, j);
     if (rc != 0) {
         job_cores_release(js, j);
         j->thread_running = 0;
         js->running--;
+        jobs_track(js, j);
         snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);

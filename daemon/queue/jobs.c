@@ -155,6 +155,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
+    jobs_track(js, j);
     job_cores_release(js, j);
     j->elapsed_base = job_elapsed(j);
     j->run_began_mono = 0;
@@ -237,8 +238,10 @@ static void on_async(uv_async_t *h)
         free(p);
         p = next;
     }
-    if (ended)
+    if (ended) {
+        jobs_remove_ended(js);
         jobs_schedule(js);
+    }
 }
 
 /* ---- the queue's API ---- */
@@ -254,6 +257,7 @@ static void free_jobs(jobs *js)
         free(j);
         j = next;
     }
+    jobs_index_free(js);
     free(js->cores);
     free(js->core_job);
     free(js->usage);
@@ -277,6 +281,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     js->listener = *listener;
     js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
     js->next_id = 1;
+    js->after_epoch = 1; /* (a job never looked at has after_pending_at 0) */
     snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
     js->ncores = run_cpu_cores(&js->cores, err, errlen);
     if (js->ncores < 1)
@@ -335,13 +340,7 @@ void jobs_start(jobs *js)
     jobs_schedule(js);
 }
 
-job *jobs_find(jobs *js, const char *id)
-{
-    for (job *j = js->first; j; j = j->next)
-        if (strcmp(j->id, id) == 0)
-            return j;
-    return NULL;
-}
+job *jobs_find(jobs *js, const char *id) { return jobs_index_find(js, id); }
 
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen)
 {
@@ -414,6 +413,7 @@ void jobs_close(jobs *js)
         (uv_handle_t *)&js->async,           (uv_handle_t *)&js->time_limit_check,
         (uv_handle_t *)&js->memory_retry,    (uv_handle_t *)&js->requeue_check,
         (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->usage_save,
+        (uv_handle_t *)&js->schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
     js->open_handles = (int)(sizeof handles / sizeof handles[0]);

@@ -5,6 +5,7 @@
 #ifndef PARLE_JOBS_H
 #define PARLE_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -37,6 +38,7 @@ typedef struct jobs_limits {
     double preempt_grace_s; /* a job asked to make room stops without a checkpoint after this */
     double keep_ended_s;    /* failed jobs' checkpoints go this long after they end (0: kept) */
     int keep_ended_count;   /* ... and past the newest this many (-1: no count) */
+    double remove_ended_s;  /* ended jobs go (as `rm`) this long after they end (0: kept) */
     double save_retry_s;    /* a job's final master that cannot be written is retried this
                                long, then the job fails */
     int gpus_per_user;      /* GPUs one user's running jobs hold at once (0: no bound) */
@@ -47,6 +49,7 @@ typedef struct jobs_limits {
     double oldest_first_s;       /* a job eligible to run this long ranks before fair share
                                     (0: never) */
     double min_gpu_share;        /* the least gpu_share a GPU job may ask (0: any) */
+    int open_job_details;        /* --open-job-details: every member sees every job's details */
 } jobs_limits;
 
 /* Called on the loop thread. `line` is one '\n'-terminated NDJSON event:
@@ -76,6 +79,12 @@ void jobs_start(jobs *js);
 job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,
                  char *err, size_t errlen);
 void jobs_set_limits(jobs *js, const jobs_limits *limits);
+/* A submit's scheduling pass runs once the loop turns, so that its reply
+ * does not wait for it and submits read together share one: the server
+ * calls this before any other request, which then sees the queue as
+ * scheduled (a job that could start has started; its preemptions are
+ * asked). */
+void jobs_schedule_pending(jobs *js);
 
 job *jobs_find(jobs *js, const char *id);
 const char *job_id(const job *j);
@@ -84,15 +93,33 @@ enum job_state job_state_of(const job *j);
 int job_state_final(enum job_state s);
 const char *job_state_name(enum job_state s);
 
-/* Whether a viewer (uid; admin: root, parled's uid or --admin-group) sees
- * job j's training values (steps, speed, progress, test error) where the
- * queue shows them beside others' jobs (jobs_overview.h): its owner and an
- * admin do, other members do not. */
-int jobs_viewer_sees_details(const job *j, unsigned viewer_uid, int viewer_admin);
+/* Who asks for a job's status: a client's uid, and whether it is root,
+ * parled's uid or --admin-group. */
+typedef struct job_viewer {
+    unsigned uid;
+    int admin;
+} job_viewer;
 
-/* Status objects, answered from memory (the fields of docs/protocol.md). */
-cJSON *job_status_json(const job *j);
-cJSON *jobs_list_json(const jobs *js);
+/* Whether v sees j's details (as Slurm's PrivateData): its training values
+ * (losses, test error, learning rate, the rule's quantities, speed), its
+ * errors and what it could not write (which may quote paths). Its owner, an
+ * admin and, under --open-job-details, every member do; another member
+ * sees what the queue needs: id, owner, state, devices, priority, holds,
+ * why it waits, its times. v NULL: parled itself (status.json), all. */
+bool jobs_viewer_sees_details(const job *j, const job_viewer *v);
+
+/* Status objects, answered from memory (the fields of docs/protocol.md), as
+ * viewer v may see them (jobs_viewer_sees_details). */
+cJSON *job_status_json(const job *j, const job_viewer *v);
+
+/* `list`: a page of the jobs, newest first: at most `limit` of those
+ * submitted before job `before` ("": from the newest), in state `state`
+ * (a shown state, "held", "preempted"...; "": any); the request's bounds are
+ * protocol.h's PROTO_LIST_*. {"jobs": [...],
+ * "total": the jobs in that state, "next_before": the id to ask the next
+ * page with, or null at the end}. */
+cJSON *jobs_list_json(const jobs *js, const job_viewer *v, int limit, const char *before,
+                      const char *state);
 cJSON *jobs_devices_json(const jobs *js);
 cJSON *jobs_summary_json(const jobs *js);
 /* The state dir's free bytes (as an unprivileged user sees them: what
@@ -187,8 +214,8 @@ const job_owner *sweep_owner(const sweep *s);
 int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen);
 /* One row per point: mean and standard deviation of the final test error
  * over its seeds, wall time, state, the best point; and the sweeps' list. */
-cJSON *sweep_status_json(const jobs *js, const sweep *s);
-cJSON *sweeps_list_json(const jobs *js);
+cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v);
+cJSON *sweeps_list_json(const jobs *js, const job_viewer *v);
 
 /* Shutdown: start nothing more and ask every running job to checkpoint at its
  * next step boundary and stop (it resumes at the next start). Returns the

@@ -32,9 +32,20 @@
 /* A final master that could not be written is tried again this often. */
 #define SAVE_RETRY_MS 1000
 
+/* A job's place in one of the scheduler's lists (job_index.c). */
+typedef struct job_link {
+    job *next, *prev;
+    int on;
+} job_link;
+
 struct job {
     jobs *js;
-    job *next;              /* submission order */
+    job *next, *prev;       /* submission order (job_index.c) */
+    job *hnext;             /* the next in its bucket of js->buckets */
+    long seq;               /* its place in submission order (1 first) */
+    job_link active;        /* in js->active_first...: queued, or its thread runs */
+    job_link running;       /* in js->running_first...: its thread runs */
+    int counted;            /* in its owner's count of queued and running jobs */
     char id[PROTO_ID_MAX];
     char dir[1100];
     job_config cfg;
@@ -114,6 +125,16 @@ struct job {
     int timing_out;
     unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
     int after_met;          /* its dependencies (`after`) all ended as it asks */
+    unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
+    /* What `waiting` was last worded from (job_schedule.c): a pass that
+     * decides the same does not word it again. */
+    struct waiting_said {
+        int wait, nblockers;
+        long blockers[4];   /* their seq */
+        const char *because;
+        uint64_t devices;
+        unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
+    } said;
     double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
     char preempted_by[PROTO_ID_MAX];
     int preempted;
@@ -164,6 +185,23 @@ struct jobs {
     jobs_limits limits;
     char devices_text[64];
     job *first, *last;
+    job **buckets;          /* the jobs by id (job_index.c) */
+    size_t nbuckets, njobs;
+    long linked;            /* jobs linked so far (their seq) */
+    /* Counts what may change a dependency's answer (job_after_check): a job
+     * ended or removed, a sweep's job queued, a sweep removed. A job found
+     * waiting on one is not looked at again until it moves. */
+    unsigned long after_epoch;
+    job *active_first, *active_last;   /* queued or running (job_index.c) */
+    job *running_first, *running_last; /* their threads run */
+    size_t nactive, nrunning;          /* in each */
+    /* Each owner's queued and running jobs (--max-jobs-per-user), kept as
+     * they change; lost (-1 from jobs_owner_active) if memory ran out. */
+    struct owner_count {
+        unsigned uid;
+        int n;
+    } *owner_counts;
+    int nowner_counts, capowner_counts, owner_counts_lost;
     int next_id;
     int running, stopping;
     int restarting;         /* the stop is parled's re-exec after a device fault */
@@ -175,6 +213,8 @@ struct jobs {
     /* Retries the queue while a job waits for memory (job_schedule.c). */
     uv_timer_t memory_retry;
     int memory_retry_on;
+    uv_timer_t schedule_soon; /* a submit's pass, at the loop's next turn (job_schedule.c) */
+    int memory_waits;       /* a job waits for memory or disk in this jobs_schedule call */
     int open_handles;       /* async and the four timers, until all are closed */
     /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
     sweep *sweeps;
@@ -212,6 +252,20 @@ struct jobs {
     unsigned long checkpoints_written, checkpoints_failed;
 };
 
+/* job_index.c: the list in submission order and the ids' hash. jobs_link
+ * appends j (its id set), jobs_unlink takes it out (not freed),
+ * jobs_index_find looks an id up, jobs_index_free frees the hash.
+ * jobs_track puts j in or out of the lists of the queued or running jobs
+ * and of the running ones, as its state and thread_running now say: after
+ * each change of either. */
+void jobs_link(jobs *js, job *j);
+void jobs_track(jobs *js, job *j);
+/* uid's queued and running jobs, or -1 when not known (count them). */
+int jobs_owner_active(const jobs *js, unsigned uid);
+void jobs_unlink(jobs *js, job *j);
+job *jobs_index_find(const jobs *js, const char *id);
+void jobs_index_free(jobs *js);
+
 /* job_record.c: the record read, calling none of the queue's files (also
  * job_state_name, job_file_path... of jobs.h). */
 /* The wall clock (unix seconds) is for what people read (submitted_at,
@@ -219,6 +273,8 @@ struct jobs {
  * step of the wall clock does not move: jobs_mono_s. */
 double jobs_now_s(void);
 double jobs_mono_s(void);
+/* jobs_viewer_sees_details' rule for what `owner` owns (a sweep too). */
+bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v);
 double job_elapsed(const job *j);         /* training seconds so far */
 /* The state shown in status and list: "held" and "preempted" for such
  * queued jobs, else the state's name. */
@@ -265,6 +321,11 @@ void set_state(job *j, enum job_state s);
  * looking again every few seconds while one waits for memory. */
 void jobs_schedule_init(jobs *js);
 void jobs_schedule(jobs *js);
+/* jobs_schedule at the loop's next turn (a submit's: the reply does not
+ * wait for the pass, and submits read together share one), or before the
+ * next request other than a submit (jobs_schedule_pending). */
+void jobs_schedule_soon(jobs *js);
+
 /* A job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"); or, stopped at its
  * time limit, ended "timeout". */
@@ -370,6 +431,10 @@ int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
  * (done and cancelled jobs remove theirs as they end). At start, every few
  * minutes and as a job fails. */
 void jobs_keep_ended(jobs *js);
+/* --remove-ended: the jobs that ended longer ago than its age, and the
+ * sweeps all of whose jobs did, removed as `rm` does (the accounting
+ * record keeps their use). At start, every few minutes and as jobs end. */
+void jobs_remove_ended(jobs *js);
 void jobs_keep_ended_init(jobs *js);
 void jobs_keep_ended_start(jobs *js);
 /* A folder being removed is first renamed so, and the next issued id is

@@ -74,10 +74,13 @@ cJSON *owner_json(const job_owner *owner)
     return o;
 }
 
-cJSON *job_status_json(const job *j)
+cJSON *job_status_json(const job *j, const job_viewer *v)
 {
     cJSON *o = cJSON_CreateObject();
     int started = j->started_at > 0, ended = job_state_final(j->state);
+    /* Another member's job, unless --open-job-details: what the queue needs,
+     * its training values, errors and what it could not write null. */
+    const bool details = jobs_viewer_sees_details(j, v);
     char dev[256];
     devices_text(j->devices, dev, sizeof(dev));
     cJSON_AddStringToObject(o, "id", j->id);
@@ -108,7 +111,8 @@ cJSON *job_status_json(const job *j)
     else
         cJSON_AddNullToObject(o, "preempted_by");
     add_num_or_null(o, "preempted_at", j->preempted_at > 0 ? j->preempted_at : NAN);
-    if (j->error[0])
+    cJSON_AddBoolToObject(o, "details", details);
+    if (j->error[0] && details)
         cJSON_AddStringToObject(o, "error", j->error);
     else
         cJSON_AddNullToObject(o, "error");
@@ -141,7 +145,7 @@ cJSON *job_status_json(const job *j)
     else
         cJSON_AddNullToObject(o, "waiting");
     /* What could not be written (a checkpoint, the master), until it is. */
-    if (j->save_failed[0][0] || j->save_failed[1][0]) {
+    if (details && (j->save_failed[0][0] || j->save_failed[1][0])) {
         char both[sizeof j->save_failed + 4];
         snprintf(both, sizeof both, "%s%s%s", j->save_failed[0],
                  j->save_failed[0][0] && j->save_failed[1][0] ? "; " : "", j->save_failed[1]);
@@ -158,9 +162,10 @@ cJSON *job_status_json(const job *j)
      * takes `step` batches (the minimum for asynchronous rules). */
     double images = (double)j->last.step * j->cfg.optim.batch * j->cfg.algorithm.replicas;
     double elapsed = started ? job_elapsed(j) : 0;
-    cJSON_AddNumberToObject(o, "images_per_sec", j->state == JOB_RUNNING ? j->last.images_per_sec
-                                                 : elapsed > 0 ? images / elapsed : 0);
-    cJSON_AddNumberToObject(o, "mean_images_per_sec", elapsed > 0 ? images / elapsed : 0);
+    add_num_or_null(o, "images_per_sec", !details ? NAN
+                                         : j->state == JOB_RUNNING ? j->last.images_per_sec
+                                         : elapsed > 0 ? images / elapsed : 0);
+    add_num_or_null(o, "mean_images_per_sec", !details ? NAN : elapsed > 0 ? images / elapsed : 0);
     cJSON *mem = j->memory[0] ? cJSON_Parse(j->memory) : NULL;
     if (cJSON_IsObject(mem))
         cJSON_AddItemToObject(o, "memory_bytes", mem);
@@ -168,12 +173,13 @@ cJSON *job_status_json(const job *j)
         cJSON_Delete(mem);
         cJSON_AddNullToObject(o, "memory_bytes");
     }
-    add_num_or_null(o, "test_error", j->test_error);
-    add_num_or_null(o, "test_loss", j->test_loss);
-    add_num_or_null(o, "train_loss", j->last.step > 0 ? j->last.train_loss : NAN);
-    add_num_or_null(o, "lr", j->last.step > 0 ? j->last.lr : NAN);
-    cJSON_AddNumberToObject(o, "reseeds", (double)j->last.reseeds);
-    add_rule_json(o, &j->last);
+    add_num_or_null(o, "test_error", details ? j->test_error : NAN);
+    add_num_or_null(o, "test_loss", details ? j->test_loss : NAN);
+    add_num_or_null(o, "train_loss", details && j->last.step > 0 ? j->last.train_loss : NAN);
+    add_num_or_null(o, "lr", details && j->last.step > 0 ? j->last.lr : NAN);
+    add_num_or_null(o, "reseeds", details ? (double)j->last.reseeds : NAN);
+    if (details)
+        add_rule_json(o, &j->last);
     cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
     add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
     cJSON_AddNumberToObject(o, "disk_bytes", (double)j->disk_bytes);
@@ -190,12 +196,66 @@ cJSON *job_status_json(const job *j)
     return o;
 }
 
-cJSON *jobs_list_json(const jobs *js)
+static int in_state(const job *j, const char *state)
 {
-    cJSON *a = cJSON_CreateArray();
-    for (job *j = js->first; j; j = j->next)
-        cJSON_AddItemToArray(a, job_status_json(j));
-    return a;
+    return !state[0] || !strcmp(job_shown_state(j), state);
+}
+
+/* An issued id's number (j0042: 42), or -1. */
+static long id_number(const char *id)
+{
+    char *end;
+    const long n = id[0] == 'j' && id[1] >= '0' && id[1] <= '9' ? strtol(id + 1, &end, 10) : -1;
+    return n >= 0 && !*end ? n : -1;
+}
+
+/* The newest job submitted before `before` (an id: the one before it in the
+ * list, or, once it was removed, the first with a smaller number). */
+static const job *older_than(const jobs *js, const char *before)
+{
+    if (!before[0])
+        return js->last;
+    const job *b = jobs_index_find(js, before);
+    if (b)
+        return b->prev;
+    const long n = id_number(before);
+    const job *j = js->last;
+    while (j && id_number(j->id) >= n)
+        j = j->prev;
+    return j;
+}
+
+cJSON *jobs_list_json(const jobs *js, const job_viewer *v, int limit, const char *before,
+                      const char *state)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "jobs");
+    size_t total = 0;
+    if (!state[0])
+        total = js->njobs;
+    else
+        for (const job *j = js->first; j; j = j->next)
+            total += in_state(j, state);
+    /* Newest first to the page's oldest, each put before the last: the page
+     * in submission order. */
+    const job *j = older_than(js, before), *oldest = NULL;
+    for (int n = 0; j && n < limit; j = j->prev)
+        if (in_state(j, state)) {
+            cJSON *st = job_status_json(j, v);
+            if (a->child)
+                cJSON_InsertItemInArray(a, 0, st);
+            else
+                cJSON_AddItemToArray(a, st);
+            oldest = j;
+            n++;
+        }
+    while (j && !in_state(j, state))
+        j = j->prev;
+    cJSON_AddNumberToObject(o, "total", (double)total);
+    if (j && oldest)
+        cJSON_AddStringToObject(o, "next_before", oldest->id);
+    else
+        cJSON_AddNullToObject(o, "next_before");
+    return o;
 }
 
 /* Under MPI, rank r > 0: what it has, whether it still serves, and the

@@ -1,17 +1,11 @@
 /* The queue at a glance (jobs_overview.h): one walk of the jobs into plain,
- * bounded arrays, for `top` and the metrics file; and who sees a job's
- * training values beside others' jobs. */
+ * bounded arrays, for `top` and the metrics file. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jobs_impl.h"
 #include "jobs_overview.h"
-
-int jobs_viewer_sees_details(const job *j, unsigned viewer_uid, int viewer_admin)
-{
-    return viewer_admin || j->owner.uid == viewer_uid;
-}
 
 /* Bytes of a peak-memory object's text, {"cuda:0":N,...} or {"cpu":N}: the
  * device so named (gpu -1: "cpu"), or all of them (gpu -2). */
@@ -58,7 +52,7 @@ static void add_job_id(overview_device *d, const char *id)
     snprintf(d->jobs + n, sizeof d->jobs - n, "%s%s", n ? " " : "", id);
 }
 
-static void fill_job(const jobs *js, const job *j, const overview_viewer *viewer, double now,
+static void fill_job(const jobs *js, const job *j, const job_viewer *viewer, double now,
                      overview_job *r)
 {
     memset(r, 0, sizeof *r);
@@ -78,7 +72,7 @@ static void fill_job(const jobs *js, const job *j, const overview_viewer *viewer
     if (j->state == JOB_QUEUED)
         snprintf(r->waiting, sizeof r->waiting, "%s", j->waiting);
     r->images_per_sec = r->eta_s = r->test_error = NAN;
-    r->details = !viewer || jobs_viewer_sees_details(j, viewer->uid, viewer->admin);
+    r->details = jobs_viewer_sees_details(j, viewer);
     if (!r->details)
         return;
     r->step = j->last.step;
@@ -171,7 +165,7 @@ static void devices_of(jobs_overview *o, const jobs *js)
 /* One walk of the jobs, reading of each only its state, owner and submit
  * (the metrics file takes an overview every few seconds, with thousands
  * of jobs kept); the running and the first queued ones in full. */
-int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
+int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
                        jobs_overview *o)
 {
     memset(o, 0, sizeof *o);

@@ -17,14 +17,6 @@
 #define OVERVIEW_QUEUED_MAX 200     /* the most queued jobs one overview lists */
 #define OVERVIEW_OWNERS_MAX 128     /* owners listed, those with jobs first */
 
-/* Who looks: training values (steps, passes, speed, progress, test error,
- * ETA) of a job are filled only when jobs_viewer_sees_details allows it;
- * NULL: everything (the daemon's own metrics file). */
-typedef struct overview_viewer {
-    unsigned uid;
-    int admin;               /* root, parled's uid or --admin-group */
-} overview_viewer;
-
 typedef struct overview_job {
     char id[PROTO_ID_MAX];
     char owner[64];
@@ -84,8 +76,11 @@ typedef struct jobs_overview {
     uint64_t state_dir_free_bytes, state_dir_total_bytes;
 } jobs_overview;
 
-/* 0, or -1 (out of memory) with nothing to free. */
-int jobs_overview_take(jobs *js, const overview_viewer *viewer, int max_queued,
+/* The overview as viewer sees it: a job's training values (steps, passes,
+ * speed, progress, test error, ETA) filled only where
+ * jobs_viewer_sees_details allows (NULL: all, for parled's own metrics
+ * file). 0, or -1 (out of memory) with nothing to free. */
+int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
                        jobs_overview *out);
 void jobs_overview_free(jobs_overview *o);
 

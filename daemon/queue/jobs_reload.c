@@ -340,11 +340,7 @@ int jobs_reload(jobs *js, char *err, size_t errlen)
             skipped++;
             continue;
         }
-        if (js->last)
-            js->last->next = j;
-        else
-            js->first = j;
-        js->last = j;
+        jobs_link(js, j);
         if (!job_state_final(j->state))
             requeue(js, j);
         counts[j->state]++;

@@ -37,7 +37,7 @@ static owner_usage *usage_entry(jobs *js, unsigned uid, const char *user)
 {
     for (int i = 0; i < js->nusage; i++)
         if (js->usage[i].uid == uid) {
-            if (user)
+            if (user && strcmp(js->usage[i].user, user) != 0) /* (each pass asks: mostly same) */
                 snprintf(js->usage[i].user, sizeof js->usage[i].user, "%s", user);
             return &js->usage[i];
         }
@@ -68,7 +68,7 @@ void jobs_usage_update(jobs *js)
     js->usage_at = wall;
     for (int i = 0; i < js->nusage; i++)
         js->usage[i].usage = sched_usage_decay(js->usage[i].usage, dt + down, half, 0);
-    for (job *j = js->first; j; j = j->next) {
+    for (job *j = js->active_first; j; j = j->active.next) {
         owner_usage *u = job_state_final(j->state) ? NULL
                                                    : usage_entry(js, j->owner.uid, j->owner.user);
         if (u && j->thread_running) {
@@ -79,7 +79,7 @@ void jobs_usage_update(jobs *js)
     }
     for (int i = 0; i < js->nusage; i++) {
         int queued = 0;
-        for (job *j = js->first; j && !queued; j = j->next)
+        for (job *j = js->active_first; j && !queued; j = j->active.next)
             queued = !job_state_final(j->state) && j->owner.uid == js->usage[i].uid;
         if (!queued && js->usage[i].usage < USAGE_FORGET_S)
             js->usage[i--] = js->usage[--js->nusage];

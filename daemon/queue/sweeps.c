@@ -166,6 +166,7 @@ int sweep_submitting(const jobs *js, const sweep *s)
 
 void sweep_forget(jobs *js, sweep *s)
 {
+    js->after_epoch++; /* a job after it is cancelled */
     for (job *j = js->first; j; j = j->next)
         if (j->sweep == s)
             j->sweep = NULL;

@@ -46,13 +46,14 @@ static const char *point_state(const int *count, int early_stopped)
     return count[JOB_CANCELLED] ? "cancelled" : "done";
 }
 
-/* The row of point slot p; it takes r's ids. */
-static cJSON *point_json(const sweep *s, int p, point_row *r)
+/* The row of point slot p; it takes r's ids. Without the details
+ * (owner_details_seen): its values and test errors null. */
+static cJSON *point_json(const sweep *s, int p, point_row *r, bool details)
 {
-    cJSON *o = cJSON_CreateObject(), *values = cJSON_CreateObject();
+    cJSON *o = cJSON_CreateObject(), *values = details ? cJSON_CreateObject() : cJSON_CreateNull();
     long point = s->spec.points[p];
     cJSON_AddNumberToObject(o, "point", (double)point);
-    for (int i = 0; i < s->spec.nkeys; i++)
+    for (int i = 0; i < s->spec.nkeys && details; i++)
         cJSON_AddItemToObject(values, s->spec.keys[i],
                               cJSON_Duplicate(sweep_value(&s->spec, point, i), 1));
     cJSON_AddItemToObject(o, "values", values);
@@ -60,14 +61,16 @@ static cJSON *point_json(const sweep *s, int p, point_row *r)
     r->ids = NULL;
     cJSON_AddStringToObject(o, "state", point_state(r->count, r->early_stopped));
     cJSON_AddNumberToObject(o, "done", r->done);
-    add_num_or_null(o, "test_error_mean", r->done ? r->mean : NAN);
-    add_num_or_null(o, "test_error_std", r->done > 1 ? sqrt(r->m2 / (r->done - 1)) : NAN);
+    add_num_or_null(o, "test_error_mean", details && r->done ? r->mean : NAN);
+    add_num_or_null(o, "test_error_std", details && r->done > 1 ? sqrt(r->m2 / (r->done - 1))
+                                                                : NAN);
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
     return o;
 }
 
-cJSON *sweep_status_json(const jobs *js, const sweep *s)
+cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
 {
+    const bool details = owner_details_seen(js, &s->owner, v);
     int n = s->spec.npoints, count[JOB_STATES] = {0}, early = 0, njobs = 0;
     point_row *rows = calloc((size_t)n, sizeof *rows);
     if (!rows)
@@ -104,13 +107,14 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s)
     }
     /* The best: the lowest mean among points whose every job is done. */
     int best = -1;
-    for (int p = 0; p < n; p++)
+    for (int p = 0; p < n && details; p++)
         if (rows[p].done == s->spec.seeds && (best < 0 || rows[p].mean < rows[best].mean))
             best = p;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", s->id);
     cJSON_AddStringToObject(o, "name", s->spec.name);
     cJSON_AddItemToObject(o, "owner", owner_json(&s->owner));
+    cJSON_AddBoolToObject(o, "details", details);
     /* The sweep's: running or queued while a job is, then cancelled or done. */
     cJSON_AddStringToObject(o, "state", count[JOB_RUNNING] ? "running"
                                         : count[JOB_QUEUED] ? "queued"
@@ -141,7 +145,7 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s)
     add_num_or_null(o, "best_test_error", best >= 0 ? rows[best].mean : NAN);
     cJSON *points = cJSON_AddArrayToObject(o, "points");
     for (int p = 0; p < n; p++) {
-        cJSON *row = point_json(s, p, &rows[p]);
+        cJSON *row = point_json(s, p, &rows[p], details);
         cJSON_AddBoolToObject(row, "best", p == best);
         cJSON_AddItemToArray(points, row);
     }
@@ -149,11 +153,11 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s)
     return o;
 }
 
-cJSON *sweeps_list_json(const jobs *js)
+cJSON *sweeps_list_json(const jobs *js, const job_viewer *v)
 {
     cJSON *a = cJSON_CreateArray();
     for (const sweep *s = js->sweeps; s; s = s->next) {
-        cJSON *o = sweep_status_json(js, s);
+        cJSON *o = sweep_status_json(js, s, v);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
         if (o)
             cJSON_AddItemToArray(a, o);

@@ -16,14 +16,20 @@ typedef struct pool {
     int cpu_keeper;           /* -1, or the waiting job that keeps the free cores */
 } pool;
 
-/* One decision's state beside its output. */
+/* One decision's state beside its output. The jobs that hold devices
+ * (running, or started by it) are listed in holders, and what those not
+ * gone hold is kept in `live`: a queued job's turn looks at them, not at
+ * the whole queue, so that a decision costs O(queue log queue) beside its
+ * holders. */
 typedef struct decide_ctx {
     const sched_input *in;
     sched_decision *out;
     unsigned char *gone;      /* running jobs stopping, or preempted now */
     int *work;
+    int *holders, nholders;
     sched_scratch scratch;
     pool p;
+    pool live;
 } decide_ctx;
 
 int sched_share_milli(double share)
@@ -43,9 +49,9 @@ static int gpus_wanted(const sched_job *j)
 static uint64_t gpus_fitting(const pool *p, uint64_t from, int share)
 {
     uint64_t fit = 0;
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if ((from >> g & 1) && p->share[g] + share <= SCHED_WHOLE)
-            fit |= 1ull << g;
+    for (uint64_t m = from; m; m &= m - 1) /* each GPU of from, lowest first */
+        if (p->share[__builtin_ctzll(m)] + share <= SCHED_WHOLE)
+            fit |= m & -m;
     return fit;
 }
 
@@ -59,9 +65,8 @@ static int devices_fit(const sched_input *in, const pool *p, const sched_job *j,
 
 static void hold(pool *p, const sched_job *j, uint64_t gpus, int sign)
 {
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (gpus >> g & 1)
-            p->share[g] += sign * j->gpu_share;
+    for (uint64_t m = gpus; m; m &= m - 1)
+        p->share[__builtin_ctzll(m)] += sign * j->gpu_share;
     p->cores += sign * j->cores;
     p->running += sign;
 }
@@ -73,14 +78,13 @@ static void add_blocker(sched_decision *d, int who)
     d->nblockers++;
 }
 
-/* The pool of the jobs that hold devices and are not gone. */
-static void pool_without(const decide_ctx *c, pool *p)
+/* Holder i (a running job) gone, or back (sign -1, 1), in c->live. */
+static void set_gone(decide_ctx *c, int i, int is_gone)
 {
-    memset(p->share, 0, sizeof p->share);
-    p->cores = p->running = 0;
-    for (int i = 0; i < c->in->njobs; i++)
-        if (sched_holds(c->in, c->out, i) && !c->gone[i])
-            hold(p, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), 1);
+    if (c->gone[i] == is_gone)
+        return;
+    c->gone[i] = (unsigned char)is_gone;
+    hold(&c->live, &c->in->jobs[i], sched_held_gpus(c->in, c->out, i), is_gone ? -1 : 1);
 }
 
 /* Whether queued job j has been eligible long enough to rank before fair share. */
@@ -153,12 +157,11 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
     const sched_job *j = &in->jobs[q];
     unsigned char *gone = c->gone;
     int *work = c->work;
-    pool p;
-    pool_without(c, &p);
-    int fits = devices_fit(in, &p, j, from);
+    int fits = devices_fit(in, &c->live, j, from);
     int n = 0;
     if (!fits && in->preempt) {
-        for (int i = 0; i < in->njobs; i++) {
+        for (int h = 0; h < c->nholders; h++) {
+            const int i = c->holders[h];
             const sched_job *r = &in->jobs[i];
             if (r->running && !gone[i] && r->priority < j->priority &&
                 overlaps(r, r->gpus, j, from) && past_min_run(in, r))
@@ -167,21 +170,19 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
         qsort_r(work, (size_t)n, sizeof *work, by_victim, (void *)in->jobs);
         int taken = 0;
         while (taken < n && !fits) {
-            gone[work[taken++]] = 1;
-            pool_without(c, &p);
-            fits = devices_fit(in, &p, j, from);
+            set_gone(c, work[taken++], 1);
+            fits = devices_fit(in, &c->live, j, from);
         }
         if (!fits) { /* even all of them would not do: preempt none */
             for (int k = 0; k < taken; k++)
-                gone[work[k]] = 0;
+                set_gone(c, work[k], 0);
             taken = 0;
         }
         /* The fewest: give back, latest taken first, any not needed. */
         for (int k = taken - 1; k >= 0 && fits; k--) {
-            gone[work[k]] = 0;
-            pool_without(c, &p);
-            if (!devices_fit(in, &p, j, from))
-                gone[work[k]] = 1;
+            set_gone(c, work[k], 0);
+            if (!devices_fit(in, &c->live, j, from))
+                set_gone(c, work[k], 1);
         }
         n = taken;
     }
@@ -193,9 +194,11 @@ static int try_preempt(decide_ctx *c, int q, uint64_t from)
             c->out[work[k]].preempted_for = q;
         }
     c->out[q].wait = SCHED_STOPPING;
-    for (int i = 0; i < in->njobs; i++)
+    for (int h = 0; h < c->nholders; h++) {
+        const int i = c->holders[h];
         if (in->jobs[i].running && gone[i] && overlaps(&in->jobs[i], in->jobs[i].gpus, j, from))
             add_blocker(&c->out[q], i);
+    }
     return 1;
 }
 
@@ -223,9 +226,8 @@ static void keep(decide_ctx *c, const sched_job *j, int q, uint64_t from)
         else
             at = INFINITY;
     } else {
-        for (int g = 0; g < SCHED_GPUS; g++) {
-            if (!(j->gpus >> g & 1))
-                continue;
+        for (uint64_t m = j->gpus; m; m &= m - 1) {
+            const int g = __builtin_ctzll(m);
             double free_at = p->kept >> g & 1
                                  ? after_keeper(c, p->keeper[g])
                                  : sched_gpu_free_at(c->in, c->out, c->gone, g, j->gpu_share,
@@ -234,9 +236,8 @@ static void keep(decide_ctx *c, const sched_job *j, int q, uint64_t from)
             mine |= (j->gpus & ~p->kept) & (1ull << g);
         }
     }
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (mine >> g & 1)
-            p->keeper[g] = q;
+    for (uint64_t m = mine; m; m &= m - 1)
+        p->keeper[__builtin_ctzll(m)] = q;
     p->kept |= mine;
     d->gpus = mine;
     if (j->cores) {
@@ -267,18 +268,19 @@ static int over_quota(const decide_ctx *c, int q)
     if (in->max_gpus_per_owner <= 0 && in->max_cores_per_owner <= 0)
         return 0;
     long gpus = (long)gpus_wanted(j) * j->gpu_share, cores = j->cores;
-    for (int i = 0; i < in->njobs; i++)
-        if (sched_holds(in, c->out, i) && in->jobs[i].owner == j->owner) {
+    for (int h = 0; h < c->nholders; h++) {
+        const int i = c->holders[h];
+        if (in->jobs[i].owner == j->owner) {
             gpus += (long)__builtin_popcountll(sched_held_gpus(in, c->out, i)) *
                     in->jobs[i].gpu_share;
             cores += in->jobs[i].cores;
         }
+    }
     const int over = (in->max_gpus_per_owner > 0 && gpus > (long)in->max_gpus_per_owner * SCHED_WHOLE) ||
                      (in->max_cores_per_owner > 0 && cores > in->max_cores_per_owner);
-    if (over)
-        for (int i = 0; i < in->njobs; i++)
-            if (sched_holds(in, c->out, i) && in->jobs[i].owner == j->owner)
-                add_blocker(&c->out[q], i);
+    for (int h = 0; h < c->nholders && over; h++)
+        if (in->jobs[c->holders[h]].owner == j->owner)
+            add_blocker(&c->out[q], c->holders[h]);
     return over;
 }
 
@@ -315,11 +317,13 @@ static void decide_queued(decide_ctx *c, int q)
     /* The kept GPUs q may not pass (backfill), and the first who keeps one. */
     uint64_t barred = 0;
     int keeper = -1;
-    for (int g = 0; g < SCHED_GPUS; g++)
-        if (((p->kept & from) >> g & 1) && !may_pass(c, j, p->keeper[g])) {
+    for (uint64_t m = p->kept & from; m; m &= m - 1) {
+        const int g = __builtin_ctzll(m);
+        if (!may_pass(c, j, p->keeper[g])) {
             barred |= 1ull << g;
             keeper = keeper < 0 ? p->keeper[g] : keeper;
         }
+    }
     const int cores_barred = j->cores && p->cpu_keeper >= 0 && !may_pass(c, j, p->cpu_keeper);
     if (cores_barred && keeper < 0)
         keeper = p->cpu_keeper;
@@ -338,10 +342,11 @@ static void decide_queued(decide_ctx *c, int q)
     } else if (!devices_fit(in, p, j, open)) {
         if (!try_preempt(c, q, open)) {
             d->wait = SCHED_DEVICES;
-            for (int i = 0; i < in->njobs; i++)
-                if (sched_holds(in, c->out, i) &&
-                    overlaps(&in->jobs[i], sched_held_gpus(in, c->out, i), j, open))
+            for (int h = 0; h < c->nholders; h++) {
+                const int i = c->holders[h];
+                if (overlaps(&in->jobs[i], sched_held_gpus(in, c->out, i), j, open))
                     add_blocker(d, i);
+            }
         }
     } else if (in->one_at_a_time && p->running > 0) {
         d->wait = SCHED_ONE_AT_A_TIME;
@@ -366,6 +371,8 @@ static void decide_queued(decide_ctx *c, int q)
             add_blocker(d, by);
         }
         hold(p, j, gpus, 1);
+        hold(&c->live, j, gpus, 1);
+        c->holders[c->nholders++] = q;
         return;
     }
     keep(c, j, q, open);
@@ -375,7 +382,7 @@ int sched_decide(const sched_input *in, sched_decision *out)
 {
     const int n = in->njobs;
     const size_t m = (size_t)(n ? n : 1);
-    int *turn = malloc(m * 3 * sizeof *turn);
+    int *turn = malloc(m * 4 * sizeof *turn);
     unsigned char *gone = calloc(m * 2, 1);
     double *end = malloc(m * sizeof *end);
     if (!turn || !gone || !end) {
@@ -385,6 +392,7 @@ int sched_decide(const sched_input *in, sched_decision *out)
         return -1;
     }
     decide_ctx c = {.in = in, .out = out, .gone = gone, .work = turn + n,
+                    .holders = turn + 3 * n,
                     .scratch = {.end = end, .held = turn + 2 * n, .counted = gone + n}};
     c.p.cpu_keeper = -1;
     int queued = 0;
@@ -393,7 +401,11 @@ int sched_decide(const sched_input *in, sched_decision *out)
                                   .start_by = INFINITY};
         if (in->jobs[i].running) {
             hold(&c.p, &in->jobs[i], in->jobs[i].gpus, 1);
-            gone[i] = (unsigned char)(in->jobs[i].stopping != 0);
+            c.holders[c.nholders++] = i;
+            if (in->jobs[i].stopping)
+                gone[i] = 1;
+            else
+                hold(&c.live, &in->jobs[i], in->jobs[i].gpus, 1);
         } else {
             turn[queued++] = i;
         }

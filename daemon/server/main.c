@@ -36,10 +36,17 @@ static const char usage[] =
     "                     state dir (DIR/parled.lock)\n"
     "  --devices D        what jobs may use: cpu, auto, or GPU ids like 0,1 (default auto)\n"
     "  --group G          also let members of group G use the socket: each may submit\n"
-    "                     jobs and see every job's status, and act (cancel, logs,\n"
-    "                     watch, export, metrics) on its own jobs only\n"
+    "                     jobs and see every job's place in the queue, and act\n"
+    "                     (cancel, logs, watch, export, metrics) on its own jobs\n"
+    "                     only\n"
     "  --admin-group G    members of group G may also act on any job and shut parled\n"
     "                     down, as root and parled's own user may\n"
+    "  --open-job-details  every member sees every job's details in status, list\n"
+    "                     and sweep status: its training values (losses, test\n"
+    "                     error, learning rate, speed) and errors. By default a\n"
+    "                     member sees of another's job only what the queue needs\n"
+    "                     (id, owner, state, devices, priority, why it waits,\n"
+    "                     times); its owner and the admins see all\n"
     "  --max-jobs-per-user N     queued and running jobs of one user (default 100)\n"
     "  --max-connections N       connections at once, all users (default 128)\n"
     "  --max-connections-per-user N  connections at once of one user other than root\n"
@@ -56,6 +63,11 @@ static const char usage[] =
     "                     until it is one of more than N newer failed jobs, or ended\n"
     "                     more than AGE ago (AGE: a number with s, m, h or d, e.g.\n"
     "                     7d); by default they stay until resumed or removed\n"
+    "  --remove-ended AGE  a job that ended more than AGE ago (s, m, h or d: 30d)\n"
+    "                     is removed, folder and all, as 'parlectl rm' would (a\n"
+    "                     sweep once all its jobs did); the accounting record keeps\n"
+    "                     its use. By default ended jobs stay until removed, and\n"
+    "                     each takes about 15 KB of parled's memory\n"
     "  --save-retry S     a job whose final weights (its master) cannot be written,\n"
     "                     e.g. to a full disk, keeps them in memory and retries\n"
     "                     every second for up to S seconds (default 600), its\n"
@@ -240,17 +252,18 @@ static int parse_log_level(const char *s)
     return -1;
 }
 
-/* --keep-ended N (a count) or AGE (a number and s, m, h or d). */
-static int parse_keep_ended(const char *s, server_config *cfg)
+/* --keep-ended N (a count, into *count when count is not NULL) or AGE (a
+ * number and s, m, h or d, into *age): 0, or -1. */
+static int parse_ended(const char *s, int *count, double *age)
 {
     char *end;
     double v = strtod(s, &end);
     if (end == s || !(v >= 0 && v <= 1e8))
         return -1;
     if (!*end) {
-        if (v != (double)(int)v)
+        if (!count || v != (double)(int)v)
             return -1;
-        cfg->keep_ended_count = (int)v;
+        *count = (int)v;
         return 0;
     }
     static const char units[] = "smhd";
@@ -258,7 +271,7 @@ static int parse_keep_ended(const char *s, server_config *cfg)
     const char *u = end[1] ? NULL : strchr(units, *end);
     if (!u || !*u || v <= 0)
         return -1;
-    cfg->keep_ended_s = v * seconds[u - units];
+    *age = v * seconds[u - units];
     return 0;
 }
 
@@ -289,6 +302,7 @@ int main(int argc, char **argv)
         {"socket", required_argument, 0, 's'}, {"state-dir", required_argument, 0, 'd'},
         {"devices", required_argument, 0, 'D'}, {"group", required_argument, 0, 'g'},
         {"admin-group", required_argument, 0, 'a'},
+        {"open-job-details", no_argument, 0, 'o'},
         {"max-jobs-per-user", required_argument, 0, 'J'},
         {"max-connections", required_argument, 0, 'C'},
         {"max-connections-per-user", required_argument, 0, 'U'},
@@ -297,6 +311,7 @@ int main(int argc, char **argv)
         {"usage-half-life", required_argument, 0, 'H'},
         {"usage-save-interval", required_argument, 0, 'W'},
         {"keep-ended", required_argument, 0, 'K'},
+        {"remove-ended", required_argument, 0, 'E'},
         {"save-retry", required_argument, 0, 'S'},
         {"max-gpus-per-user", required_argument, 0, 'G'},
         {"max-cores-per-user", required_argument, 0, 'c'},
@@ -338,6 +353,7 @@ int main(int argc, char **argv)
         case 'D': cfg.devices = optarg; break;
         case 'g': cfg.group = optarg; break;
         case 'a': cfg.admin_group = optarg; break;
+        case 'o': cfg.sched.open_job_details = 1; break;
         case 'J':
         case 'C':
         case 'U':
@@ -416,9 +432,16 @@ int main(int argc, char **argv)
             break;
         }
         case 'K':
-            if (parse_keep_ended(optarg, &cfg) != 0) {
+            if (parse_ended(optarg, &cfg.keep_ended_count, &cfg.keep_ended_s) != 0) {
                 fprintf(stderr, "parled: --keep-ended: expected a count (50) or an age with s, "
                         "m, h or d (7d), got %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'E':
+            if (parse_ended(optarg, NULL, &cfg.remove_ended_s) != 0) {
+                fprintf(stderr, "parled: --remove-ended: expected an age with s, m, h or d "
+                        "(30d), got %s\n", optarg);
                 return 2;
             }
             break;

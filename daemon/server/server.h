@@ -24,6 +24,7 @@ typedef struct server_config {
     double usage_save_s;   /* usage.json's period while jobs run (jobs_limits) */
     double keep_ended_s;   /* --keep-ended AGE (jobs_limits; 0: none) */
     int keep_ended_count;  /* --keep-ended N (jobs_limits; -1: none) */
+    double remove_ended_s; /* --remove-ended AGE (jobs_limits; 0: none) */
     double save_retry_s;   /* --save-retry: a final master's retries (jobs_limits) */
     /* --max-gpus-per-user, --max-cores-per-user, --default-time-limit,
      * --max-time-limit, --preempt-min-run, --oldest-first-after (the

@@ -149,6 +149,6 @@ char *end_line(job *j)
     cJSON_AddStringToObject(o, "event", "end");
     cJSON_AddStringToObject(o, "id", job_id(j));
     cJSON_AddStringToObject(o, "state", job_state_name(job_state_of(j)));
-    cJSON_AddItemToObject(o, "job", job_status_json(j));
+    cJSON_AddItemToObject(o, "job", job_status_json(j, NULL)); /* its owner or an admin */
     return proto_line(o);
 }

@@ -49,6 +49,12 @@ struct conn {
     int closing;
 };
 
+/* Who asks, for what of other members' jobs it sees (jobs_viewer_sees_details). */
+static inline job_viewer peer_viewer(const conn *c)
+{
+    return (job_viewer){.uid = c->peer_uid, .admin = c->admin};
+}
+
 struct server {
     uv_loop_t *loop;
     uv_pipe_t listener;

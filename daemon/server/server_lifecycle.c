@@ -199,6 +199,7 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     limits.preempt_grace_s = cfg->preempt_grace_s;
     limits.keep_ended_s = cfg->keep_ended_s;
     limits.keep_ended_count = cfg->keep_ended_count;
+    limits.remove_ended_s = cfg->remove_ended_s;
     limits.save_retry_s = cfg->save_retry_s;
     jobs_set_limits(s->jobs, &limits);
     if (server_metrics_open(s, cfg, err, errlen) != 0 ||

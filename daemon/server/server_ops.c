@@ -71,7 +71,8 @@ static job *find_job(conn *c, const char *id)
 /* Whether c may do `what` (cancel, logs, export...) to `kind` (a job, a
  * sweep) `id` of `o`: its owner, or anyone for root, the daemon's uid and
  * --admin-group. Else the refusal is sent. Everyone sees every job's and
- * sweep's status, as squeue shows every job. */
+ * sweep's status, as squeue shows every job: of another member's, what the
+ * queue needs, unless --open-job-details (jobs_viewer_sees_details). */
 static int may_act(conn *c, const job_owner *o, const char *kind, const char *id,
                    const char *what)
 {
@@ -146,6 +147,7 @@ static void add_state_dir_space(cJSON *d, const jobs *js)
 static void op_status(conn *c, proto_request *req)
 {
     server *s = c->srv;
+    const job_viewer v = peer_viewer(c);
     cJSON *o = cJSON_CreateObject();
     if (req->id[0]) {
         job *j = find_job(c, req->id);
@@ -153,7 +155,7 @@ static void op_status(conn *c, proto_request *req)
             cJSON_Delete(o);
             return;
         }
-        cJSON_AddItemToObject(o, "job", job_status_json(j));
+        cJSON_AddItemToObject(o, "job", job_status_json(j, &v));
     } else {
         cJSON *d = version_json();
         cJSON_AddNumberToObject(d, "pid", getpid());
@@ -163,7 +165,10 @@ static void op_status(conn *c, proto_request *req)
         cJSON_AddNumberToObject(d, "uptime_s", server_mono_s() - s->started_at);
         cJSON_AddItemToObject(d, "jobs", jobs_summary_json(s->jobs));
         cJSON_AddItemToObject(o, "daemon", d);
-        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
+        /* The newest page of `list`'s (the counts above are of all). */
+        cJSON *page = jobs_list_json(s->jobs, &v, PROTO_LIST_DEFAULT, "", "");
+        cJSON_AddItemToObject(o, "jobs", cJSON_DetachItemFromObjectCaseSensitive(page, "jobs"));
+        cJSON_Delete(page);
     }
     conn_send(c, proto_reply_ok(o));
 }
@@ -173,8 +178,9 @@ static void op_watch(conn *c, proto_request *req)
     job *j = own_job(c, req->id, "watch");
     if (!j)
         return;
+    const job_viewer v = peer_viewer(c);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "job", job_status_json(j));
+    cJSON_AddItemToObject(o, "job", job_status_json(j, &v));
     conn_send(c, proto_reply_ok(o));
     if (job_state_final(job_state_of(j)))
         conn_send(c, end_line(j));
@@ -317,8 +323,9 @@ static void op_sweep_status(conn *c, proto_request *req)
     sweep *s = find_sweep(c, req->id);
     if (!s)
         return;
+    const job_viewer v = peer_viewer(c);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "sweep", sweep_status_json(c->srv->jobs, s));
+    cJSON_AddItemToObject(o, "sweep", sweep_status_json(c->srv->jobs, s, &v));
     conn_send(c, proto_reply_ok(o));
 }
 
@@ -364,7 +371,8 @@ static void op_schedule(conn *c, proto_request *req)
     }
     server_log(LOG_INFO, "job %s: %s by %s (uid %u)", job_id(j), proto_op_name(req->op),
                c->peer_user, c->peer_uid);
-    cJSON *status = job_status_json(j), *o = cJSON_CreateObject();
+    const job_viewer v = peer_viewer(c);
+    cJSON *status = job_status_json(j, &v), *o = cJSON_CreateObject();
     const char *const keep[] = {"id", "state", "priority", "held", "held_by", "admin_hold"};
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
         cJSON_AddItemToObject(o, keep[k], cJSON_DetachItemFromObjectCaseSensitive(status, keep[k]));
@@ -413,6 +421,8 @@ void server_handle_request(conn *c, char *line, size_t len)
         return;
     }
     server_log(LOG_DEBUG, "uid %u: %s %s", c->peer_uid, proto_op_name(req.op), req.id);
+    if (req.op != OP_SUBMIT)
+        jobs_schedule_pending(s->jobs); /* what it reads or changes as scheduled */
     switch (req.op) {
     case OP_SUBMIT:
         op_submit(c, &req);
@@ -421,9 +431,10 @@ void server_handle_request(conn *c, char *line, size_t len)
         op_status(c, &req);
         break;
     case OP_LIST: {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "jobs", jobs_list_json(s->jobs));
-        conn_send(c, proto_reply_ok(o));
+        const job_viewer v = peer_viewer(c);
+        conn_send(c, proto_reply_ok(jobs_list_json(s->jobs, &v, req.limit ? req.limit
+                                                                        : PROTO_LIST_DEFAULT,
+                                                   req.before, req.state)));
         break;
     }
     case OP_WATCH:
@@ -451,8 +462,9 @@ void server_handle_request(conn *c, char *line, size_t len)
         op_sweep_status(c, &req);
         break;
     case OP_SWEEP_LIST: {
+        const job_viewer v = peer_viewer(c);
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "sweeps", sweeps_list_json(s->jobs));
+        cJSON_AddItemToObject(o, "sweeps", sweeps_list_json(s->jobs, &v));
         conn_send(c, proto_reply_ok(o));
         break;
     }

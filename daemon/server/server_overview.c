@@ -92,7 +92,7 @@ static cJSON *owner_row_json(const overview_owner *w)
 void op_top(conn *c)
 {
     server *s = c->srv;
-    overview_viewer viewer = {.uid = c->peer_uid, .admin = c->admin};
+    const job_viewer viewer = peer_viewer(c);
     jobs_overview ov;
     if (jobs_overview_take(s->jobs, &viewer, TOP_QUEUED, &ov) != 0) {
         send_error(c, ERR_INTERNAL, "out of memory");

@@ -5,8 +5,9 @@
 # goes with the space it took (status shows it first), a queued or running job
 # and a sweep's job alone are refused, a sweep goes whole once its jobs have
 # ended, a removed id is never issued again (restarts included), a removal a
-# crash cut short is finished at the next start, and --keep-ended N keeps the
-# checkpoints of the N newest failed jobs only.
+# crash cut short is finished at the next start, --keep-ended N keeps the
+# checkpoints of the N newest failed jobs only, and --remove-ended AGE removes
+# the jobs that ended longer ago than AGE (as a later job ends).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sweep_lib.sh"
 mlp_job "$TMP/short.json" 2
@@ -93,4 +94,25 @@ out=$(ctl resume "$f1" 2>&1) && fail "resumed without a checkpoint: $out"
 stop_daemon
 out=$("$PARLED" --socket "$SOCK" --state-dir "$STATE" --keep-ended 3x 2>&1) && fail "--keep-ended 3x taken"
 echo "$out" | grep -q "keep-ended: expected a count" || fail "no clear flag error: $out"
+
+# --remove-ended 2s: a job that ended more than 2 s ago goes as a later one
+# ends (which stays); so do the older failed jobs, checkpoints and all.
+start_daemon --remove-ended 2s
+old=$(ctl submit -q "$TMP/short.json") || fail "submit old"
+ctl wait "$old" >/dev/null || fail "$old did not end done"
+sleep 3 # (its age passes 2 s: nothing else is waited for)
+new=$(ctl submit -q "$TMP/short.json") || fail "submit new"
+ctl wait "$new" >/dev/null || fail "$new did not end done"
+for _ in $(seq 100); do
+    ctl status "$old" >/dev/null 2>&1 || break
+    sleep 0.1
+done
+out=$(ctl status "$old" 2>&1) && fail "--remove-ended 2s left $old: $out"
+[ ! -e "$STATE/jobs/$old" ] && [ ! -e "$STATE/jobs/$f1" ] || fail "a removed job's folder stays"
+ctl status "$new" >/dev/null || fail "--remove-ended removed $new, which ended just now"
+grep -q "remove-ended: .* job(s) that ended more than 2 s ago removed" "$TMP/parled.err" ||
+    fail "the removal is not logged"
+stop_daemon
+out=$("$PARLED" --socket "$SOCK" --state-dir "$STATE" --remove-ended 5 2>&1) && fail "--remove-ended 5 taken"
+echo "$out" | grep -q "remove-ended: expected an age" || fail "no clear flag error: $out"
 echo PASS

@@ -249,6 +249,65 @@ static void test_files(void)
     rmdir(dir);
 }
 
+/* Another member's churn rotates the files out: each owner's runs stay, by
+ * the day, in accounting.days.jsonl for ACCT_KEEP_DAYS days (read back at
+ * the next open); older days go; a bad line of it is skipped and counted. */
+static void test_days(void)
+{
+    char dir[] = "/tmp/parle-acct-XXXXXX", path[128], old_path[128], days_path[128], err[1200];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/accounting.jsonl", dir);
+    snprintf(old_path, sizeof old_path, "%s/accounting.1.jsonl", dir);
+    snprintf(days_path, sizeof days_path, "%s/accounting.days.jsonl", dir);
+    const double now = 1.8e9;
+    const acct_run alice = random_run(1001, "alice", now - 3 * 86400, 36);
+    const acct_run carol = random_run(1003, "carol", now - (ACCT_KEEP_DAYS + 2) * 86400.0, 50);
+    acct_run bob = random_run(1002, "bob", now - 60, 1);
+    char *a = line_of(&alice), *c = line_of(&carol), *b = line_of(&bob);
+    FILE *f = fopen(old_path, "w");
+    fprintf(f, "%s\n%s\n", a, c);
+    fclose(f);
+    const size_t nlines = ACCT_FILE_MAX / (strlen(b) + 1) + 1;
+    f = fopen(path, "w");
+    for (size_t k = 0; k < nlines; k++)
+        fprintf(f, "%s\n", b);
+    fclose(f);
+    free(a);
+    free(c);
+    free(b);
+    acct_log log = {0};
+    CHECK(acct_open(&log, dir, err, sizeof err) == 0, "open: %s", err);
+    bob.ended_at = now;
+    CHECK(acct_append(&log, &bob, err, sizeof err) == 0, "append past the bound: %s", err);
+    for (int reopen = 0; reopen < 2; reopen++) {
+        cJSON *h = acct_history_json(&log, NULL, 0);
+        CHECK_CLOSE(owner_hours(h, "alice"), 36.0 / 3600, 0, 1e-12,
+                    "alice's run once bob's rotated it out (and reopened)");
+        CHECK(owner_hours(h, "carol") < 0, "a day past ACCT_KEEP_DAYS stays");
+        CHECK_CLOSE(owner_hours(h, "bob"), (double)(nlines + 1) / 3600, 0, 1e-9, "bob's runs");
+        cJSON_Delete(h);
+        h = acct_history_json(&log, "alice", now - 2 * 86400);
+        CHECK(owner_hours(h, "alice") < 0, "alice's day counted after --since");
+        cJSON_Delete(h);
+        acct_close(&log);
+        log = (acct_log){0};
+        CHECK(acct_open(&log, dir, err, sizeof err) == 0, "reopen: %s", err);
+    }
+    f = fopen(days_path, "a");
+    fputs("{\"uid\":7,\"user\":\"x\",\"day\":12345,\"runs\":1,\"device_seconds\":1}\n", f);
+    fclose(f);
+    acct_close(&log);
+    log = (acct_log){0};
+    CHECK(acct_open(&log, dir, err, sizeof err) == 0 && log.skipped == 1 &&
+              strstr(log.first_bad, "accounting.days.jsonl: line 2: ") != NULL,
+          "a day not starting a UTC day: %ld skipped, %s", log.skipped, log.first_bad);
+    acct_close(&log);
+    unlink(path);
+    unlink(old_path);
+    unlink(days_path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_init("accounting");
@@ -258,5 +317,6 @@ int main(void)
     test_load_text();
     test_history();
     test_files();
+    test_days();
     return test_main_end();
 }

@@ -22,6 +22,8 @@ static void test_valid_requests(void)
         {"{\"op\":\"status\"}", OP_STATUS, ""},
         {"{\"op\":\"status\",\"id\":\"j0042\"}", OP_STATUS, "j0042"},
         {"{\"op\":\"list\"}", OP_LIST, ""},
+        {"{\"op\":\"list\",\"limit\":1000,\"before\":\"j0101\",\"state\":\"held\"}", OP_LIST,
+         ""},
         {" {\"id\":\"j1\",\"op\":\"watch\"} \t", OP_WATCH, "j1"},
         {"{\"op\":\"logs\",\"id\":\"j0001\",\"follow\":true}", OP_LOGS, "j0001"},
         {"{\"op\":\"cancel\",\"id\":\"a-b_C9\"}", OP_CANCEL, "a-b_C9"},
@@ -50,6 +52,11 @@ static void test_valid_requests(void)
             CHECK(req.follow == 1, "logs follow");
         if (req.op == OP_RESUME)
             CHECK(req.from_scratch == 1 && req.follow == 0, "resume from_scratch");
+        if (req.op == OP_LIST && strstr(cases[i].line, "limit"))
+            CHECK(req.limit == 1000 && !strcmp(req.before, "j0101") &&
+                      !strcmp(req.state, "held"), "list's page");
+        else if (req.op == OP_LIST)
+            CHECK(req.limit == 0 && !req.before[0] && !req.state[0], "list's defaults");
         proto_request_free(&req);
     }
 }
@@ -71,6 +78,13 @@ static void test_bad_requests(void)
         {"{\"op\":\"List\"}", ERR_UNKNOWN_OP, "unknown op \"List\""},
         {"{\"op\":\"\"}", ERR_UNKNOWN_OP, "unknown op"},
         {"{\"op\":\"list\",\"id\":\"j1\"}", ERR_BAD_REQUEST, "id: unknown field for op \"list\""},
+        {"{\"op\":\"list\",\"limit\":0}", ERR_BAD_REQUEST, "limit: must be a whole number"},
+        {"{\"op\":\"list\",\"limit\":1001}", ERR_BAD_REQUEST, "limit: must be a whole number"},
+        {"{\"op\":\"list\",\"limit\":2.5}", ERR_BAD_REQUEST, "limit: must be a whole number"},
+        {"{\"op\":\"list\",\"limit\":\"10\"}", ERR_BAD_REQUEST, "limit: must be a whole"},
+        {"{\"op\":\"list\",\"before\":\"../j1\"}", ERR_BAD_REQUEST, "before: must be a job id"},
+        {"{\"op\":\"list\",\"state\":\"sleeping\"}", ERR_BAD_REQUEST, "state: must be queued"},
+        {"{\"op\":\"status\",\"limit\":5}", ERR_BAD_REQUEST, "limit: unknown field"},
         {"{\"op\":\"version\",\"verbose\":true}", ERR_BAD_REQUEST, "verbose: unknown field"},
         {"{\"op\":\"watch\"}", ERR_BAD_REQUEST, "id: missing"},
         {"{\"op\":\"cancel\",\"id\":1}", ERR_BAD_REQUEST, "id: must be a string"},
