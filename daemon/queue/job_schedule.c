@@ -2,8 +2,9 @@
  * state handed to the scheduler's decision (daemon/sched/schedule.h) and
  * what it decides carried out: jobs started once admission by memory lets
  * them, running jobs asked to checkpoint and stop for a higher priority,
- * and why every other queued job waits, in its status. Also the owners'
- * decayed device use (fair share), priorities, holds and cancels. */
+ * and why every other queued job waits, in its status; time limits and
+ * dependencies. The commands on one job (priority, hold, cancel) are
+ * job_control.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,9 +157,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     snprintf(j->waiting, sizeof j->waiting, "%s", text);
 }
 
-/* Ask running job j to checkpoint at its next step boundary and stop, to go
- * back into the queue (for `by`'s sake, or held when by is NULL). */
-static void ask_requeue(job *j, const job *by)
+void job_ask_requeue(job *j, const job *by)
 {
     j->requeue_asked_mono = jobs_mono_s();
     if (by) {
@@ -326,7 +325,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
         if (out[i].turn >= 0)
             by_turn[out[i].turn] = i;
         if (out[i].action == SCHED_PREEMPT)
-            ask_requeue(list[i], list[out[i].preempted_for]);
+            job_ask_requeue(list[i], list[out[i].preempted_for]);
     }
     for (int k = 0; k < queued && !again; k++) {
         const int i = by_turn[k];
@@ -482,137 +481,4 @@ void jobs_schedule(jobs *js)
         js->requeue_check_on = 0;
     }
     js->schedule_ns += uv_hrtime() - began;
-}
-
-/* ---- what a job asked to go back into the queue becomes ---- */
-
-void job_requeued(job *j)
-{
-    j->requeue_asked_mono = 0;
-    j->interrupted = 1; /* it resumes from the checkpoint it just took */
-    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
-    if (j->preempted_by[0] && !j->held) {
-        j->preempted = 1;
-        j->preempted_at = jobs_now_s();
-        j->resume_first = 1; /* not a hold: released, it ranks as any queued job */
-    }
-    job_log(j, "%s at epoch %.6g, step %ld: back in the queue; it resumes from its newest "
-            "complete checkpoint", j->held ? "held" : "preempted", j->last.epoch, j->last.step);
-    set_state(j, JOB_QUEUED);
-}
-
-void job_timed_out(job *j)
-{
-    j->timing_out = 0;
-    j->requeue_asked_mono = 0;
-    snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
-             "it resumes from its checkpoint with parlectl resume %s",
-             job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);
-    job_log(j, "timeout: %s", j->error);
-    set_state(j, JOB_TIMEOUT);
-}
-
-/* ---- priorities, holds and cancels ---- */
-
-int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
-                     char *err, size_t errlen)
-{
-    if (job_state_final(j->state)) {
-        *code = ERR_BAD_STATE;
-        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
-        return -1;
-    }
-    if (priority < JOB_PRIORITY_MIN || priority > JOB_PRIORITY_MAX) {
-        *code = ERR_BAD_REQUEST;
-        snprintf(err, errlen, "priority: must be an integer in %d..%d", JOB_PRIORITY_MIN,
-                 JOB_PRIORITY_MAX);
-        return -1;
-    }
-    if (!privileged && priority > j->priority) {
-        *code = ERR_FORBIDDEN;
-        snprintf(err, errlen, "job %s has priority %d: only root, parled's user and its "
-                 "--admin-group may raise a priority (you may lower it)", j->id, j->priority);
-        return -1;
-    }
-    job_log(j, "priority %d -> %d", j->priority, priority);
-    j->priority = priority;
-    write_status(j);
-    jobs_schedule(js);
-    return 0;
-}
-
-int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **code, char *err,
-                 size_t errlen)
-{
-    *code = ERR_BAD_STATE;
-    if (job_state_final(j->state)) {
-        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
-        return -1;
-    }
-    /* An admin may make its owner's hold an admin hold. */
-    const int admin_over_owner = hold && j->held && !j->admin_hold && by->privileged;
-    if (hold == j->held && !admin_over_owner) {
-        snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
-        return -1;
-    }
-    if (!hold && j->admin_hold && !by->privileged) {
-        *code = ERR_FORBIDDEN;
-        snprintf(err, errlen, "job %s is held by an admin (%s): only root, parled's user and its "
-                 "--admin-group may release it", j->id, j->held_by);
-        return -1;
-    }
-    if (hold && !j->held && j->thread_running && (j->stop || j->cancel_requested)) {
-        snprintf(err, errlen, "job %s is stopping already", j->id);
-        return -1;
-    }
-    const int was_held = j->held;
-    j->held = hold;
-    j->admin_hold = hold && by->privileged;
-    snprintf(j->held_by, sizeof j->held_by, "%s", hold ? by->user : "");
-    if (hold && !was_held && j->thread_running) {
-        j->preempted_by[0] = '\0';
-        ask_requeue(j, NULL);
-    } else {
-        job_log(j, "%s by %s", hold ? (j->admin_hold ? "held by an admin: only an admin releases "
-                                      "it; it keeps its place but does not start"
-                                      : "held: it keeps its place but does not start")
-                                    : "released", by->user);
-    }
-    write_status(j);
-    jobs_schedule(js);
-    return 0;
-}
-
-int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
-                         size_t errlen)
-{
-    if (j->priority <= 0 || owner->privileged)
-        return 0;
-    *code = ERR_FORBIDDEN;
-    snprintf(err, errlen, "priority: %d is above 0: only root, parled's user and its "
-             "--admin-group may give a job a higher priority than the default (0); lower ones "
-             "are anyone's", j->priority);
-    return -1;
-}
-
-int job_cancel(jobs *js, job *j, char *err, size_t errlen)
-{
-    if (job_state_final(j->state) || j->cancel_requested) {
-        snprintf(err, errlen, "job %s has already %s", j->id,
-                 j->cancel_requested ? "been asked to stop" : "ended");
-        return -1;
-    }
-    if (j->state == JOB_QUEUED) {
-        job_log(j, "cancelled while queued");
-        set_state(j, JOB_CANCELLED);
-        job_log_stop(j);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
-        jobs_schedule(js);
-        return 0;
-    }
-    j->cancel_requested = 1;
-    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
-    job_log(j, "cancel requested: the replicas stop now");
-    return 0;
 }

@@ -260,7 +260,7 @@ static void free_jobs(jobs *js)
     jobs_index_free(js);
     free(js->cores);
     free(js->core_job);
-    free(js->usage);
+    fair_share_free(&js->share);
     acct_close(&js->acct);
     free(js);
 }

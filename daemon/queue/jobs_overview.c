@@ -134,16 +134,16 @@ static int by_jobs_then_use(const void *a, const void *b)
 static void owners_use(jobs_overview *o, const jobs *js)
 {
     double total = 0;
-    for (int i = 0; i < js->nusage; i++)
-        total += js->usage[i].usage;
-    for (int i = 0; i < js->nusage; i++) {
+    for (int i = 0; i < js->share.n; i++)
+        total += js->share.owners[i].usage;
+    for (int i = 0; i < js->share.n; i++) {
+        const owner_usage *u = &js->share.owners[i];
         char digits[16];
-        snprintf(digits, sizeof digits, "%u", js->usage[i].uid);
-        overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, js->usage[i].uid,
-                                      js->usage[i].user[0] ? js->usage[i].user : digits);
+        snprintf(digits, sizeof digits, "%u", u->uid);
+        overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, u->uid, u->user[0] ? u->user : digits);
         if (w) {
-            w->device_seconds = js->usage[i].usage;
-            w->share = total > 0 ? js->usage[i].usage / total : 0;
+            w->device_seconds = u->usage;
+            w->share = total > 0 ? u->usage / total : 0;
         }
     }
     qsort(o->owners, (size_t)o->nowners, sizeof *o->owners, by_jobs_then_use);

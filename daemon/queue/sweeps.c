@@ -15,9 +15,6 @@
 
 #define SWEEP_FILE_MAX (8u << 20) /* sweep.json: a request line (1 MiB) pretty-printed */
 
-const char *sweep_id(const sweep *s) { return s->id; }
-const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
-
 sweep *jobs_find_sweep(jobs *js, const char *id)
 {
     for (sweep *s = js->sweeps; s; s = s->next)

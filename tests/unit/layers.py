@@ -5,9 +5,16 @@ folders below them, and no other. Reads the build's compile_commands.json and
 fails naming each folder that sees a folder the map does not put below it (an
 upward include would then build), or a folder the map does not know.
 
+A folder's `impl/` subfolder holds its implementation headers: its own
+sources see it, no other folder may (a module's door is its folder's other
+headers). And, read from the sources themselves, no file includes an
+implementation header (`*_impl.h`) of another folder: the door check holds
+even where an include path would let such an include build.
+
   layers.py BUILD/compile_commands.json SOURCE_ROOT
 
-Tests and benches sit above everything and are not checked."""
+Tests and benches sit above everything and are not checked (for the
+include paths; the door check covers them too)."""
 import json
 import os
 import re
@@ -27,7 +34,8 @@ MAP = {
     "daemon/runner": ["daemon/jobfile", "daemon/store"],
     "daemon/sched": [],
     "daemon/mpi": ["daemon/runner"],
-    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi"],
+    "daemon/usage": ["daemon/store", "daemon/sched"],
+    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi", "daemon/usage"],
     "daemon/metrics": ["daemon/queue"],
     "daemon/server": ["daemon/queue", "daemon/metrics"],
     "client": ["daemon/proto"],
@@ -43,6 +51,38 @@ def below(folder, seen=None):
         for lower in MAP[folder]:
             below(lower, seen)
     return seen
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCES = (".c", ".h", ".cu", ".cuh")
+SKIP_DIRS = ("build", ".git", "subprojects")
+
+
+def doors(root):
+    """Each include of an implementation header (*_impl.h) from a file of
+    another folder than the header's (its impl/ subfolder counts as its
+    folder), as problems."""
+    where, files = {}, []
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(SKIP_DIRS)]
+        for n in names:
+            if n.endswith(SOURCES):
+                rel = os.path.relpath(os.path.join(top, n), root)
+                files.append(rel)
+                if n.endswith("_impl.h"):
+                    home = os.path.dirname(rel)
+                    where.setdefault(n, set()).add(home[:-5] if home.endswith("/impl") else home)
+    problems = []
+    for rel in files:
+        folder = os.path.dirname(rel)
+        folder = folder[:-5] if folder.endswith("/impl") else folder
+        text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
+        for inc in INCLUDE.findall(text):
+            name = os.path.basename(inc)
+            if name in where and folder not in where[name]:
+                problems.append(f"{rel} includes {name}, behind the door of "
+                                f"{' or '.join(sorted(where[name]))}/")
+    return problems
 
 
 def main(path, root):
@@ -63,7 +103,7 @@ def main(path, root):
         if folder not in MAP:
             problems.append(f"{folder}: not in the map (tests/unit/layers.py, docs/architecture.md)")
             continue
-        allowed = below(folder)
+        allowed = below(folder) | {folder + "/impl"}
         for d in sorted(dirs):
             if d.startswith(build + os.sep) or not (d + os.sep).startswith(root + os.sep):
                 continue  # the build's own folders (parle_config.h), system headers
@@ -73,6 +113,7 @@ def main(path, root):
             if seen not in allowed:
                 problems.append(f"{folder} ({os.path.basename(src)}) sees {seen}/")
         checked += 1
+    problems += doors(root)
     for p in sorted(set(problems)):
         print(p)
     print(f"{checked} compilations checked against the map, {len(set(problems))} problem(s)")

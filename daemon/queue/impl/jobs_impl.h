@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "accounting.h"
+#include "fair_share.h"
 #include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
@@ -156,13 +157,6 @@ struct job {
     int disk_short;         /* held back for the state dir's free space (job_admission.c) */
 };
 
-/* An owner's device use (device-seconds, decayed; owner_usage.c). */
-typedef struct owner_usage {
-    unsigned uid;
-    char user[64];          /* the name of its latest job */
-    double usage;
-} owner_usage;
-
 /* One hand-over from a job's threads to the loop. */
 typedef struct pending {
     struct pending *next;
@@ -225,13 +219,10 @@ struct jobs {
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
-    /* Fair share (owner_usage.c): each owner's decayed device use, as of
-     * usage_at (wall clock, shown and saved) and usage_mono (jobs_mono_s,
-     * from which the next update counts), kept in usage_path; and the
-     * timer that watches requeues for --preempt-grace (job_schedule.c). */
-    owner_usage *usage;
-    int nusage, capusage;
-    double usage_at, usage_mono;
+    /* Fair share (owner_usage.c, the glue; the table is daemon/usage/'s
+     * fair_share.h, on jobs_mono_s), kept in usage_path; and the timer
+     * that watches requeues for --preempt-grace (job_schedule.c). */
+    fair_share_table share;
     char usage_path[1040];
     uv_timer_t requeue_check;
     int requeue_check_on;
@@ -326,7 +317,11 @@ void jobs_schedule(jobs *js);
  * next request other than a submit (jobs_schedule_pending). */
 void jobs_schedule_soon(jobs *js);
 
-/* A job asked to go back into the queue stopped at its checkpoint: queued
+/* Ask running job j to checkpoint at its next step boundary and stop, to go
+ * back into the queue (for `by`'s sake, or held when by is NULL). */
+void job_ask_requeue(job *j, const job *by);
+
+/* job_control.c: a job asked to go back into the queue stopped at its checkpoint: queued
  * again, to resume from it ("preempted", or "held"); or, stopped at its
  * time limit, ended "timeout". */
 void job_requeued(job *j);
