@@ -26,12 +26,12 @@ static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
     *left = 0;
     *bad = NULL;
     for (const job *j = js->first; j; j = j->next) {
-        if (j->sweep != s)
+        if (j->in_sweep.sweep != s)
             continue;
         if (!job_state_final(j->state))
             (*left)++;
-        else if (j->state != JOB_DONE && !(j->state == JOB_CANCELLED && j->early_stopped) &&
-                 !*bad)
+        else if (j->state != JOB_DONE &&
+                 !(j->state == JOB_CANCELLED && j->in_sweep.early_stopped) && !*bad)
             *bad = j;
     }
     for (const sweep_submission *sub = js->submitting; sub && !*left; sub = sub->next)

@@ -58,9 +58,9 @@ double owner_usage_of(const jobs *js, unsigned uid)
 
 const char *job_shown_state(const job *j)
 {
-    if (j->state == JOB_QUEUED && j->held)
+    if (j->state == JOB_QUEUED && j->sched.held)
         return "held";
-    if (j->state == JOB_QUEUED && j->preempted)
+    if (j->state == JOB_QUEUED && j->sched.preempted)
         return "preempted";
     return job_state_name(j->state);
 }

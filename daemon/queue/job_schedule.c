@@ -37,17 +37,17 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
     return (sched_job){
         .running = j->thread_running,
         .stopping = j->thread_running && j->stop != 0,
-        .held = j->held,
-        .resuming = j->resume_first,
+        .held = j->sched.held,
+        .resuming = j->sched.resume_first,
         .after_pending = after_pending,
-        .memory_wait = !j->thread_running && j->memory_pass == pass,
-        .priority = j->priority,
+        .memory_wait = !j->thread_running && j->sched.memory_pass == pass,
+        .priority = j->sched.priority,
         .order = order,
         .owner = j->owner.uid,
         .usage = owner_usage_of(js, j->owner.uid),
         .eligible_s = job_eligible_s(j, now),
         .started_at = j->run_began_mono,
-        .was_preempted = j->run_resumed_preemption,
+        .was_preempted = j->sched.run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
         .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
         .ngpus = any ? spec->count : 0,
@@ -60,13 +60,13 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
     const double now = jobs_mono_s(), aged = js->limits.oldest_first_s;
-    if (ahead->priority != j->priority)
+    if (ahead->sched.priority != j->sched.priority)
         return "a higher priority";
     if (aged > 0 && job_eligible_s(ahead, now) >= aged && job_eligible_s(j, now) < aged)
         return "it was eligible to run longer than --oldest-first-after";
     if (aged > 0 && job_eligible_s(j, now) >= aged)
         return "it was eligible to run longer";
-    if (ahead->resume_first != j->resume_first)
+    if (ahead->sched.resume_first != j->sched.resume_first)
         return "it resumes a checkpoint after a preemption or a restart";
     if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
         return "its owner used less device time recently";
@@ -96,8 +96,8 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     /* Decided as last time: worded as then (but a job it runs after is
      * named with its state now, a sweep's count moves only as jobs end or
      * are queued, and admission words a wait for memory anew). */
-    _Static_assert(sizeof j->said.blockers / sizeof j->said.blockers[0] == SCHED_BLOCKERS,
-                   "waiting_said keeps the decision's blockers");
+    _Static_assert(sizeof j->sched.said.blockers / sizeof j->sched.said.blockers[0] ==
+                   SCHED_BLOCKERS, "waiting_said keeps the decision's blockers");
     struct waiting_said said;
     memset(&said, 0, sizeof said); /* (compared whole, padding too) */
     said.wait = d->wait;
@@ -108,8 +108,8 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         said.blockers[k] = list[d->blockers[k]]->seq;
     if (d->wait == SCHED_QUEUE)
         said.because = ahead_because(js, list[d->blockers[0]], j);
-    const int same = !memcmp(&said, &j->said, sizeof said) && j->waiting[0];
-    j->said = said;
+    const int same = !memcmp(&said, &j->sched.said, sizeof said) && j->waiting[0];
+    j->sched.said = said;
     if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
         (d->wait != SCHED_AFTER || !strchr(j->cfg.after, 'j'))) /* (a job's state, by id) */
         return;
@@ -159,12 +159,12 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 
 void job_ask_requeue(job *j, const job *by)
 {
-    j->requeue_asked_mono = jobs_mono_s();
+    j->sched.requeue_asked_mono = jobs_mono_s();
     if (by) {
-        snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by->id);
+        snprintf(j->sched.preempted_by, sizeof j->sched.preempted_by, "%s", by->id);
         job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
-                "boundary, then back in the queue", by->id, by->owner.user, by->priority,
-                j->priority);
+                "boundary, then back in the queue", by->id, by->owner.user, by->sched.priority,
+                j->sched.priority);
     } else {
         job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
     }
@@ -179,11 +179,11 @@ static int requeues_pending(jobs *js)
     int asked = 0;
     const double now = jobs_mono_s();
     for (job *j = js->running_first; j; j = j->running.next) {
-        if (!j->thread_running || j->requeue_asked_mono <= 0 || j->cancel_requested)
+        if (!j->thread_running || j->sched.requeue_asked_mono <= 0 || j->cancel_requested)
             continue;
         asked = 1;
         if (!(j->stop & RUN_STOP_NOW) &&
-            now - j->requeue_asked_mono > js->limits.preempt_grace_s) {
+            now - j->sched.requeue_asked_mono > js->limits.preempt_grace_s) {
             job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
                     "from its last checkpoint", js->limits.preempt_grace_s);
             __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
@@ -197,16 +197,16 @@ static int requeues_pending(jobs *js)
  * j's priority or below; NULL while it still waits for j's devices. */
 static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 {
-    *by = jobs_index_find(js, j->preempted_by);
+    *by = jobs_index_find(js, j->sched.preempted_by);
     if (!*by)
         return "was removed";
     if ((*by)->state == JOB_CANCELLED)
         return "was cancelled";
     if ((*by)->state != JOB_QUEUED)
         return (*by)->thread_running ? NULL : "ended";
-    if ((*by)->held)
+    if ((*by)->sched.held)
         return "was held";
-    return (*by)->priority <= j->priority ? "was lowered" : NULL;
+    return (*by)->sched.priority <= j->sched.priority ? "was lowered" : NULL;
 }
 
 /* A preemption whose preemptor no longer needs the devices is withdrawn:
@@ -222,20 +222,21 @@ static void withdraw_preemptions(jobs *js)
     for (job *j = js->running_first; j; j = j->running.next) {
         const job *by;
         const char *why;
-        if (!j->thread_running || j->requeue_asked_mono <= 0 || j->held || j->cancel_requested ||
-            !j->preempted_by[0] || !(why = preemptor_gone(js, j, &by)))
+        if (!j->thread_running || j->sched.requeue_asked_mono <= 0 || j->sched.held ||
+            j->cancel_requested || !j->sched.preempted_by[0] ||
+            !(why = preemptor_gone(js, j, &by)))
             continue;
         int asked = RUN_STOP_CHECKPOINT;
         const int called_off = __atomic_compare_exchange_n(&j->stop, &asked, 0, 0,
                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        const double charge = job_device_units(js, j) * (now - j->requeue_asked_mono);
+        const double charge = job_device_units(js, j) * (now - j->sched.requeue_asked_mono);
         if (by)
             owner_usage_charge(js, &by->owner, charge);
-        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->preempted_by,
+        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->sched.preempted_by,
                 why, called_off ? "it runs on" : "it was stopping already, and resumes first");
-        j->requeue_asked_mono = 0;
+        j->sched.requeue_asked_mono = 0;
         if (called_off)
-            j->preempted_by[0] = '\0';
+            j->sched.preempted_by[0] = '\0';
     }
 }
 
@@ -294,14 +295,14 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
     for (int k = 0; k < n; k++)
         if (out[k].action == SCHED_PREEMPT && out[k].preempted_for == q) {
             const job *r = list[k];
-            if (r->need_known != 1)
+            if (r->admit.need_known != 1)
                 return 0;
-            memory += r->need.host;
-            disk += r->need.disk > r->disk_bytes ? r->need.disk - r->disk_bytes : 0;
+            memory += r->admit.need.host;
+            disk += r->admit.need.disk > r->disk_bytes ? r->admit.need.disk - r->disk_bytes : 0;
         }
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
-    p->memory_pass = pass;
+    p->sched.memory_pass = pass;
     js->memory_waits = 1;
     return 1;
 }
@@ -341,14 +342,14 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
          * waiting for either keeps no devices. */
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
-            j->memory_pass = pass;
+            j->sched.memory_pass = pass;
             js->memory_waits = 1;
             again = 1;
         } else if (job_cores_take(js, j) == 0) {
             /* What this run is: one resuming a preemption keeps its
              * minimum run; it ranks as resuming no more. */
-            j->run_resumed_preemption = j->preempted;
-            j->resume_first = 0;
+            j->sched.run_resumed_preemption = j->sched.preempted;
+            j->sched.resume_first = 0;
             job_set_eligible(j, 0, jobs_mono_s());
             if (out[i].backfilled)
                 job_log(j, "backfilled: it ends by its time limit before %s could start",
@@ -368,16 +369,16 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
 {
     char why[JOB_ERR_MAX - 64];
     *after_pending = 0;
-    if (!j->cfg.after[0] || j->after_met || j->state != JOB_QUEUED || j->thread_running)
+    if (!j->cfg.after[0] || j->sched.after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
-    if (j->after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
+    if (j->sched.after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
         *after_pending = 1;
         return 0;
     }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
-    j->after_pending_at = r > 0 ? js->after_epoch : 0;
-    j->after_met = r == 0; /* once met, a dependency removed later does not matter */
+    j->sched.after_pending_at = r > 0 ? js->after_epoch : 0;
+    j->sched.after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
     snprintf(j->error, sizeof j->error, "not started: %s", why);
@@ -404,8 +405,8 @@ static void time_limits(jobs *js)
             next = fmin(next, left);
             continue;
         }
-        j->timing_out = 1;
-        j->requeue_asked_mono = now;
+        j->sched.timing_out = 1;
+        j->sched.requeue_asked_mono = now;
         job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
                 "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
         __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
@@ -440,7 +441,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
             const int waits_after = !j->thread_running && after_pending;
             /* Its age counts while it could run (the pass runs as a hold,
              * a release or a dependency's end changes that). */
-            job_set_eligible(j, !j->thread_running && !j->held && !waits_after, in.now);
+            job_set_eligible(j, !j->thread_running && !j->sched.held && !waits_after, in.now);
             list[in.njobs] = j;
             view[in.njobs++] = sched_view(js, j, j->seq, waits_after, pass, in.now);
             queued += !j->thread_running;

@@ -146,7 +146,7 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         job_after_valid(js, &j->cfg, err, errlen) != 0)
         goto fail;
     j->test_error = j->test_loss = NAN;
-    j->priority = j->cfg.priority;
+    j->sched.priority = j->cfg.priority;
     return j;
 fail:
     free(j);

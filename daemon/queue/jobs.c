@@ -58,14 +58,14 @@ static void begin_resumed_run(job *j, const run_event *resume)
  * the status until one of its kind is. */
 static void note_save(job *j, const run_event *ev)
 {
-    char *shown = j->save_failed[ev->saved == RUN_SAVED_MASTER];
+    char *shown = j->saving.save_failed[ev->saved == RUN_SAVED_MASTER];
     if (ev->saved == RUN_SAVED_CHECKPOINT)
         (*(ev->message[0] ? &j->js->checkpoints_failed : &j->js->checkpoints_written))++;
     if (ev->message[0])
         job_log_event(j, ev->message);
     if (strcmp(shown, ev->message) == 0)
         return;
-    snprintf(shown, sizeof j->save_failed[0], "%s", ev->message);
+    snprintf(shown, sizeof j->saving.save_failed[0], "%s", ev->message);
     write_status(j);
 }
 
@@ -128,7 +128,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     if (ev->kind == RUN_EV_EVAL ||
         jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
-    if (ev->kind == RUN_EV_EVAL && j->sweep)
+    if (ev->kind == RUN_EV_EVAL && j->in_sweep.sweep)
         sweep_on_eval(j, ev->epoch, ev->test_error);
 }
 
@@ -176,13 +176,13 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
         end = "cancelled";
-    } else if (p->result.stopped && j->timing_out && !js->stopping) {
+    } else if (p->result.stopped && j->sched.timing_out && !js->stopping) {
         job_timed_out(j);
         end = "timeout";
     } else if (p->result.stopped && !js->stopping) {
         /* Asked back into the queue: preempted or held (or a preemption
          * withdrawn once it had stopped), still watched. */
-        end = j->held ? "held" : "preempted";
+        end = j->sched.held ? "held" : "preempted";
         job_requeued(j);
         jobs_usage_run_ended(js, j, end, run_began);
         return;
@@ -195,11 +195,11 @@ static void finish_job(jobs *js, job *j, const pending *p)
         write_status(j);
         end = "stopped";
     } else {
-        if (j->early_stopped)
+        if (j->in_sweep.early_stopped)
             sweep_stop_too_late(j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
-        memset(j->save_failed, 0, sizeof j->save_failed); /* its master is on disk */
+        memset(j->saving.save_failed, 0, sizeof j->saving.save_failed); /* its master is on disk */
         job_log(j, "done: %d epochs, test error %.2f%%", p->result.epochs_done,
                 100 * p->result.test_error);
         set_state(j, JOB_DONE);

@@ -158,7 +158,8 @@ int fair_share_read(fair_share_table *t, const cJSON *root, char *why, size_t wh
             return -1;
         }
         const cJSON *user = cJSON_GetObjectItemCaseSensitive(o, "user");
-        if (user && (!cJSON_IsString(user) || strlen(user->valuestring) >= sizeof t->owners->user)) {
+        if (user &&
+            (!cJSON_IsString(user) || strlen(user->valuestring) >= sizeof t->owners->user)) {
             snprintf(why, whylen, "owners[%d].user: must be a name of at most %zu bytes", k,
                      sizeof t->owners->user - 1);
             return -1;

@@ -1,6 +1,16 @@
 /* Internal to the job queue (daemon/queue/; jobs.c heads its helpers' list):
  * a job's record, the hand-overs from its threads, and the helpers they
- * share, each under the file that defines it. */
+ * share, each under the file that defines it. Behind the queue's door: on
+ * its own sources' include path only (tests/unit/layers.py).
+ *
+ * Who writes what in `struct job`: the fields at its top level are the
+ * store's (jobs.c and the files it heads: record, state, files, events,
+ * reload). Each other concern's fields are a sub-struct named for it, and
+ * its comment names the one file that writes them and any other writer
+ * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
+ * job_control.c), `in_sweep` (sweeps.c), `saving` (the job thread and the
+ * loop, one entry each). `waiting` and `memory_reported` are the store's,
+ * written as their comments say. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -68,12 +78,24 @@ struct job {
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
     char memory[512];       /* peak bytes per device, a JSON object's text or "" */
-    /* Admission by memory (job_admission.c): the estimate once made (need_known
-     * 1; -1: it could not be made, the job is not held back), whether the
-     * current run has reported its memory yet, and why it waits, or "". */
-    job_memory need;
-    int need_known;
+    /* Admission's (job_admission.c), no other file writes them: the
+     * estimate once made (need_known 1; -1: it could not be made, the job is
+     * not held back), and whether it is held back for the state dir's free
+     * space. */
+    struct job_admission {
+        job_memory need;
+        int need_known;
+        int disk_short;
+    } admit;
+    /* Whether the current run has reported its memory yet: the run's fact,
+     * the store's (set by the first progress event that reports it, jobs.c;
+     * cleared as a run starts, job_thread.c); admission reads it. */
     int memory_reported;
+    /* Why it waits, or "": shown in its status. Two writers, one at a time:
+     * both write it in a scheduling pass on the loop thread, admission
+     * (job_admission.c: "memory: ...", "disk: ...") for a job whose devices
+     * the decision gave it, the scheduling glue (job_schedule.c) for every
+     * other wait. The store only shows it. */
     char waiting[1024];
     volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
     int cancel_requested;
@@ -96,50 +118,63 @@ struct job {
      * (guarded by js->mu: the job thread writes it, status reads it). */
     unsigned char replica_rank[64];
     int placed;
-    /* A sweep's job (sweeps.c): its sweep (sweep_id from status.json until
-     * the sweeps are reloaded), grid point and seed index; its test error
-     * at the sweep's early-stop epoch once known, and whether the early
-     * stop cancelled it. No sweep_id: a job of its own. */
-    sweep *sweep;
-    char sweep_id[PROTO_ID_MAX];
-    long point;
-    int seed_index;
-    double sweep_error;
-    int sweep_error_known, early_stopped;
-    /* Scheduling (job_schedule.c): the priority (the job file's, then as
+    /* A sweep's job: the sweeps' (sweeps.c). Its sweep (sweep_id from
+     * status.json until the sweeps are reloaded), grid point and seed
+     * index; its test error at the sweep's early-stop epoch once known, and
+     * whether the early stop cancelled it. No sweep_id: a job of its own.
+     * Other writers: the reload reads the tag back from status.json
+     * (jobs_reload.c, before any sweep is); a sweep's removal unlinks its
+     * jobs (job_remove.c, as sweep_forget does). */
+    struct job_in_sweep {
+        sweep *sweep;
+        char sweep_id[PROTO_ID_MAX];
+        long point;
+        int seed_index;
+        double sweep_error;
+        int sweep_error_known, early_stopped;
+    } in_sweep;
+    /* The scheduling glue's (job_schedule.c, and job_control.c for the
+     * commands on one job): the priority (the job file's, then as
      * `priority` sets it), held, and a requeue: asked (the time the job was
      * asked to checkpoint and go back into the queue, 0 if not), for whom
      * (preempted_by, "" when held) and, once back, shown "preempted" since
-     * preempted_at. */
-    int priority;
-    int held;
-    /* Who held it (a name), and whether an admin did (root, parled's user,
-     * --admin-group): then only an admin releases it. */
-    char held_by[64];
-    int admin_hold;
-    /* It ranks as resuming a checkpoint (stopped by a preemption or a stop
-     * of parled; not a resumed failure or a released hold) until it runs;
-     * the run it is in resumed a preemption (the minimum run applies); and
-     * it was asked to stop at its time limit, to end "timeout". */
-    int resume_first;
-    int run_resumed_preemption;
-    int timing_out;
-    unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
-    int after_met;          /* its dependencies (`after`) all ended as it asks */
-    unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
-    /* What `waiting` was last worded from (job_schedule.c): a pass that
-     * decides the same does not word it again. */
-    struct waiting_said {
-        int wait, nblockers;
-        long blockers[4];   /* their seq */
-        const char *because;
-        uint64_t devices;
-        unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
-    } said;
-    double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
-    char preempted_by[PROTO_ID_MAX];
-    int preempted;
-    double preempted_at;
+     * preempted_at. Other writers, each setting up or ending what the glue
+     * decides: a submit copies the job file's priority (job_submit.c), the
+     * reload reads them back from status.json (jobs_reload.c), a resume
+     * ranks as a new start (resume_first, job_resume.c), and a run that
+     * starts is no longer shown preempted (preempted, job_thread.c). */
+    struct job_sched {
+        int priority;
+        int held;
+        /* Who held it (a name), and whether an admin did (root, parled's
+         * user, --admin-group): then only an admin releases it. */
+        char held_by[64];
+        int admin_hold;
+        /* It ranks as resuming a checkpoint (stopped by a preemption or a
+         * stop of parled; not a resumed failure or a released hold) until
+         * it runs; the run it is in resumed a preemption (the minimum run
+         * applies); and it was asked to stop at its time limit, to end
+         * "timeout". */
+        int resume_first;
+        int run_resumed_preemption;
+        int timing_out;
+        unsigned memory_pass; /* it waits for host memory in the pass so numbered */
+        int after_met;        /* its dependencies (`after`) all ended as it asks */
+        unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
+        /* What `waiting` was last worded from: a pass that decides the same
+         * does not word it again. */
+        struct waiting_said {
+            int wait, nblockers;
+            long blockers[4]; /* their seq */
+            const char *because;
+            uint64_t devices;
+            unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
+        } said;
+        double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
+        char preempted_by[PROTO_ID_MAX];
+        int preempted;
+        double preempted_at;
+    } sched;
     /* A CPU job's cores while it runs (job_schedule.c): ncores_held ids of
      * js->cores, disjoint from every other running job's. */
     int *cores;
@@ -148,13 +183,17 @@ struct job {
     /* Fair share (owner_usage.c): device-seconds charged to the current run
      * (acct_device_units x its seconds), for the accounting record. */
     double run_device_s;
-    /* Saving (job_thread.c; jobs.c keeps the first): per run_saved, what
-     * could not be written ("" once it was), shown in its status; the
-     * final master kept in memory while the job thread retries it. */
-    char save_failed[2][512];
-    int final_unsaved;
-    struct held_master *unsaved;
-    int disk_short;         /* held back for the state dir's free space (job_admission.c) */
+    /* Saving: per run_saved, what could not be written ("" once it was),
+     * shown in its status; the final master kept in memory while the job
+     * thread retries it. Two writers of save_failed, one entry each: the
+     * loop thread (jobs.c) the checkpoint's as the run reports it, and the
+     * final master's as the job ends; final_unsaved and unsaved are the job
+     * thread's (job_thread.c). */
+    struct job_saving {
+        char save_failed[2][512];
+        int final_unsaved;
+        struct held_master *unsaved;
+    } saving;
 };
 
 /* One hand-over from a job's threads to the loop. */
