@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include "jobs_impl.h"
+#include "job_admission.h"
 #include "mpi_node.h"
 
 /* The estimate, made once: 1 if known, -1 if not (the job is not held back

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "job_schedule.h"
+#include "sweeps_impl.h"
 
 /* The sweep so named (looked up here: the queue's helpers call nothing of
  * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "jobs_impl.h"
+#include "job_schedule.h"
 
 /* ---- what a job asked to go back into the queue becomes ---- */
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "jobs_impl.h"
+#include "sweeps_impl.h"
 
 double jobs_now_s(void)
 {

@@ -11,6 +11,9 @@
 #include "file_tree.h"
 #include "fsutil.h"
 #include "jobs_impl.h"
+#include "job_remove.h"
+#include "job_schedule.h"
+#include "sweeps_impl.h"
 #include "log.h"
 
 /* How often --keep-ended looks at the failed jobs' ages. */

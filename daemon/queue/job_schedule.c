@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "job_admission.h"
+#include "job_schedule.h"
+#include "owner_usage.h"
 #include "mpi_node.h"
 #include "schedule.h"
 

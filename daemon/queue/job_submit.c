@@ -12,8 +12,11 @@
 #include "fsutil.h"
 #include "jobfile.h"
 #include "jobs_impl.h"
-#include "schedule.h"
+#include "job_admission.h"
+#include "job_schedule.h"
 #include "mpi_node.h"
+#include "schedule.h"
+#include "sweeps_impl.h"
 
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)

@@ -13,6 +13,7 @@
 #include "data_file.h"
 #include "dataset.h"
 #include "jobs_impl.h"
+#include "job_admission.h"
 #include "load.h"
 #include "mpi_node.h"
 #include "safetensors.h"

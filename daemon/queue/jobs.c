@@ -24,6 +24,10 @@
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
+#include "job_remove.h"
+#include "job_schedule.h"
+#include "owner_usage.h"
+#include "sweeps_impl.h"
 #include "topology.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }

@@ -13,6 +13,7 @@
 #include "fair_share.h"
 #include "fsutil.h"
 #include "jobs_impl.h"
+#include "owner_usage.h"
 #include "log.h"
 
 /* An owner's decayed use below this many device-seconds (a millisecond:

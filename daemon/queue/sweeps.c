@@ -11,6 +11,8 @@
 
 #include "fsutil.h"
 #include "jobs_impl.h"
+#include "job_schedule.h"
+#include "sweeps_impl.h"
 #include "log.h"
 
 #define SWEEP_FILE_MAX (8u << 20) /* sweep.json: a request line (1 MiB) pretty-printed */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "sweeps_impl.h"
 
 /* A point's jobs summed up: states, the final test errors of those done
  * (Welford's running mean and squared deviations), their wall time. */

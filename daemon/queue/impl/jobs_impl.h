@@ -10,7 +10,14 @@
  * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
  * job_control.c), `in_sweep` (sweeps.c), `saving` (the job thread and the
  * loop, one entry each). `waiting` and `memory_reported` are the store's,
- * written as their comments say. */
+ * written as their comments say.
+ *
+ * This header is the store's: the record, its index, files, events,
+ * reload, submit, cores and answers. Each other concern declares its
+ * functions in its own header beside it (impl/): job_schedule.h (the
+ * scheduling glue), job_admission.h, owner_usage.h (fair share's glue),
+ * job_remove.h, sweeps_impl.h (a sweep's record); a file includes those
+ * of the concerns it calls, so that its includes say what it reaches. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -26,7 +33,6 @@
 #include "jobs.h"
 #include "protocol.h"
 #include "runner.h"
-#include "sweep_file.h"
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
@@ -317,6 +323,9 @@ void job_set_eligible(job *j, int eligible, double now);
 /* The limit of a run of j in seconds (its time_limit, else parled's
  * default; 0: none). */
 double job_time_limit(const jobs *js, const job *j);
+/* uid's use in fair share's table (daemon/usage/), as of the last update
+ * (owner_usage.c's jobs_usage_update). */
+double owner_usage_of(const jobs *js, unsigned uid);
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -344,85 +353,6 @@ void job_log_event(job *j, const char *message);
 /* Persisted, logged, told to watchers; done and cancelled remove the
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
-
-/* job_schedule.c: the queue's scheduling (docs/architecture.md,
- * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
- * jobs to make room, and says in each queued job's status why it waits,
- * looking again every few seconds while one waits for memory. */
-void jobs_schedule_init(jobs *js);
-void jobs_schedule(jobs *js);
-/* jobs_schedule at the loop's next turn (a submit's: the reply does not
- * wait for the pass, and submits read together share one), or before the
- * next request other than a submit (jobs_schedule_pending). */
-void jobs_schedule_soon(jobs *js);
-
-/* Ask running job j to checkpoint at its next step boundary and stop, to go
- * back into the queue (for `by`'s sake, or held when by is NULL). */
-void job_ask_requeue(job *j, const job *by);
-
-/* job_control.c: a job asked to go back into the queue stopped at its checkpoint: queued
- * again, to resume from it ("preempted", or "held"); or, stopped at its
- * time limit, ended "timeout". */
-void job_requeued(job *j);
-/* A job asked to stop at its time limit stopped at its checkpoint: ended
- * "timeout", resumable (job_resume). */
-void job_timed_out(job *j);
-
-/* job_after.c: a queued job's dependencies (`after`). job_after_check: 0
- * they allow it to start, 1 one has not ended (why names it), -1 one ended
- * so that it never will (why says which and how). job_after_valid at
- * submit: 0, or -1 with a message naming an id that is not there. */
-int job_after_check(jobs *js, const job *j, char *why, size_t whylen);
-int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen);
-
-/* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
- * decayed device use (device-seconds) up to now (also as a job ends, before
- * it stops counting as running); owner_usage_of (job_record.c) reads one,
- * as of the last update. jobs_usage_save
- * writes it to <state dir>/usage.json (atomically; a failure is logged) and
- * jobs_usage_load reads it back at start: a missing file is an empty table,
- * a bad one is logged, naming the file and the field, and ignored; it also
- * opens the accounting record (js->acct) and records there the runs that
- * usage.json shows under way (parled was killed). */
-void jobs_usage_update(jobs *js);
-double owner_usage_of(const jobs *js, unsigned uid);
-void jobs_usage_save(jobs *js);
-void jobs_usage_load(jobs *js, const char *state_dir);
-/* What job j holds, in devices (acct_device_units): a GPU times its
- * gpu_share, K of the daemon's cores as K / ncores of the CPU. */
-double job_device_units(const jobs *js, const job *j);
-/* owner charged device_seconds more, now (a preemption it withdrew). */
-void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds);
-/* Job j's run (begun at began_mono, jobs_mono_s) ended `end` (accounting.h): usage.json
- * saved, then the run appended to the accounting record (a failure is
- * logged). After jobs_usage_update, once the job no longer runs. */
-void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono);
-/* usage.json written every --usage-save-interval while a job runs (so a
- * kill -9 loses at most that much use): the timer made, then started. */
-void jobs_usage_init(jobs *js);
-void jobs_usage_start(jobs *js);
-
-/* job_admission.c: admission by memory (docs/architecture.md). At submit:
- * 0, or -1 with a message naming both figures when the job can never fit. */
-int job_admit(job *j, char *err, size_t errlen);
-/* At scheduling, for a queued job whose devices are free: 1 if it must wait
- * for memory (j->waiting says why, in its status), 0 if it may start. */
-int job_waits_for_memory(jobs *js, job *j);
-/* The same for a queued job the scheduler would preempt running jobs for:
- * its host memory only (a GPU's is the preempted jobs' to free), with the
- * `freed` bytes those jobs hold counted as free. */
-int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed);
-/* Admission by disk (job_admission.c): 1 if the state dir's free space,
- * less what running jobs are yet to write, is short of what the job
- * writes (job_memory.disk); then j->waiting says so ("disk: ..."), logged
- * and persisted once per wait. `freed`: bytes of what running jobs are yet
- * to write that would not be (those the scheduler would preempt for it). */
-int job_waits_for_disk(jobs *js, job *j, uint64_t freed);
-/* On the job's thread, as its loader asks (data_admit_fn, user: the job):
- * once its files' headers are read, the data they claim is counted again;
- * more than the job was admitted with must fit in what the host has now,
- * else -1 with a message naming the file, its count and both figures. */
-int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
@@ -461,16 +391,6 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
  * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
-/* --keep-ended: failed jobs' checkpoints past the age or the count go
- * (done and cancelled jobs remove theirs as they end). At start, every few
- * minutes and as a job fails. */
-void jobs_keep_ended(jobs *js);
-/* --remove-ended: the jobs that ended longer ago than its age, and the
- * sweeps all of whose jobs did, removed as `rm` does (the accounting
- * record keeps their use). At start, every few minutes and as jobs end. */
-void jobs_remove_ended(jobs *js);
-void jobs_keep_ended_init(jobs *js);
-void jobs_keep_ended_start(jobs *js);
 /* A folder being removed is first renamed so, and the next issued id is
  * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */
 #define REMOVING_PREFIX ".removing-"
@@ -489,48 +409,5 @@ int numbered_id(const char *name, char prefix);
 int numbered_dirs(const char *dir, char prefix, char ***names, size_t *n, int *next_id,
                   char *err, size_t errlen);
 void numbered_dirs_free(char **names, size_t n);
-
-/* A sweep (sweeps.c): its request as read (spec borrows from doc's
- * "sweep"), its owner, and whether it was cancelled. Its jobs are those
- * whose `sweep` is this one. */
-struct sweep {
-    sweep *next;
-    char id[PROTO_ID_MAX];
-    char dir[1100];
-    job_owner owner;
-    double created_at;
-    cJSON *doc;             /* sweep.json: {"id", "owner", "created_at", "sweep"} */
-    sweep_spec spec;
-    int cancelled;
-};
-
-/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared
- * against the daemon, then all committed, a few milliseconds at a time.
- * Linked in js->submitting, so the jobs it will queue count against its
- * owner's bound meanwhile (job_submit.c, jobs_may_queue). */
-struct sweep_submission {
-    jobs *js;
-    sweep *s;
-    int njobs, made, committed;
-    int linked;             /* the sweep's record is written and in js->sweeps */
-    job **prepared;
-    cJSON **texts;
-    sweep_submission *next;
-};
-
-/* sweeps.c: every sweep under <state dir>/sweeps, after the jobs, its jobs
- * found by their tag and any the sweep lacks (parled stopped while it
- * queued them) queued now. */
-int sweeps_reload(jobs *js, char *err, size_t errlen);
-/* A sweep job's evaluation: the early stop's rule (docs/sweeps.md). */
-void sweep_on_eval(job *j, double epoch, double test_error);
-/* The job ended done before the early stop's cancel reached it (its last
- * steps were already taken): it is done, not early-stopped. */
-void sweep_stop_too_late(job *j);
-void sweeps_free(jobs *js);
-/* Whether sweep s is still being submitted (not all its jobs queued). */
-int sweep_submitting(const jobs *js, const sweep *s);
-/* The sweep out of js's list and freed (its jobs' tags no longer point at it). */
-void sweep_forget(jobs *js, sweep *s);
 
 #endif
