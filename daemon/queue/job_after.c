@@ -15,7 +15,7 @@
  * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */
 static const sweep *sweep_named(const jobs *js, const char *id)
 {
-    for (const sweep *s = js->sweeps; s; s = s->next)
+    for (const sweep *s = js->sw.sweeps; s; s = s->next)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
@@ -36,7 +36,7 @@ static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
                  !(j->state == JOB_CANCELLED && j->in_sweep.early_stopped) && !*bad)
             *bad = j;
     }
-    for (const sweep_submission *sub = js->submitting; sub && !*left; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub && !*left; sub = sub->next)
         *left += sub->s == s ? sub->njobs - sub->committed : 0;
     if (*left)
         return 0;

@@ -54,7 +54,7 @@ const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
 
 double owner_usage_of(const jobs *js, unsigned uid)
 {
-    return fair_share_of(&js->share, uid);
+    return fair_share_of(&js->fair.share, uid);
 }
 
 const char *job_shown_state(const job *j)

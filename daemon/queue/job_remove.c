@@ -109,8 +109,8 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
     *code = ERR_INTERNAL;
     /* The record first: a crash after it leaves jobs of their own, never a
      * sweep that would queue its missing jobs again at the next start. */
-    if (keep_next_id(js->sweeps_dir, js->next_sweep_id, err, errlen) != 0 ||
-        remove_dir(js->sweeps_dir, s->id, err, errlen) != 0)
+    if (keep_next_id(js->sw.sweeps_dir, js->sw.next_sweep_id, err, errlen) != 0 ||
+        remove_dir(js->sw.sweeps_dir, s->id, err, errlen) != 0)
         return -1;
     for (job *j = js->first, *next; j; j = next) {
         next = j->next;
@@ -216,7 +216,7 @@ void jobs_remove_ended(jobs *js)
         else if (!failed++)
             server_log(LOG_WARN, "--remove-ended: %s", err);
     }
-    for (sweep *s = js->sweeps, *next; s; s = next) {
+    for (sweep *s = js->sw.sweeps, *next; s; s = next) {
         next = s->next;
         int njobs;
         if (!sweep_ended_before(js, s, before))

@@ -247,25 +247,25 @@ static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
 {
-    uv_timer_init(js->loop, &js->requeue_check);
-    js->requeue_check.data = js;
-    uv_timer_init(js->loop, &js->memory_retry);
-    js->memory_retry.data = js;
-    uv_timer_init(js->loop, &js->time_limit_check);
-    js->time_limit_check.data = js;
-    uv_timer_init(js->loop, &js->schedule_soon);
-    js->schedule_soon.data = js;
+    uv_timer_init(js->loop, &js->sched.requeue_check);
+    js->sched.requeue_check.data = js;
+    uv_timer_init(js->loop, &js->sched.memory_retry);
+    js->sched.memory_retry.data = js;
+    uv_timer_init(js->loop, &js->sched.time_limit_check);
+    js->sched.time_limit_check.data = js;
+    uv_timer_init(js->loop, &js->sched.schedule_soon);
+    js->sched.schedule_soon.data = js;
 }
 
 void jobs_schedule_soon(jobs *js)
 {
-    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->schedule_soon))
-        uv_timer_start(&js->schedule_soon, on_timer, 0, 0);
+    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->sched.schedule_soon))
+        uv_timer_start(&js->sched.schedule_soon, on_timer, 0, 0);
 }
 
 void jobs_schedule_pending(jobs *js)
 {
-    if (uv_is_active((uv_handle_t *)&js->schedule_soon))
+    if (uv_is_active((uv_handle_t *)&js->sched.schedule_soon))
         jobs_schedule(js);
 }
 
@@ -275,12 +275,12 @@ void jobs_schedule_pending(jobs *js)
  * devices, a quota) changes but by an event that schedules anyway. */
 static void memory_retry(jobs *js)
 {
-    const int waiting = js->memory_waits;
-    if (waiting && !js->stopping && !js->memory_retry_on)
-        uv_timer_start(&js->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
-    else if ((!waiting || js->stopping) && js->memory_retry_on)
-        uv_timer_stop(&js->memory_retry);
-    js->memory_retry_on = waiting && !js->stopping;
+    const int waiting = js->sched.memory_waits;
+    if (waiting && !js->stopping && !js->sched.memory_retry_on)
+        uv_timer_start(&js->sched.memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
+    else if ((!waiting || js->stopping) && js->sched.memory_retry_on)
+        uv_timer_stop(&js->sched.memory_retry);
+    js->sched.memory_retry_on = waiting && !js->stopping;
 }
 
 /* Whether the job that victim v is to be preempted for waits for host
@@ -306,7 +306,7 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
     p->sched.memory_pass = pass;
-    js->memory_waits = 1;
+    js->sched.memory_waits = 1;
     return 1;
 }
 
@@ -346,7 +346,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
             j->sched.memory_pass = pass;
-            js->memory_waits = 1;
+            js->sched.memory_waits = 1;
             again = 1;
         } else if (job_cores_take(js, j) == 0) {
             /* What this run is: one resuming a preemption keeps its
@@ -414,9 +414,9 @@ static void time_limits(jobs *js)
                 "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
         __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
     }
-    uv_timer_stop(&js->time_limit_check);
+    uv_timer_stop(&js->sched.time_limit_check);
     if (isfinite(next))
-        uv_timer_start(&js->time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
+        uv_timer_start(&js->sched.time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
 }
 
 /* One decision on the queue as it is, carried out: 1 if it must be made
@@ -461,7 +461,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 
 void jobs_schedule(jobs *js)
 {
-    uv_timer_stop(&js->schedule_soon); /* this pass is the one it waited for */
+    uv_timer_stop(&js->sched.schedule_soon); /* this pass is the one it waited for */
     if (js->stopping)
         return;
     const uint64_t began = uv_hrtime();
@@ -469,20 +469,20 @@ void jobs_schedule(jobs *js)
     withdraw_preemptions(js);
     /* Each pass that finds a job waiting for memory decides again with it
      * waiting (marked with this call's number): at most once per queued job. */
-    const unsigned pass = ++js->schedule_passes;
-    js->memory_waits = 0;
+    const unsigned pass = ++js->sched.schedule_passes;
+    js->sched.memory_waits = 0;
     int queued = 0;
     for (int k = 0; schedule_pass(js, pass, &queued) && k < queued; k++)
         ;
     time_limits(js); /* those just started too */
     memory_retry(js);
     if (requeues_pending(js)) {
-        if (!js->requeue_check_on)
-            uv_timer_start(&js->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
-        js->requeue_check_on = 1;
-    } else if (js->requeue_check_on) {
-        uv_timer_stop(&js->requeue_check);
-        js->requeue_check_on = 0;
+        if (!js->sched.requeue_check_on)
+            uv_timer_start(&js->sched.requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+        js->sched.requeue_check_on = 1;
+    } else if (js->sched.requeue_check_on) {
+        uv_timer_stop(&js->sched.requeue_check);
+        js->sched.requeue_check_on = 0;
     }
-    js->schedule_ns += uv_hrtime() - began;
+    js->sched.schedule_ns += uv_hrtime() - began;
 }

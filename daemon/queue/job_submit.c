@@ -34,7 +34,7 @@ static int active_jobs_of(const jobs *js, unsigned uid)
 static int sweeps_submitting_jobs(const jobs *js, unsigned uid)
 {
     int n = 0;
-    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
         if (sub->s->owner.uid == uid)
             n += sub->njobs - sub->committed;
     return n;

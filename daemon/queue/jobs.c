@@ -264,8 +264,8 @@ static void free_jobs(jobs *js)
     jobs_index_free(js);
     free(js->cores);
     free(js->core_job);
-    fair_share_free(&js->share);
-    acct_close(&js->acct);
+    fair_share_free(&js->fair.share);
+    acct_close(&js->fair.acct);
     free(js);
 }
 
@@ -316,11 +316,11 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         for (int h = 0; h < DEV_MAX_GPUS && (js->devices >> g & 1); h++)
             if (h != g && (js->devices >> h & 1) && topology_peer_access(g, h))
                 js->gpu_links[g] |= 1ull << h;
-    snprintf(js->sweeps_dir, sizeof(js->sweeps_dir), "%s/sweeps", state_dir);
-    js->next_sweep_id = 1;
+    snprintf(js->sw.sweeps_dir, sizeof(js->sw.sweeps_dir), "%s/sweeps", state_dir);
+    js->sw.next_sweep_id = 1;
     jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(js->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
+        mkdir_p(js->sw.sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
         goto fail;
     if (uv_async_init(loop, &js->async, on_async) != 0) {
         snprintf(err, errlen, "uv_async_init failed");
@@ -414,10 +414,10 @@ static void on_handle_closed(uv_handle_t *h)
 void jobs_close(jobs *js)
 {
     uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->time_limit_check,
-        (uv_handle_t *)&js->memory_retry,    (uv_handle_t *)&js->requeue_check,
-        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->usage_save,
-        (uv_handle_t *)&js->schedule_soon,
+        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->sched.time_limit_check,
+        (uv_handle_t *)&js->sched.memory_retry,    (uv_handle_t *)&js->sched.requeue_check,
+        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->fair.usage_save,
+        (uv_handle_t *)&js->sched.schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
     js->open_handles = (int)(sizeof handles / sizeof handles[0]);

@@ -134,10 +134,10 @@ static int by_jobs_then_use(const void *a, const void *b)
 static void owners_use(jobs_overview *o, const jobs *js)
 {
     double total = 0;
-    for (int i = 0; i < js->share.n; i++)
-        total += js->share.owners[i].usage;
-    for (int i = 0; i < js->share.n; i++) {
-        const owner_usage *u = &js->share.owners[i];
+    for (int i = 0; i < js->fair.share.n; i++)
+        total += js->fair.share.owners[i].usage;
+    for (int i = 0; i < js->fair.share.n; i++) {
+        const owner_usage *u = &js->fair.share.owners[i];
         char digits[16];
         snprintf(digits, sizeof digits, "%u", u->uid);
         overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, u->uid,
@@ -219,8 +219,8 @@ int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
     o->gpus_per_user = js->limits.gpus_per_user;
     o->cores_per_user = js->limits.cores_per_user;
     o->usage_half_life_s = js->limits.usage_half_life_s;
-    o->schedule_passes = js->schedule_passes;
-    o->schedule_seconds = (double)js->schedule_ns * 1e-9;
+    o->schedule_passes = js->sched.schedule_passes;
+    o->schedule_seconds = (double)js->sched.schedule_ns * 1e-9;
     o->checkpoints_written = js->checkpoints_written;
     o->checkpoints_failed = js->checkpoints_failed;
     o->have_space = jobs_state_space(js, &o->state_dir_free_bytes, &o->state_dir_total_bytes) == 0;

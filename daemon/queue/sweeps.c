@@ -19,7 +19,7 @@
 
 sweep *jobs_find_sweep(jobs *js, const char *id)
 {
-    for (sweep *s = js->sweeps; s; s = s->next)
+    for (sweep *s = js->sw.sweeps; s; s = s->next)
         if (strcmp(s->id, id) == 0)
             return s;
     return NULL;
@@ -34,18 +34,18 @@ static void sweep_free(sweep *s)
 
 void sweeps_free(jobs *js)
 {
-    while (js->submitting)
-        sweep_submission_free(js->submitting);
-    while (js->sweeps) {
-        sweep *next = js->sweeps->next;
-        sweep_free(js->sweeps);
-        js->sweeps = next;
+    while (js->sw.submitting)
+        sweep_submission_free(js->sw.submitting);
+    while (js->sw.sweeps) {
+        sweep *next = js->sw.sweeps->next;
+        sweep_free(js->sw.sweeps);
+        js->sw.sweeps = next;
     }
 }
 
 static void link_sweep(jobs *js, sweep *s)
 {
-    sweep **at = &js->sweeps;
+    sweep **at = &js->sw.sweeps;
     while (*at)
         at = &(*at)->next;
     *at = s;
@@ -117,8 +117,8 @@ static job *prepare_point(jobs *js, const sweep *s, long point, int k, cJSON **j
  * in its own directory. 0, or -1 with a message. */
 static int create_sweep(jobs *js, sweep *s, char *err, size_t errlen)
 {
-    snprintf(s->id, sizeof s->id, "s%04d", js->next_sweep_id++);
-    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sweeps_dir, s->id);
+    snprintf(s->id, sizeof s->id, "s%04d", js->sw.next_sweep_id++);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sw.sweeps_dir, s->id);
     s->created_at = jobs_now_s();
     cJSON_AddStringToObject(s->doc, "id", s->id);
     cJSON_AddItemToObject(s->doc, "owner", owner_json(&s->owner));
@@ -157,7 +157,7 @@ static int cancel_jobs(jobs *js, sweep *s)
 
 int sweep_submitting(const jobs *js, const sweep *s)
 {
-    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
         if (sub->s == s)
             return 1;
     return 0;
@@ -169,7 +169,7 @@ void sweep_forget(jobs *js, sweep *s)
     for (job *j = js->first; j; j = j->next)
         if (j->in_sweep.sweep == s)
             j->in_sweep.sweep = NULL;
-    sweep **at = &js->sweeps;
+    sweep **at = &js->sw.sweeps;
     while (*at && *at != s)
         at = &(*at)->next;
     if (*at)
@@ -205,8 +205,8 @@ sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job
         sub->prepared = calloc((size_t)sub->njobs, sizeof *sub->prepared);
         sub->texts = calloc((size_t)sub->njobs, sizeof *sub->texts);
         if (sub->prepared && sub->texts) {
-            sub->next = js->submitting;
-            js->submitting = sub;
+            sub->next = js->sw.submitting;
+            js->sw.submitting = sub;
             return sub;
         }
         *code = ERR_INTERNAL;
@@ -303,7 +303,7 @@ void sweep_submission_free(sweep_submission *sub)
 {
     if (!sub)
         return;
-    for (sweep_submission **at = &sub->js->submitting; *at; at = &(*at)->next)
+    for (sweep_submission **at = &sub->js->sw.submitting; *at; at = &(*at)->next)
         if (*at == sub) {
             *at = sub->next;
             break;
@@ -325,7 +325,7 @@ static int sweep_unended(const jobs *js, const sweep *s)
     for (const job *j = js->first; j; j = j->next)
         if (j->in_sweep.sweep == s && !job_state_final(j->state))
             return 1;
-    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
         if (sub->s == s)
             return 1;
     return 0;
@@ -461,7 +461,7 @@ static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
     char path[1200];
     size_t len;
     snprintf(s->id, sizeof s->id, "%s", name);
-    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sweeps_dir, name);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sw.sweeps_dir, name);
     snprintf(path, sizeof path, "%s/sweep.json", s->dir);
     char *text = read_file_text(path, SWEEP_FILE_MAX, &len, err, errlen);
     int read = text != NULL;
@@ -492,7 +492,7 @@ int sweeps_reload(jobs *js, char *err, size_t errlen)
 {
     char **names;
     size_t n;
-    if (numbered_dirs(js->sweeps_dir, 's', &names, &n, &js->next_sweep_id, err, errlen) != 0)
+    if (numbered_dirs(js->sw.sweeps_dir, 's', &names, &n, &js->sw.next_sweep_id, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         char why[8192];

@@ -157,7 +157,7 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
 cJSON *sweeps_list_json(const jobs *js, const job_viewer *v)
 {
     cJSON *a = cJSON_CreateArray();
-    for (const sweep *s = js->sweeps; s; s = s->next) {
+    for (const sweep *s = js->sw.sweeps; s; s = s->next) {
         cJSON *o = sweep_status_json(js, s, v);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
         if (o)

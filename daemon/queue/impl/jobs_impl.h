@@ -8,8 +8,9 @@
  * reload). Each other concern's fields are a sub-struct named for it, and
  * its comment names the one file that writes them and any other writer
  * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
- * job_control.c), `in_sweep` (sweeps.c), `saving` (the job thread and the
- * loop, one entry each). `waiting` and `memory_reported` are the store's,
+ * job_control.c), `in_sweep` (sweeps.c), `fair` (owner_usage.c), `saving`
+ * (the job thread and the loop, one entry each). `struct jobs` is cut the
+ * same way: `sched`, `sw` (the sweeps), `fair`. `waiting` and `memory_reported` are the store's,
  * written as their comments say.
  *
  * This header is the store's: the record, its index, files, events,
@@ -186,9 +187,12 @@ struct job {
     int *cores;
     int ncores_held;
     uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
-    /* Fair share (owner_usage.c): device-seconds charged to the current run
-     * (acct_device_units x its seconds), for the accounting record. */
-    double run_device_s;
+    /* Fair share's glue's (owner_usage.c), no other file writes it:
+     * device-seconds charged to the current run (acct_device_units x its
+     * seconds), for the accounting record. */
+    struct job_fair {
+        double run_device_s;
+    } fair;
     /* Saving: per run_saved, what could not be written ("" once it was),
      * shown in its status; the final master kept in memory while the job
      * thread retries it. Two writers of save_failed, one entry each: the
@@ -249,40 +253,55 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
-    /* Retries the queue while a job waits for memory (job_schedule.c). */
-    uv_timer_t memory_retry;
-    int memory_retry_on;
-    uv_timer_t schedule_soon; /* a submit's pass, at the loop's next turn (job_schedule.c) */
-    int memory_waits;       /* a job waits for memory or disk in this jobs_schedule call */
-    int open_handles;       /* async and the four timers, until all are closed */
-    /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
-    sweep *sweeps;
-    int next_sweep_id;
-    char sweeps_dir[1040];
-    sweep_submission *submitting; /* sweeps being submitted, not all queued yet */
+    /* The scheduling glue's (job_schedule.c; jobs.c, the store, makes its
+     * timers with the loop and closes them at the end): the timer that
+     * retries the queue while a job waits for memory, a submit's pass at
+     * the loop's next turn, the one that watches requeues for
+     * --preempt-grace and the one that wakes the queue at the next run's
+     * time limit; whether a job waits for memory or disk in this
+     * jobs_schedule call; the passes so far and their time together (on
+     * the monotonic clock; read by jobs_overview.c for the metrics). */
+    struct jobs_sched {
+        uv_timer_t memory_retry;
+        int memory_retry_on;
+        uv_timer_t schedule_soon;
+        int memory_waits;
+        uv_timer_t requeue_check;
+        int requeue_check_on;
+        uv_timer_t time_limit_check;
+        unsigned schedule_passes; /* numbering memory waits */
+        uint64_t schedule_ns;
+    } sched;
+    int open_handles;       /* async and the timers, until all are closed */
+    /* The sweeps' (sweeps.c): in submission order, under <state dir>/sweeps,
+     * and those being submitted, not all queued yet. jobs.c sets up the
+     * folder and the first id at start; job_remove.c takes removed sweeps
+     * out (as sweep_forget) and keeps the next id. */
+    struct jobs_sweeps {
+        sweep *sweeps;
+        int next_sweep_id;
+        char sweeps_dir[1040];
+        sweep_submission *submitting;
+    } sw;
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
-    /* Fair share (owner_usage.c, the glue; the table is daemon/usage/'s
-     * fair_share.h, on jobs_mono_s), kept in usage_path; and the timer
-     * that watches requeues for --preempt-grace (job_schedule.c). */
-    fair_share_table share;
-    char usage_path[1040];
-    uv_timer_t requeue_check;
-    int requeue_check_on;
-    /* usage.json written every --usage-save-interval while jobs run, and
-     * the accounting record of ended runs (owner_usage.c). */
-    uv_timer_t usage_save;
-    acct_log acct;
+    /* Fair share's glue's (owner_usage.c; jobs.c frees them at the end):
+     * the table (daemon/usage/'s fair_share.h, on jobs_mono_s; the record's
+     * owner_usage_of and the overview read it), kept in usage_path, written
+     * every --usage-save-interval while jobs run, and the accounting record
+     * of ended runs. */
+    struct jobs_fair {
+        fair_share_table share;
+        char usage_path[1040];
+        uv_timer_t usage_save;
+        acct_log acct;
+    } fair;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
-    /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N"; and the
-     * timer that wakes the queue at the next run's time limit. */
+    /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N". */
     uint64_t gpu_links[DEV_MAX_GPUS];
-    uv_timer_t time_limit_check;
-    unsigned schedule_passes; /* jobs_schedule's calls, numbering memory waits */
-    uint64_t schedule_ns;     /* their time together, on the monotonic clock */
     /* Checkpoints the running jobs wrote and failed to write (jobs.c's
      * note_save), since parled started: the metrics file's counters. */
     unsigned long checkpoints_written, checkpoints_failed;
