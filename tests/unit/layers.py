@@ -8,8 +8,9 @@ upward include would then build), or a folder the map does not know.
 A folder's `impl/` subfolder holds its implementation headers: its own
 sources see it, no other folder may (a module's door is its folder's other
 headers). And, read from the sources themselves, no file includes an
-implementation header (`*_impl.h`) of another folder: the door check holds
-even where an include path would let such an include build.
+implementation header (`*_impl.h`, or any header of an `impl/` subfolder)
+of another folder: the door check holds even where an include path would
+let such an include build.
 
   layers.py BUILD/compile_commands.json SOURCE_ROOT
 
@@ -60,9 +61,9 @@ SKIP_DIRS = ("build", ".git", "subprojects")
 
 
 def doors(root):
-    """Each include of an implementation header (*_impl.h) from a file of
-    another folder than the header's (its impl/ subfolder counts as its
-    folder), as problems."""
+    """Each include of an implementation header (*_impl.h, or any header of
+    an impl/ subfolder) from a file of another folder than the header's
+    (its impl/ subfolder counts as its folder), as problems."""
     where, files = {}, []
     for top, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(SKIP_DIRS)]
@@ -70,8 +71,8 @@ def doors(root):
             if n.endswith(SOURCES):
                 rel = os.path.relpath(os.path.join(top, n), root)
                 files.append(rel)
-                if n.endswith("_impl.h"):
-                    home = os.path.dirname(rel)
+                home = os.path.dirname(rel)
+                if n.endswith("_impl.h") or home.endswith("/impl"):
                     where.setdefault(n, set()).add(home[:-5] if home.endswith("/impl") else home)
     problems = []
     for rel in files:
