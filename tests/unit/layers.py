@@ -5,9 +5,9 @@ folders below them, and no other. Reads the build's compile_commands.json and
 fails naming each folder that sees a folder the map does not put below it (an
 upward include would then build), or a folder the map does not know.
 
-A folder's `impl/` subfolder holds its implementation headers: its own
-sources see it, no other folder may (a module's door is its folder's other
-headers). And, read from the sources themselves, no file includes an
+A folder's `impl/` subfolder (or its subfolders, one per module) holds its
+implementation headers: its own sources may see them, no other folder may
+(a module's door is its folder's other headers). And, read from the sources themselves, no file includes an
 implementation header (`*_impl.h`, or any header of an `impl/` subfolder)
 of another folder: the door check holds even where an include path would
 let such an include build.
@@ -60,10 +60,17 @@ SOURCES = (".c", ".h", ".cu", ".cuh")
 SKIP_DIRS = ("build", ".git", "subprojects")
 
 
+def owner(folder):
+    """The folder whose implementation headers `folder` holds (itself, or
+    the one above its impl/, impl/<module>/)."""
+    parts = folder.split("/")
+    return "/".join(parts[:parts.index("impl")]) if "impl" in parts else folder
+
+
 def doors(root):
-    """Each include of an implementation header (*_impl.h, or any header of
-    an impl/ subfolder) from a file of another folder than the header's
-    (its impl/ subfolder counts as its folder), as problems."""
+    """Each include of an implementation header (*_impl.h, or any header
+    under an impl/ subfolder) from a file of another folder than the
+    header's (what lies under its impl/ counts as its folder), as problems."""
     where, files = {}, []
     for top, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(SKIP_DIRS)]
@@ -71,13 +78,12 @@ def doors(root):
             if n.endswith(SOURCES):
                 rel = os.path.relpath(os.path.join(top, n), root)
                 files.append(rel)
-                home = os.path.dirname(rel)
-                if n.endswith("_impl.h") or home.endswith("/impl"):
-                    where.setdefault(n, set()).add(home[:-5] if home.endswith("/impl") else home)
+                home = owner(os.path.dirname(rel))
+                if n.endswith("_impl.h") or home != os.path.dirname(rel):
+                    where.setdefault(n, set()).add(home)
     problems = []
     for rel in files:
-        folder = os.path.dirname(rel)
-        folder = folder[:-5] if folder.endswith("/impl") else folder
+        folder = owner(os.path.dirname(rel))
         text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
         for inc in INCLUDE.findall(text):
             name = os.path.basename(inc)
@@ -105,14 +111,14 @@ def main(path, root):
         if folder not in MAP:
             problems.append(f"{folder}: not in the map (tests/unit/layers.py, docs/architecture.md)")
             continue
-        allowed = below(folder) | {folder + "/impl"}
+        allowed = below(folder)
         for d in sorted(dirs):
             if d.startswith(build + os.sep) or not (d + os.sep).startswith(root + os.sep):
                 continue  # the build's own folders (parle_config.h), system headers
             seen = os.path.relpath(d, root)
             if seen == "config":
                 continue  # holds only the meson file that generates parle_config.h
-            if seen not in allowed:
+            if seen not in allowed and owner(seen) != folder:
                 problems.append(f"{folder} ({os.path.basename(src)}) sees {seen}/")
         checked += 1
     problems += doors(root)

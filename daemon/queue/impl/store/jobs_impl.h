@@ -1,7 +1,7 @@
-/* Internal to the job queue (daemon/queue/; jobs.c heads its helpers' list):
- * a job's record, the hand-overs from its threads, and the helpers they
- * share, each under the file that defines it. Behind the queue's door: on
- * its own sources' include path only (tests/unit/layers.py).
+/* The job store's implementation header (daemon/queue/; jobs.c heads its
+ * helpers' list): a job's record, the hand-overs from its threads, and the
+ * helpers they share, each under the file that defines it. Behind the
+ * queue's door: on the queue's own include paths only (tests/unit/layers.py).
  *
  * Who writes what in `struct job`: the fields at its top level are the
  * store's (jobs.c and the files it heads: record, state, files, events,
@@ -10,15 +10,16 @@
  * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
  * job_control.c), `in_sweep` (sweeps.c), `fair` (owner_usage.c), `saving`
  * (the job thread and the loop, one entry each). `struct jobs` is cut the
- * same way: `sched`, `sw` (the sweeps), `fair`. `waiting` and `memory_reported` are the store's,
- * written as their comments say.
+ * same way: `sched`, `sw` (the sweeps), `fair`. `waiting` and
+ * `memory_reported` are the store's, written as their comments say.
  *
- * This header is the store's: the record, its index, files, events,
- * reload, submit, cores and answers. Each other concern declares its
- * functions in its own header beside it (impl/): job_schedule.h (the
- * scheduling glue), job_admission.h, owner_usage.h (fair share's glue),
- * job_remove.h, sweeps_impl.h (a sweep's record); a file includes those
- * of the concerns it calls, so that its includes say what it reaches. */
+ * Each other concern is a static library of its own (meson.build) and
+ * declares its functions in its own header, in impl/<module>/:
+ * schedule/job_schedule.h (the scheduling glue), admission/job_admission.h,
+ * usage/owner_usage.h (fair share's glue), remove/job_remove.h and
+ * sweeps/sweeps_impl.h (a sweep's record). A module is compiled with the
+ * headers of the modules it may call and no other: an include of another's
+ * does not build. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
