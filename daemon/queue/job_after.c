@@ -8,12 +8,14 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "job_schedule.h"
+#include "sweeps_impl.h"
 
 /* The sweep so named (looked up here: the queue's helpers call nothing of
  * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */
 static const sweep *sweep_named(const jobs *js, const char *id)
 {
-    for (const sweep *s = js->sweeps; s; s = s->next)
+    for (const sweep *s = js->sw.sweeps; s; s = s->next)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
@@ -26,15 +28,15 @@ static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
     *left = 0;
     *bad = NULL;
     for (const job *j = js->first; j; j = j->next) {
-        if (j->sweep != s)
+        if (j->in_sweep.sweep != s)
             continue;
         if (!job_state_final(j->state))
             (*left)++;
-        else if (j->state != JOB_DONE && !(j->state == JOB_CANCELLED && j->early_stopped) &&
-                 !*bad)
+        else if (j->state != JOB_DONE &&
+                 !(j->state == JOB_CANCELLED && j->in_sweep.early_stopped) && !*bad)
             *bad = j;
     }
-    for (const sweep_submission *sub = js->submitting; sub && !*left; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub && !*left; sub = sub->next)
         *left += sub->s == s ? sub->njobs - sub->committed : 0;
     if (*left)
         return 0;

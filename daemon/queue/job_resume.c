@@ -7,6 +7,7 @@
 
 #include "checkpoint.h"
 #include "jobs_impl.h"
+#include "job_schedule.h"
 
 /* The newest complete checkpoint of j, as the runner will find it: 1 (in
  * *info), 0 none (why: the torn ones skipped, ';'-separated, or ""), -1
@@ -75,7 +76,7 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
      * begin_resumed_run); but it ranks as any queued job, not as one
      * resuming a preemption or a restart (resume_first). */
     j->interrupted = 1;
-    j->resume_first = 0;
+    j->sched.resume_first = 0;
     j->eligible_s = j->eligible_mono = 0; /* its age counts from now */
     set_state(j, JOB_QUEUED);
     jobs_schedule(js);

@@ -12,8 +12,11 @@
 #include "fsutil.h"
 #include "jobfile.h"
 #include "jobs_impl.h"
-#include "schedule.h"
+#include "job_admission.h"
+#include "job_schedule.h"
 #include "mpi_node.h"
+#include "schedule.h"
+#include "sweeps_impl.h"
 
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)
@@ -31,7 +34,7 @@ static int active_jobs_of(const jobs *js, unsigned uid)
 static int sweeps_submitting_jobs(const jobs *js, unsigned uid)
 {
     int n = 0;
-    for (const sweep_submission *sub = js->submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
         if (sub->s->owner.uid == uid)
             n += sub->njobs - sub->committed;
     return n;
@@ -146,7 +149,7 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         job_after_valid(js, &j->cfg, err, errlen) != 0)
         goto fail;
     j->test_error = j->test_loss = NAN;
-    j->priority = j->cfg.priority;
+    j->sched.priority = j->cfg.priority;
     return j;
 fail:
     free(j);

@@ -13,6 +13,7 @@
 #include "data_file.h"
 #include "dataset.h"
 #include "jobs_impl.h"
+#include "job_admission.h"
 #include "load.h"
 #include "mpi_node.h"
 #include "safetensors.h"
@@ -188,8 +189,8 @@ static void on_master(void *user, const model *master, const float *params, cons
     if (write_master(j, master, params, stats, &f, err, sizeof(err)) == 0) {
         post_save(j, RUN_SAVED_MASTER, "%s", "");
     } else if (last) {
-        j->final_unsaved = 1;
-        j->unsaved = hold_master(master, params, stats, &f, err);
+        j->saving.final_unsaved = 1;
+        j->saving.unsaved = hold_master(master, params, stats, &f, err);
         post_save(j, RUN_SAVED_MASTER, "the final master (epoch %.6g) could not be written: %s; "
                   "kept in memory and retried for up to %.0f s (--save-retry)", epochs_done, err,
                   j->js->limits.save_retry_s);
@@ -221,7 +222,7 @@ static int sleep_before_retry(job *j, double until)
  * are lost. 0 (written, or stopped: result->stopped), or -1 with err. */
 static int retry_final_master(job *j, run_result *result, char *err, size_t errlen)
 {
-    struct held_master *h = j->unsaved;
+    struct held_master *h = j->saving.unsaved;
     const double limit = j->js->limits.save_retry_s, t0 = jobs_mono_s();
     if (!h || !h->params) {
         snprintf(err, errlen, "the final master could not be written (%s) nor kept in memory "
@@ -335,11 +336,11 @@ static void *job_thread(void *arg)
         }
         rc = run_job(&j->cfg, &train, &test, &where, &hooks, &result, err, sizeof(err));
         /* Never done without its weights: the replicas are gone, the master stays. */
-        if (rc == 0 && !result.stopped && j->final_unsaved)
+        if (rc == 0 && !result.stopped && j->saving.final_unsaved)
             rc = retry_final_master(j, &result, err, sizeof(err));
-        free_held_master(j->unsaved);
-        j->unsaved = NULL;
-        j->final_unsaved = 0;
+        free_held_master(j->saving.unsaved);
+        j->saving.unsaved = NULL;
+        j->saving.final_unsaved = 0;
     }
     if (load_stopped)
         rc = stopped_while_loading(j, &result);
@@ -372,7 +373,7 @@ void job_start(jobs *js, job *j)
     j->run_began_mono = jobs_mono_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
-    j->preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
+    j->sched.preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
     j->memory_reported = 0;
     j->thread_running = 1;
     js->running++;

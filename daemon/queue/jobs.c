@@ -24,6 +24,10 @@
 #include "fsutil.h"
 #include "jobconfig.h"
 #include "jobs_impl.h"
+#include "job_remove.h"
+#include "job_schedule.h"
+#include "owner_usage.h"
+#include "sweeps_impl.h"
 #include "topology.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
@@ -58,14 +62,14 @@ static void begin_resumed_run(job *j, const run_event *resume)
  * the status until one of its kind is. */
 static void note_save(job *j, const run_event *ev)
 {
-    char *shown = j->save_failed[ev->saved == RUN_SAVED_MASTER];
+    char *shown = j->saving.save_failed[ev->saved == RUN_SAVED_MASTER];
     if (ev->saved == RUN_SAVED_CHECKPOINT)
         (*(ev->message[0] ? &j->js->checkpoints_failed : &j->js->checkpoints_written))++;
     if (ev->message[0])
         job_log_event(j, ev->message);
     if (strcmp(shown, ev->message) == 0)
         return;
-    snprintf(shown, sizeof j->save_failed[0], "%s", ev->message);
+    snprintf(shown, sizeof j->saving.save_failed[0], "%s", ev->message);
     write_status(j);
 }
 
@@ -128,7 +132,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     if (ev->kind == RUN_EV_EVAL ||
         jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
-    if (ev->kind == RUN_EV_EVAL && j->sweep)
+    if (ev->kind == RUN_EV_EVAL && j->in_sweep.sweep)
         sweep_on_eval(j, ev->epoch, ev->test_error);
 }
 
@@ -176,13 +180,13 @@ static void finish_job(jobs *js, job *j, const pending *p)
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
         end = "cancelled";
-    } else if (p->result.stopped && j->timing_out && !js->stopping) {
+    } else if (p->result.stopped && j->sched.timing_out && !js->stopping) {
         job_timed_out(j);
         end = "timeout";
     } else if (p->result.stopped && !js->stopping) {
         /* Asked back into the queue: preempted or held (or a preemption
          * withdrawn once it had stopped), still watched. */
-        end = j->held ? "held" : "preempted";
+        end = j->sched.held ? "held" : "preempted";
         job_requeued(j);
         jobs_usage_run_ended(js, j, end, run_began);
         return;
@@ -195,11 +199,11 @@ static void finish_job(jobs *js, job *j, const pending *p)
         write_status(j);
         end = "stopped";
     } else {
-        if (j->early_stopped)
+        if (j->in_sweep.early_stopped)
             sweep_stop_too_late(j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
-        memset(j->save_failed, 0, sizeof j->save_failed); /* its master is on disk */
+        memset(j->saving.save_failed, 0, sizeof j->saving.save_failed); /* its master is on disk */
         job_log(j, "done: %d epochs, test error %.2f%%", p->result.epochs_done,
                 100 * p->result.test_error);
         set_state(j, JOB_DONE);
@@ -260,8 +264,8 @@ static void free_jobs(jobs *js)
     jobs_index_free(js);
     free(js->cores);
     free(js->core_job);
-    free(js->usage);
-    acct_close(&js->acct);
+    fair_share_free(&js->fair.share);
+    acct_close(&js->fair.acct);
     free(js);
 }
 
@@ -312,11 +316,11 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         for (int h = 0; h < DEV_MAX_GPUS && (js->devices >> g & 1); h++)
             if (h != g && (js->devices >> h & 1) && topology_peer_access(g, h))
                 js->gpu_links[g] |= 1ull << h;
-    snprintf(js->sweeps_dir, sizeof(js->sweeps_dir), "%s/sweeps", state_dir);
-    js->next_sweep_id = 1;
+    snprintf(js->sw.sweeps_dir, sizeof(js->sw.sweeps_dir), "%s/sweeps", state_dir);
+    js->sw.next_sweep_id = 1;
     jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(js->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
+        mkdir_p(js->sw.sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
         goto fail;
     if (uv_async_init(loop, &js->async, on_async) != 0) {
         snprintf(err, errlen, "uv_async_init failed");
@@ -410,10 +414,10 @@ static void on_handle_closed(uv_handle_t *h)
 void jobs_close(jobs *js)
 {
     uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->time_limit_check,
-        (uv_handle_t *)&js->memory_retry,    (uv_handle_t *)&js->requeue_check,
-        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->usage_save,
-        (uv_handle_t *)&js->schedule_soon,
+        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->sched.time_limit_check,
+        (uv_handle_t *)&js->sched.memory_retry,    (uv_handle_t *)&js->sched.requeue_check,
+        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->fair.usage_save,
+        (uv_handle_t *)&js->sched.schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
     js->open_handles = (int)(sizeof handles / sizeof handles[0]);

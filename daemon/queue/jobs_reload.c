@@ -59,19 +59,21 @@ void owner_from_json(job_owner *owner, const cJSON *o)
 static void restore_schedule(job *j, const cJSON *st, int preempted)
 {
     const double priority = status_num(st, "priority", j->cfg.priority);
-    j->priority = priority >= JOB_PRIORITY_MIN && priority <= JOB_PRIORITY_MAX &&
+    j->sched.priority = priority >= JOB_PRIORITY_MIN && priority <= JOB_PRIORITY_MAX &&
                           priority == floor(priority)
                       ? (int)priority
                       : j->cfg.priority;
-    j->held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
+    j->sched.held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
     const char *held_by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "held_by"));
-    snprintf(j->held_by, sizeof j->held_by, "%s", j->held && held_by ? held_by : "");
-    j->admin_hold = j->held && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "admin_hold"));
+    snprintf(j->sched.held_by, sizeof j->sched.held_by, "%s",
+             j->sched.held && held_by ? held_by : "");
+    j->sched.admin_hold = j->sched.held &&
+                          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "admin_hold"));
     const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "preempted_by"));
     if (by && numbered_id(by, 'j') >= 0)
-        snprintf(j->preempted_by, sizeof j->preempted_by, "%s", by);
-    j->preempted = preempted;
-    j->preempted_at = status_num(st, "preempted_at", 0);
+        snprintf(j->sched.preempted_by, sizeof j->sched.preempted_by, "%s", by);
+    j->sched.preempted = preempted;
+    j->sched.preempted_at = status_num(st, "preempted_at", 0);
 }
 
 /* Fill j from its status.json: state, error, times and last values. */
@@ -104,9 +106,9 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     if (tag && numbered_id(tag, 's') >= 0 && point >= 0 && point < SWEEP_MAX_GRID &&
         point == floor(point) && seed_index >= 0 && seed_index < SWEEP_MAX_SEEDS &&
         seed_index == floor(seed_index)) {
-        snprintf(j->sweep_id, sizeof j->sweep_id, "%s", tag);
-        j->point = (long)point;
-        j->seed_index = (int)seed_index;
+        snprintf(j->in_sweep.sweep_id, sizeof j->in_sweep.sweep_id, "%s", tag);
+        j->in_sweep.point = (long)point;
+        j->in_sweep.seed_index = (int)seed_index;
     }
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
     snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
@@ -198,7 +200,7 @@ static void requeue(jobs *js, job *j)
     const int was_running = j->state == JOB_RUNNING;
     j->state = JOB_QUEUED;
     j->interrupted = j->started_at > 0;
-    j->resume_first = was_running || j->preempted;
+    j->sched.resume_first = was_running || j->sched.preempted;
     if (was_running)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");

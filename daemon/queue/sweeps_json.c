@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "sweeps_impl.h"
 
 /* A point's jobs summed up: states, the final test errors of those done
  * (Welford's running mean and squared deviations), their wall time. */
@@ -80,16 +81,16 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
     for (int p = 0; p < n; p++)
         rows[p].ids = cJSON_CreateArray();
     for (const job *j = js->first; j; j = j->next) {
-        int p = j->sweep == s ? point_slot(s, j->point) : -1;
+        int p = j->in_sweep.sweep == s ? point_slot(s, j->in_sweep.point) : -1;
         if (p < 0)
             continue;
         point_row *r = &rows[p];
         r->count[j->state]++;
         count[j->state]++;
         njobs++;
-        r->early_stopped += j->early_stopped;
+        r->early_stopped += j->in_sweep.early_stopped;
         /* Among the cancelled: a stopped job's cancel may not have landed yet. */
-        early += j->early_stopped && j->state == JOB_CANCELLED;
+        early += j->in_sweep.early_stopped && j->state == JOB_CANCELLED;
         cJSON_AddItemToArray(r->ids, cJSON_CreateString(j->id));
         if (j->started_at > 0) {
             r->wall_s += job_elapsed(j);
@@ -156,7 +157,7 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
 cJSON *sweeps_list_json(const jobs *js, const job_viewer *v)
 {
     cJSON *a = cJSON_CreateArray();
-    for (const sweep *s = js->sweeps; s; s = s->next) {
+    for (const sweep *s = js->sw.sweeps; s; s = s->next) {
         cJSON *o = sweep_status_json(js, s, v);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
         if (o)

@@ -4,7 +4,8 @@ files may call each other, directly or round a longer circle.
 
   file_calls.py SOURCE_ROOT FOLDER... [--draw]
 
-For each FOLDER (relative to SOURCE_ROOT), reads its .c and .h files with
+For each FOLDER (relative to SOURCE_ROOT), reads its .c and .h files (and
+the headers under its impl/ subfolder) with
 comments and strings blanked, and takes:
 - the functions each file defines: a `name(...)` head followed by a body at
   the file's top level; a static one is its own file's, a header's (static
@@ -106,8 +107,12 @@ def read(path):
 def graph(folder):
     """{file: {called file: sorted names}} for the folder's files, and the
     .c files in which no function was found (the reading failed there)."""
-    files = sorted(f for f in os.listdir(folder) if f.endswith((".c", ".h")))
-    info = {f: read(os.path.join(folder, f)) for f in files}
+    where = {f: os.path.join(folder, f) for f in os.listdir(folder) if f.endswith((".c", ".h"))}
+    # The folder's implementation headers: impl/ and its modules' subfolders.
+    for top, _, names in os.walk(os.path.join(folder, "impl")):
+        where.update({f: os.path.join(top, f) for f in names if f.endswith(".h")})
+    files = sorted(where)
+    info = {f: read(where[f]) for f in files}
     unread = [f for f in files if f.endswith(".c") and not info[f][0]]
     owners = {}
     for f, (defined, _, _) in info.items():

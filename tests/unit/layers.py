@@ -5,9 +5,17 @@ folders below them, and no other. Reads the build's compile_commands.json and
 fails naming each folder that sees a folder the map does not put below it (an
 upward include would then build), or a folder the map does not know.
 
+A folder's `impl/` subfolder (or its subfolders, one per module) holds its
+implementation headers: its own sources may see them, no other folder may
+(a module's door is its folder's other headers). And, read from the sources themselves, no file includes an
+implementation header (`*_impl.h`, or any header of an `impl/` subfolder)
+of another folder: the door check holds even where an include path would
+let such an include build.
+
   layers.py BUILD/compile_commands.json SOURCE_ROOT
 
-Tests and benches sit above everything and are not checked."""
+Tests and benches sit above everything and are not checked (for the
+include paths; the door check covers them too)."""
 import json
 import os
 import re
@@ -27,7 +35,9 @@ MAP = {
     "daemon/runner": ["daemon/jobfile", "daemon/store"],
     "daemon/sched": [],
     "daemon/mpi": ["daemon/runner"],
-    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi"],
+    "daemon/sweep": ["daemon/jobfile"],
+    "daemon/usage": ["daemon/store", "daemon/sched"],
+    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi", "daemon/usage", "daemon/sweep"],
     "daemon/metrics": ["daemon/queue"],
     "daemon/server": ["daemon/queue", "daemon/metrics"],
     "client": ["daemon/proto"],
@@ -43,6 +53,44 @@ def below(folder, seen=None):
         for lower in MAP[folder]:
             below(lower, seen)
     return seen
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCES = (".c", ".h", ".cu", ".cuh")
+SKIP_DIRS = ("build", ".git", "subprojects")
+
+
+def owner(folder):
+    """The folder whose implementation headers `folder` holds (itself, or
+    the one above its impl/, impl/<module>/)."""
+    parts = folder.split("/")
+    return "/".join(parts[:parts.index("impl")]) if "impl" in parts else folder
+
+
+def doors(root):
+    """Each include of an implementation header (*_impl.h, or any header
+    under an impl/ subfolder) from a file of another folder than the
+    header's (what lies under its impl/ counts as its folder), as problems."""
+    where, files = {}, []
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(SKIP_DIRS)]
+        for n in names:
+            if n.endswith(SOURCES):
+                rel = os.path.relpath(os.path.join(top, n), root)
+                files.append(rel)
+                home = owner(os.path.dirname(rel))
+                if n.endswith("_impl.h") or home != os.path.dirname(rel):
+                    where.setdefault(n, set()).add(home)
+    problems = []
+    for rel in files:
+        folder = owner(os.path.dirname(rel))
+        text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
+        for inc in INCLUDE.findall(text):
+            name = os.path.basename(inc)
+            if name in where and folder not in where[name]:
+                problems.append(f"{rel} includes {name}, behind the door of "
+                                f"{' or '.join(sorted(where[name]))}/")
+    return problems
 
 
 def main(path, root):
@@ -70,9 +118,10 @@ def main(path, root):
             seen = os.path.relpath(d, root)
             if seen == "config":
                 continue  # holds only the meson file that generates parle_config.h
-            if seen not in allowed:
+            if seen not in allowed and owner(seen) != folder:
                 problems.append(f"{folder} ({os.path.basename(src)}) sees {seen}/")
         checked += 1
+    problems += doors(root)
     for p in sorted(set(problems)):
         print(p)
     print(f"{checked} compilations checked against the map, {len(set(problems))} problem(s)")

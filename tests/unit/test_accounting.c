@@ -1,4 +1,4 @@
-/* The accounting record and fair share's charge (daemon/queue/accounting.c):
+/* The accounting record and fair share's charge (daemon/usage/accounting.c):
  * what a job is charged per second, a run's line written and read back,
  * damaged lines skipped and counted (a torn end cut off), the history's sums
  * per owner with --user and --since, and the file's rotation at its bound. */

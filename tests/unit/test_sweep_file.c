@@ -1,4 +1,4 @@
-/* A sweep's reading and expansion (daemon/queue/sweep_file.c): the grid in
+/* A sweep's reading and expansion (daemon/sweep/sweep_file.c): the grid in
  * row-major order, seeds, a random subset drawn by its own seed, the bounds,
  * and errors that name the key or the point. */
 #include <stdio.h>

@@ -1,6 +1,25 @@
-/* Internal to the job queue (daemon/queue/; jobs.c heads its helpers' list):
- * a job's record, the hand-overs from its threads, and the helpers they
- * share, each under the file that defines it. */
+/* The job store's implementation header (daemon/queue/; jobs.c heads its
+ * helpers' list): a job's record, the hand-overs from its threads, and the
+ * helpers they share, each under the file that defines it. Behind the
+ * queue's door: on the queue's own include paths only (tests/unit/layers.py).
+ *
+ * Who writes what in `struct job`: the fields at its top level are the
+ * store's (jobs.c and the files it heads: record, state, files, events,
+ * reload). Each other concern's fields are a sub-struct named for it, and
+ * its comment names the one file that writes them and any other writer
+ * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
+ * job_control.c), `in_sweep` (sweeps.c), `fair` (owner_usage.c), `saving`
+ * (the job thread and the loop, one entry each). `struct jobs` is cut the
+ * same way: `sched`, `sw` (the sweeps), `fair`. `waiting` and
+ * `memory_reported` are the store's, written as their comments say.
+ *
+ * Each other concern is a static library of its own (meson.build) and
+ * declares its functions in its own header, in impl/<module>/:
+ * schedule/job_schedule.h (the scheduling glue), admission/job_admission.h,
+ * usage/owner_usage.h (fair share's glue), remove/job_remove.h and
+ * sweeps/sweeps_impl.h (a sweep's record). A module is compiled with the
+ * headers of the modules it may call and no other: an include of another's
+ * does not build. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -10,12 +29,12 @@
 #include <cjson/cJSON.h>
 
 #include "accounting.h"
+#include "fair_share.h"
 #include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
 #include "protocol.h"
 #include "runner.h"
-#include "sweep_file.h"
 
 /* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
  * (one resource: CPU jobs run one after another). */
@@ -67,12 +86,24 @@ struct job {
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
     char memory[512];       /* peak bytes per device, a JSON object's text or "" */
-    /* Admission by memory (job_admission.c): the estimate once made (need_known
-     * 1; -1: it could not be made, the job is not held back), whether the
-     * current run has reported its memory yet, and why it waits, or "". */
-    job_memory need;
-    int need_known;
+    /* Admission's (job_admission.c), no other file writes them: the
+     * estimate once made (need_known 1; -1: it could not be made, the job is
+     * not held back), and whether it is held back for the state dir's free
+     * space. */
+    struct job_admission {
+        job_memory need;
+        int need_known;
+        int disk_short;
+    } admit;
+    /* Whether the current run has reported its memory yet: the run's fact,
+     * the store's (set by the first progress event that reports it, jobs.c;
+     * cleared as a run starts, job_thread.c); admission reads it. */
     int memory_reported;
+    /* Why it waits, or "": shown in its status. Two writers, one at a time:
+     * both write it in a scheduling pass on the loop thread, admission
+     * (job_admission.c: "memory: ...", "disk: ...") for a job whose devices
+     * the decision gave it, the scheduling glue (job_schedule.c) for every
+     * other wait. The store only shows it. */
     char waiting[1024];
     volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
     int cancel_requested;
@@ -95,73 +126,86 @@ struct job {
      * (guarded by js->mu: the job thread writes it, status reads it). */
     unsigned char replica_rank[64];
     int placed;
-    /* A sweep's job (sweeps.c): its sweep (sweep_id from status.json until
-     * the sweeps are reloaded), grid point and seed index; its test error
-     * at the sweep's early-stop epoch once known, and whether the early
-     * stop cancelled it. No sweep_id: a job of its own. */
-    sweep *sweep;
-    char sweep_id[PROTO_ID_MAX];
-    long point;
-    int seed_index;
-    double sweep_error;
-    int sweep_error_known, early_stopped;
-    /* Scheduling (job_schedule.c): the priority (the job file's, then as
+    /* A sweep's job: the sweeps' (sweeps.c). Its sweep (sweep_id from
+     * status.json until the sweeps are reloaded), grid point and seed
+     * index; its test error at the sweep's early-stop epoch once known, and
+     * whether the early stop cancelled it. No sweep_id: a job of its own.
+     * Other writers: the reload reads the tag back from status.json
+     * (jobs_reload.c, before any sweep is); a sweep's removal unlinks its
+     * jobs (job_remove.c, as sweep_forget does). */
+    struct job_in_sweep {
+        sweep *sweep;
+        char sweep_id[PROTO_ID_MAX];
+        long point;
+        int seed_index;
+        double sweep_error;
+        int sweep_error_known, early_stopped;
+    } in_sweep;
+    /* The scheduling glue's (job_schedule.c, and job_control.c for the
+     * commands on one job): the priority (the job file's, then as
      * `priority` sets it), held, and a requeue: asked (the time the job was
      * asked to checkpoint and go back into the queue, 0 if not), for whom
      * (preempted_by, "" when held) and, once back, shown "preempted" since
-     * preempted_at. */
-    int priority;
-    int held;
-    /* Who held it (a name), and whether an admin did (root, parled's user,
-     * --admin-group): then only an admin releases it. */
-    char held_by[64];
-    int admin_hold;
-    /* It ranks as resuming a checkpoint (stopped by a preemption or a stop
-     * of parled; not a resumed failure or a released hold) until it runs;
-     * the run it is in resumed a preemption (the minimum run applies); and
-     * it was asked to stop at its time limit, to end "timeout". */
-    int resume_first;
-    int run_resumed_preemption;
-    int timing_out;
-    unsigned memory_pass;   /* it waits for host memory in the scheduling pass so numbered */
-    int after_met;          /* its dependencies (`after`) all ended as it asks */
-    unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
-    /* What `waiting` was last worded from (job_schedule.c): a pass that
-     * decides the same does not word it again. */
-    struct waiting_said {
-        int wait, nblockers;
-        long blockers[4];   /* their seq */
-        const char *because;
-        uint64_t devices;
-        unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
-    } said;
-    double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
-    char preempted_by[PROTO_ID_MAX];
-    int preempted;
-    double preempted_at;
+     * preempted_at. Other writers, each setting up or ending what the glue
+     * decides: a submit copies the job file's priority (job_submit.c), the
+     * reload reads them back from status.json (jobs_reload.c), a resume
+     * ranks as a new start (resume_first, job_resume.c), and a run that
+     * starts is no longer shown preempted (preempted, job_thread.c). */
+    struct job_sched {
+        int priority;
+        int held;
+        /* Who held it (a name), and whether an admin did (root, parled's
+         * user, --admin-group): then only an admin releases it. */
+        char held_by[64];
+        int admin_hold;
+        /* It ranks as resuming a checkpoint (stopped by a preemption or a
+         * stop of parled; not a resumed failure or a released hold) until
+         * it runs; the run it is in resumed a preemption (the minimum run
+         * applies); and it was asked to stop at its time limit, to end
+         * "timeout". */
+        int resume_first;
+        int run_resumed_preemption;
+        int timing_out;
+        unsigned memory_pass; /* it waits for host memory in the pass so numbered */
+        int after_met;        /* its dependencies (`after`) all ended as it asks */
+        unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
+        /* What `waiting` was last worded from: a pass that decides the same
+         * does not word it again. */
+        struct waiting_said {
+            int wait, nblockers;
+            long blockers[4]; /* their seq */
+            const char *because;
+            uint64_t devices;
+            unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
+        } said;
+        double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
+        char preempted_by[PROTO_ID_MAX];
+        int preempted;
+        double preempted_at;
+    } sched;
     /* A CPU job's cores while it runs (job_schedule.c): ncores_held ids of
      * js->cores, disjoint from every other running job's. */
     int *cores;
     int ncores_held;
     uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
-    /* Fair share (owner_usage.c): device-seconds charged to the current run
-     * (acct_device_units x its seconds), for the accounting record. */
-    double run_device_s;
-    /* Saving (job_thread.c; jobs.c keeps the first): per run_saved, what
-     * could not be written ("" once it was), shown in its status; the
-     * final master kept in memory while the job thread retries it. */
-    char save_failed[2][512];
-    int final_unsaved;
-    struct held_master *unsaved;
-    int disk_short;         /* held back for the state dir's free space (job_admission.c) */
+    /* Fair share's glue's (owner_usage.c), no other file writes it:
+     * device-seconds charged to the current run (acct_device_units x its
+     * seconds), for the accounting record. */
+    struct job_fair {
+        double run_device_s;
+    } fair;
+    /* Saving: per run_saved, what could not be written ("" once it was),
+     * shown in its status; the final master kept in memory while the job
+     * thread retries it. Two writers of save_failed, one entry each: the
+     * loop thread (jobs.c) the checkpoint's as the run reports it, and the
+     * final master's as the job ends; final_unsaved and unsaved are the job
+     * thread's (job_thread.c). */
+    struct job_saving {
+        char save_failed[2][512];
+        int final_unsaved;
+        struct held_master *unsaved;
+    } saving;
 };
-
-/* An owner's device use (device-seconds, decayed; owner_usage.c). */
-typedef struct owner_usage {
-    unsigned uid;
-    char user[64];          /* the name of its latest job */
-    double usage;
-} owner_usage;
 
 /* One hand-over from a job's threads to the loop. */
 typedef struct pending {
@@ -210,43 +254,55 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
-    /* Retries the queue while a job waits for memory (job_schedule.c). */
-    uv_timer_t memory_retry;
-    int memory_retry_on;
-    uv_timer_t schedule_soon; /* a submit's pass, at the loop's next turn (job_schedule.c) */
-    int memory_waits;       /* a job waits for memory or disk in this jobs_schedule call */
-    int open_handles;       /* async and the four timers, until all are closed */
-    /* Sweeps (sweeps.c), in submission order, under <state dir>/sweeps. */
-    sweep *sweeps;
-    int next_sweep_id;
-    char sweeps_dir[1040];
-    sweep_submission *submitting; /* sweeps being submitted, not all queued yet */
+    /* The scheduling glue's (job_schedule.c; jobs.c, the store, makes its
+     * timers with the loop and closes them at the end): the timer that
+     * retries the queue while a job waits for memory, a submit's pass at
+     * the loop's next turn, the one that watches requeues for
+     * --preempt-grace and the one that wakes the queue at the next run's
+     * time limit; whether a job waits for memory or disk in this
+     * jobs_schedule call; the passes so far and their time together (on
+     * the monotonic clock; read by jobs_overview.c for the metrics). */
+    struct jobs_sched {
+        uv_timer_t memory_retry;
+        int memory_retry_on;
+        uv_timer_t schedule_soon;
+        int memory_waits;
+        uv_timer_t requeue_check;
+        int requeue_check_on;
+        uv_timer_t time_limit_check;
+        unsigned schedule_passes; /* numbering memory waits */
+        uint64_t schedule_ns;
+    } sched;
+    int open_handles;       /* async and the timers, until all are closed */
+    /* The sweeps' (sweeps.c): in submission order, under <state dir>/sweeps,
+     * and those being submitted, not all queued yet. jobs.c sets up the
+     * folder and the first id at start; job_remove.c takes removed sweeps
+     * out (as sweep_forget) and keeps the next id. */
+    struct jobs_sweeps {
+        sweep *sweeps;
+        int next_sweep_id;
+        char sweeps_dir[1040];
+        sweep_submission *submitting;
+    } sw;
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
-    /* Fair share (owner_usage.c): each owner's decayed device use, as of
-     * usage_at (wall clock, shown and saved) and usage_mono (jobs_mono_s,
-     * from which the next update counts), kept in usage_path; and the
-     * timer that watches requeues for --preempt-grace (job_schedule.c). */
-    owner_usage *usage;
-    int nusage, capusage;
-    double usage_at, usage_mono;
-    char usage_path[1040];
-    uv_timer_t requeue_check;
-    int requeue_check_on;
-    /* usage.json written every --usage-save-interval while jobs run, and
-     * the accounting record of ended runs (owner_usage.c). */
-    uv_timer_t usage_save;
-    acct_log acct;
+    /* Fair share's glue's (owner_usage.c; jobs.c frees them at the end):
+     * the table (daemon/usage/'s fair_share.h, on jobs_mono_s; the record's
+     * owner_usage_of and the overview read it), kept in usage_path, written
+     * every --usage-save-interval while jobs run, and the accounting record
+     * of ended runs. */
+    struct jobs_fair {
+        fair_share_table share;
+        char usage_path[1040];
+        uv_timer_t usage_save;
+        acct_log acct;
+    } fair;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
-    /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N"; and the
-     * timer that wakes the queue at the next run's time limit. */
+    /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N". */
     uint64_t gpu_links[DEV_MAX_GPUS];
-    uv_timer_t time_limit_check;
-    unsigned schedule_passes; /* jobs_schedule's calls, numbering memory waits */
-    uint64_t schedule_ns;     /* their time together, on the monotonic clock */
     /* Checkpoints the running jobs wrote and failed to write (jobs.c's
      * note_save), since parled started: the metrics file's counters. */
     unsigned long checkpoints_written, checkpoints_failed;
@@ -287,6 +343,9 @@ void job_set_eligible(job *j, int eligible, double now);
 /* The limit of a run of j in seconds (its time_limit, else parled's
  * default; 0: none). */
 double job_time_limit(const jobs *js, const job *j);
+/* uid's use in fair share's table (daemon/usage/), as of the last update
+ * (owner_usage.c's jobs_usage_update). */
+double owner_usage_of(const jobs *js, unsigned uid);
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -314,81 +373,6 @@ void job_log_event(job *j, const char *message);
 /* Persisted, logged, told to watchers; done and cancelled remove the
  * checkpoints, failed keeps them for job_resume. */
 void set_state(job *j, enum job_state s);
-
-/* job_schedule.c: the queue's scheduling (docs/architecture.md,
- * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
- * jobs to make room, and says in each queued job's status why it waits,
- * looking again every few seconds while one waits for memory. */
-void jobs_schedule_init(jobs *js);
-void jobs_schedule(jobs *js);
-/* jobs_schedule at the loop's next turn (a submit's: the reply does not
- * wait for the pass, and submits read together share one), or before the
- * next request other than a submit (jobs_schedule_pending). */
-void jobs_schedule_soon(jobs *js);
-
-/* A job asked to go back into the queue stopped at its checkpoint: queued
- * again, to resume from it ("preempted", or "held"); or, stopped at its
- * time limit, ended "timeout". */
-void job_requeued(job *j);
-/* A job asked to stop at its time limit stopped at its checkpoint: ended
- * "timeout", resumable (job_resume). */
-void job_timed_out(job *j);
-
-/* job_after.c: a queued job's dependencies (`after`). job_after_check: 0
- * they allow it to start, 1 one has not ended (why names it), -1 one ended
- * so that it never will (why says which and how). job_after_valid at
- * submit: 0, or -1 with a message naming an id that is not there. */
-int job_after_check(jobs *js, const job *j, char *why, size_t whylen);
-int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen);
-
-/* owner_usage.c: fair share's table. jobs_usage_update brings every owner's
- * decayed device use (device-seconds) up to now (also as a job ends, before
- * it stops counting as running); owner_usage_of (job_record.c) reads one,
- * as of the last update. jobs_usage_save
- * writes it to <state dir>/usage.json (atomically; a failure is logged) and
- * jobs_usage_load reads it back at start: a missing file is an empty table,
- * a bad one is logged, naming the file and the field, and ignored; it also
- * opens the accounting record (js->acct) and records there the runs that
- * usage.json shows under way (parled was killed). */
-void jobs_usage_update(jobs *js);
-double owner_usage_of(const jobs *js, unsigned uid);
-void jobs_usage_save(jobs *js);
-void jobs_usage_load(jobs *js, const char *state_dir);
-/* What job j holds, in devices (acct_device_units): a GPU times its
- * gpu_share, K of the daemon's cores as K / ncores of the CPU. */
-double job_device_units(const jobs *js, const job *j);
-/* owner charged device_seconds more, now (a preemption it withdrew). */
-void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds);
-/* Job j's run (begun at began_mono, jobs_mono_s) ended `end` (accounting.h): usage.json
- * saved, then the run appended to the accounting record (a failure is
- * logged). After jobs_usage_update, once the job no longer runs. */
-void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono);
-/* usage.json written every --usage-save-interval while a job runs (so a
- * kill -9 loses at most that much use): the timer made, then started. */
-void jobs_usage_init(jobs *js);
-void jobs_usage_start(jobs *js);
-
-/* job_admission.c: admission by memory (docs/architecture.md). At submit:
- * 0, or -1 with a message naming both figures when the job can never fit. */
-int job_admit(job *j, char *err, size_t errlen);
-/* At scheduling, for a queued job whose devices are free: 1 if it must wait
- * for memory (j->waiting says why, in its status), 0 if it may start. */
-int job_waits_for_memory(jobs *js, job *j);
-/* The same for a queued job the scheduler would preempt running jobs for:
- * its host memory only (a GPU's is the preempted jobs' to free), with the
- * `freed` bytes those jobs hold counted as free. */
-int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed);
-/* Admission by disk (job_admission.c): 1 if the state dir's free space,
- * less what running jobs are yet to write, is short of what the job
- * writes (job_memory.disk); then j->waiting says so ("disk: ..."), logged
- * and persisted once per wait. `freed`: bytes of what running jobs are yet
- * to write that would not be (those the scheduler would preempt for it). */
-int job_waits_for_disk(jobs *js, job *j, uint64_t freed);
-/* On the job's thread, as its loader asks (data_admit_fn, user: the job):
- * once its files' headers are read, the data they claim is counted again;
- * more than the job was admitted with must fit in what the host has now,
- * else -1 with a message naming the file, its count and both figures. */
-int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
@@ -427,16 +411,6 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
  * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
 int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
-/* --keep-ended: failed jobs' checkpoints past the age or the count go
- * (done and cancelled jobs remove theirs as they end). At start, every few
- * minutes and as a job fails. */
-void jobs_keep_ended(jobs *js);
-/* --remove-ended: the jobs that ended longer ago than its age, and the
- * sweeps all of whose jobs did, removed as `rm` does (the accounting
- * record keeps their use). At start, every few minutes and as jobs end. */
-void jobs_remove_ended(jobs *js);
-void jobs_keep_ended_init(jobs *js);
-void jobs_keep_ended_start(jobs *js);
 /* A folder being removed is first renamed so, and the next issued id is
  * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */
 #define REMOVING_PREFIX ".removing-"
@@ -455,48 +429,5 @@ int numbered_id(const char *name, char prefix);
 int numbered_dirs(const char *dir, char prefix, char ***names, size_t *n, int *next_id,
                   char *err, size_t errlen);
 void numbered_dirs_free(char **names, size_t n);
-
-/* A sweep (sweeps.c): its request as read (spec borrows from doc's
- * "sweep"), its owner, and whether it was cancelled. Its jobs are those
- * whose `sweep` is this one. */
-struct sweep {
-    sweep *next;
-    char id[PROTO_ID_MAX];
-    char dir[1100];
-    job_owner owner;
-    double created_at;
-    cJSON *doc;             /* sweep.json: {"id", "owner", "created_at", "sweep"} */
-    sweep_spec spec;
-    int cancelled;
-};
-
-/* A sweep being submitted (sweeps.c, jobs_sweep_submit): each job prepared
- * against the daemon, then all committed, a few milliseconds at a time.
- * Linked in js->submitting, so the jobs it will queue count against its
- * owner's bound meanwhile (job_submit.c, jobs_may_queue). */
-struct sweep_submission {
-    jobs *js;
-    sweep *s;
-    int njobs, made, committed;
-    int linked;             /* the sweep's record is written and in js->sweeps */
-    job **prepared;
-    cJSON **texts;
-    sweep_submission *next;
-};
-
-/* sweeps.c: every sweep under <state dir>/sweeps, after the jobs, its jobs
- * found by their tag and any the sweep lacks (parled stopped while it
- * queued them) queued now. */
-int sweeps_reload(jobs *js, char *err, size_t errlen);
-/* A sweep job's evaluation: the early stop's rule (docs/sweeps.md). */
-void sweep_on_eval(job *j, double epoch, double test_error);
-/* The job ended done before the early stop's cancel reached it (its last
- * steps were already taken): it is done, not early-stopped. */
-void sweep_stop_too_late(job *j);
-void sweeps_free(jobs *js);
-/* Whether sweep s is still being submitted (not all its jobs queued). */
-int sweep_submitting(const jobs *js, const sweep *s);
-/* The sweep out of js's list and freed (its jobs' tags no longer point at it). */
-void sweep_forget(jobs *js, sweep *s);
 
 #endif

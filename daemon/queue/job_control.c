@@ -1,0 +1,144 @@
+/* The commands on one queued or running job (jobs.h: job_set_priority,
+ * job_set_hold, job_cancel, job_priority_allowed) and what a job asked to go
+ * back into the queue becomes once it stopped (jobs_impl.h: job_requeued,
+ * job_timed_out). On the loop thread; each change is logged, persisted and
+ * followed by a scheduling pass (job_schedule.c), which never calls here. */
+#include <stdio.h>
+
+#include "jobs_impl.h"
+#include "job_schedule.h"
+
+/* ---- what a job asked to go back into the queue becomes ---- */
+
+void job_requeued(job *j)
+{
+    j->sched.requeue_asked_mono = 0;
+    j->interrupted = 1; /* it resumes from the checkpoint it just took */
+    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
+    if (j->sched.preempted_by[0] && !j->sched.held) {
+        j->sched.preempted = 1;
+        j->sched.preempted_at = jobs_now_s();
+        j->sched.resume_first = 1; /* not a hold: released, it ranks as any queued job */
+    }
+    job_log(j, "%s at epoch %.6g, step %ld: back in the queue; it resumes from its newest "
+            "complete checkpoint", j->sched.held ? "held" : "preempted", j->last.epoch,
+            j->last.step);
+    set_state(j, JOB_QUEUED);
+}
+
+void job_timed_out(job *j)
+{
+    j->sched.timing_out = 0;
+    j->sched.requeue_asked_mono = 0;
+    snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
+             "it resumes from its checkpoint with parlectl resume %s",
+             job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);
+    job_log(j, "timeout: %s", j->error);
+    set_state(j, JOB_TIMEOUT);
+}
+
+/* ---- priorities, holds and cancels ---- */
+
+int job_set_priority(jobs *js, job *j, int priority, int privileged, const char **code,
+                     char *err, size_t errlen)
+{
+    if (job_state_final(j->state)) {
+        *code = ERR_BAD_STATE;
+        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
+        return -1;
+    }
+    if (priority < JOB_PRIORITY_MIN || priority > JOB_PRIORITY_MAX) {
+        *code = ERR_BAD_REQUEST;
+        snprintf(err, errlen, "priority: must be an integer in %d..%d", JOB_PRIORITY_MIN,
+                 JOB_PRIORITY_MAX);
+        return -1;
+    }
+    if (!privileged && priority > j->sched.priority) {
+        *code = ERR_FORBIDDEN;
+        snprintf(err, errlen, "job %s has priority %d: only root, parled's user and its "
+                 "--admin-group may raise a priority (you may lower it)", j->id, j->sched.priority);
+        return -1;
+    }
+    job_log(j, "priority %d -> %d", j->sched.priority, priority);
+    j->sched.priority = priority;
+    write_status(j);
+    jobs_schedule(js);
+    return 0;
+}
+
+int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **code, char *err,
+                 size_t errlen)
+{
+    *code = ERR_BAD_STATE;
+    if (job_state_final(j->state)) {
+        snprintf(err, errlen, "job %s has ended (%s)", j->id, job_state_name(j->state));
+        return -1;
+    }
+    /* An admin may make its owner's hold an admin hold. */
+    const int admin_over_owner = hold && j->sched.held && !j->sched.admin_hold && by->privileged;
+    if (hold == j->sched.held && !admin_over_owner) {
+        snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
+        return -1;
+    }
+    if (!hold && j->sched.admin_hold && !by->privileged) {
+        *code = ERR_FORBIDDEN;
+        snprintf(err, errlen, "job %s is held by an admin (%s): only root, parled's user and its "
+                 "--admin-group may release it", j->id, j->sched.held_by);
+        return -1;
+    }
+    if (hold && !j->sched.held && j->thread_running && (j->stop || j->cancel_requested)) {
+        snprintf(err, errlen, "job %s is stopping already", j->id);
+        return -1;
+    }
+    const int was_held = j->sched.held;
+    j->sched.held = hold;
+    j->sched.admin_hold = hold && by->privileged;
+    snprintf(j->sched.held_by, sizeof j->sched.held_by, "%s", hold ? by->user : "");
+    if (hold && !was_held && j->thread_running) {
+        j->sched.preempted_by[0] = '\0';
+        job_ask_requeue(j, NULL);
+    } else {
+        const int admin = j->sched.admin_hold;
+        job_log(j, "%s by %s", hold ? (admin ? "held by an admin: only an admin releases it; it "
+                                               "keeps its place but does not start"
+                                             : "held: it keeps its place but does not start")
+                                    : "released", by->user);
+    }
+    write_status(j);
+    jobs_schedule(js);
+    return 0;
+}
+
+int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
+                         size_t errlen)
+{
+    if (j->sched.priority <= 0 || owner->privileged)
+        return 0;
+    *code = ERR_FORBIDDEN;
+    snprintf(err, errlen, "priority: %d is above 0: only root, parled's user and its "
+             "--admin-group may give a job a higher priority than the default (0); lower ones "
+             "are anyone's", j->sched.priority);
+    return -1;
+}
+
+int job_cancel(jobs *js, job *j, char *err, size_t errlen)
+{
+    if (job_state_final(j->state) || j->cancel_requested) {
+        snprintf(err, errlen, "job %s has already %s", j->id,
+                 j->cancel_requested ? "been asked to stop" : "ended");
+        return -1;
+    }
+    if (j->state == JOB_QUEUED) {
+        job_log(j, "cancelled while queued");
+        set_state(j, JOB_CANCELLED);
+        job_log_stop(j);
+        if (js->listener.on_end)
+            js->listener.on_end(js->listener.user, j);
+        jobs_schedule(js);
+        return 0;
+    }
+    j->cancel_requested = 1;
+    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
+    job_log(j, "cancel requested: the replicas stop now");
+    return 0;
+}
