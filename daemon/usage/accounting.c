@@ -386,8 +386,10 @@ static int rotate(acct_log *log, double now, char *err, size_t errlen)
     acct_entry *old = malloc((old_n ? old_n : 1) * sizeof *old);
     int rc = -1;
     if (days && old) { /* what the fold changes, put back should a write fail */
-        memcpy(days, log->days, ndays * sizeof *days);
-        memcpy(old, log->e, old_n * sizeof *old);
+        if (ndays) /* (log->days is NULL before the first day is kept) */
+            memcpy(days, log->days, ndays * sizeof *days);
+        if (old_n)
+            memcpy(old, log->e, old_n * sizeof *old);
     }
     if (!days || !old || acct_fold(log, old_n, now) != 0) {
         snprintf(err, errlen, "%s: out of memory", log->days_path);
@@ -397,10 +399,13 @@ static int rotate(acct_log *log, double now, char *err, size_t errlen)
         if (!strstr(err, log->days_path))
             snprintf(err, errlen, "%s: cannot rename to %s: %s", log->path, log->old_path,
                      strerror(errno));
-        memcpy(log->days, days, ndays * sizeof *days);
+        if (ndays)
+            memcpy(log->days, days, ndays * sizeof *days);
         log->ndays = ndays;
-        memmove(log->e + old_n, log->e, log->n * sizeof *log->e);
-        memcpy(log->e, old, old_n * sizeof *old);
+        if (log->n)
+            memmove(log->e + old_n, log->e, log->n * sizeof *log->e);
+        if (old_n)
+            memcpy(log->e, old, old_n * sizeof *old);
         log->n += old_n;
         goto out;
     }
