@@ -86,45 +86,61 @@ __device__ __forceinline__ void bn_st8(__nv_bfloat16 *p, const float v[8])
     *reinterpret_cast<uint4 *>(p) = u;
 }
 
-/* A thread's share of an item, its groups in group order (the plan's
- * order, which the sums follow): add(x, dy) for each value, dy 0 where DY
- * is false. Vectorised: 16-byte loads of whole groups, N of them (x's and
- * dy's) issued before the first is added. */
-template <typename T, bool VEC, bool DY, typename F>
-__device__ __forceinline__ void bn_item_groups(const bn_split_item &k, int c, int hw, const T *x,
-                                               const T *dy, F add)
+/* A thread's whole groups of an item, in group order (the plan's order,
+ * which the sums follow), 16 bytes a load: N groups of x (and of dy) are
+ * issued before the first is used, then use(off, v, g) for each, with the
+ * group's offset, its 8 values and dy's (zeros where DY is false). */
+template <typename T, bool DY, typename F>
+__device__ __forceinline__ void bn_item_vec(const bn_split_item &k, int c, int hw, const T *x,
+                                            const T *dy, F use)
 {
+    const int N = bn_unroll<T>::N / (DY ? 2 : 1);
     const uint32_t G = BN_SPLIT_GROUP, step = G * BN_SPLIT_THREADS;
     const bn_walk wg = bn_walk_for(c, hw, step);
     const size_t first = k.begin + G * threadIdx.x;
     bn_cursor at = bn_cursor_at(&wg, k.ch, first);
-    if (VEC) {
-        const int N = bn_unroll<T>::N / (DY ? 2 : 1);
-        for (size_t e = first; e < k.end; e += (size_t)N * step) {
-            bn_group<T> rx[N], rg[DY ? N : 1];
+    for (size_t e = first; e < k.end; e += (size_t)N * step) {
+        bn_group<T> rx[N], rg[DY ? N : 1];
+        size_t off[N];
 #pragma unroll
-            for (int u = 0; u < N; u++) {
-                if (e + (size_t)u * step < k.end) {
-                    bn_ld8(x + at.off, rx[u]);
-                    if (DY)
-                        bn_ld8(dy + at.off, rg[DY ? u : 0]);
-                }
-                bn_cursor_next(&at, &wg);
+        for (int u = 0; u < N; u++) {
+            off[u] = at.off;
+            if (e + (size_t)u * step < k.end) {
+                bn_ld8(x + at.off, rx[u]);
+                if (DY)
+                    bn_ld8(dy + at.off, rg[DY ? u : 0]);
             }
-#pragma unroll
-            for (int u = 0; u < N; u++)
-                if (e + (size_t)u * step < k.end) {
-                    float v[8], g[8];
-                    bn_unpack(rx[u], v);
-                    if (DY)
-                        bn_unpack(rg[DY ? u : 0], g);
-#pragma unroll
-                    for (int q = 0; q < 8; q++)
-                        add(v[q], DY ? g[q] : 0.0f);
-                }
+            bn_cursor_next(&at, &wg);
         }
+#pragma unroll
+        for (int u = 0; u < N; u++)
+            if (e + (size_t)u * step < k.end) {
+                float v[8], g[8] = {0};
+                bn_unpack(rx[u], v);
+                if (DY)
+                    bn_unpack(rg[DY ? u : 0], g);
+                use(off[u], v, g);
+            }
+    }
+}
+
+/* A thread's share of an item, its groups in group order: add(x, dy) for
+ * each value, dy 0 where DY is false. */
+template <typename T, bool VEC, bool DY, typename F>
+__device__ __forceinline__ void bn_item_groups(const bn_split_item &k, int c, int hw, const T *x,
+                                               const T *dy, F add)
+{
+    if (VEC) {
+        bn_item_vec<T, DY>(k, c, hw, x, dy, [&](size_t, const float *v, const float *g) {
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                add(v[q], g[q]);
+        });
     } else {
-        const bn_walk w1 = bn_walk_for(c, hw, 1);
+        const uint32_t G = BN_SPLIT_GROUP, step = G * BN_SPLIT_THREADS;
+        const bn_walk wg = bn_walk_for(c, hw, step), w1 = bn_walk_for(c, hw, 1);
+        const size_t first = k.begin + G * threadIdx.x;
+        bn_cursor at = bn_cursor_at(&wg, k.ch, first);
         for (size_t e = first; e < k.end; e += step, bn_cursor_next(&at, &wg)) {
             const size_t stop = e + G < k.end ? e + G : k.end;
             bn_cursor v = at;
@@ -135,45 +151,19 @@ __device__ __forceinline__ void bn_item_groups(const bn_split_item &k, int c, in
 }
 
 /* Every value of an item once, in any order: out = f(x, dy) (dy 0 where DY
- * is false). Vectorised: N groups of each loaded (the loads in flight
- * together), then mapped and stored; a thread stores only the groups it
- * loaded, so out may alias x or dy. */
+ * is false). A thread stores only the groups it loaded, so out may alias x
+ * or dy. */
 template <typename T, bool VEC, bool DY, typename F>
 __device__ __forceinline__ void bn_item_map(const bn_split_item &k, int c, int hw, const T *x,
                                             const T *dy, T *out, F f)
 {
     if (VEC) {
-        const int N = bn_unroll<T>::N / (DY ? 2 : 1);
-        const uint32_t G = BN_SPLIT_GROUP, step = G * BN_SPLIT_THREADS;
-        const bn_walk wg = bn_walk_for(c, hw, step);
-        const size_t first = k.begin + G * threadIdx.x;
-        bn_cursor at = bn_cursor_at(&wg, k.ch, first);
-        for (size_t e = first; e < k.end; e += (size_t)N * step) {
-            bn_group<T> rx[N], rg[DY ? N : 1];
-            size_t off[N];
+        bn_item_vec<T, DY>(k, c, hw, x, dy, [&](size_t off, float *v, const float *g) {
 #pragma unroll
-            for (int u = 0; u < N; u++) {
-                off[u] = at.off;
-                if (e + (size_t)u * step < k.end) {
-                    bn_ld8(x + at.off, rx[u]);
-                    if (DY)
-                        bn_ld8(dy + at.off, rg[DY ? u : 0]);
-                }
-                bn_cursor_next(&at, &wg);
-            }
-#pragma unroll
-            for (int u = 0; u < N; u++)
-                if (e + (size_t)u * step < k.end) {
-                    float v[8], g[8];
-                    bn_unpack(rx[u], v);
-                    if (DY)
-                        bn_unpack(rg[DY ? u : 0], g);
-#pragma unroll
-                    for (int q = 0; q < 8; q++)
-                        v[q] = f(v[q], DY ? g[q] : 0.0f);
-                    bn_st8(out + off[u], v);
-                }
-        }
+            for (int q = 0; q < 8; q++)
+                v[q] = f(v[q], g[q]);
+            bn_st8(out + off, v);
+        });
     } else {
         const bn_walk w = bn_walk_for(c, hw, BN_SPLIT_THREADS);
         bn_cursor at = bn_cursor_at(&w, k.ch, k.begin + threadIdx.x);
