@@ -167,7 +167,7 @@ static void check_activations(void)
 
 int main(void)
 {
-    if (cuda_device_count() == 0) {
+    if (backend_cuda_devices() == 0) {
         printf("SKIP: no CUDA device\n");
         return 77;
     }
