@@ -16,10 +16,12 @@
 #include "owner_usage.h"
 #include "log.h"
 
-/* An owner's decayed use below this many device-seconds (a millisecond:
- * about ten half-lives after a second's use), with no job in the queue, is
- * forgotten: the table holds the owners of recent jobs only. */
-#define USAGE_FORGET_S 1e-3
+/* An owner's decayed use below this many device-seconds (a nanosecond:
+ * about thirty half-lives after a second's use), with no job in the queue,
+ * is forgotten: the table holds the owners of recent jobs only. Not more:
+ * a preemption asked and withdrawn within one turn of the loop is charged
+ * microseconds, and asking and cancelling must never come out free. */
+#define USAGE_FORGET_S 1e-9
 
 double job_device_units(const jobs *js, const job *j)
 {
