@@ -1,14 +1,13 @@
 /* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
  * state's names, the paths of its files, its training time, its owner's
- * use in fair share's table, a sweep's id and owner. The bottom of the queue's files: it calls none
- * of them. */
+ * use in fair share's table. The bottom of the queue's files: it calls
+ * none of them. */
 #include <math.h>
 #include <stdio.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include "jobs_impl.h"
-#include "sweeps_impl.h"
 
 double jobs_now_s(void)
 {
@@ -46,11 +45,6 @@ bool jobs_viewer_sees_details(const job *j, const job_viewer *v)
 {
     return owner_details_seen(j->js, &j->owner, v);
 }
-
-/* A sweep's tag as its jobs and answers read it (jobs.h): here, with the
- * record, so that reading a job's tag calls nothing of sweeps.c. */
-const char *sweep_id(const sweep *s) { return s->id; }
-const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
 
 double owner_usage_of(const jobs *js, unsigned uid)
 {

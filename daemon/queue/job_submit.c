@@ -1,7 +1,8 @@
-/* A submission (jobs_impl.h): whether the owner may queue more, a job
- * checked against the daemon (job_prepare), then given its id, files and
- * place in the queue (job_commit); jobs_submit is the two for one job, a
- * sweep (sweeps.c) the two for each of its jobs, all checked first. */
+/* A submission (job_submit.h): whether the owner may queue more, a job
+ * checked against the daemon, admission and the scheduling glue
+ * (job_prepare), then given its id, files and place in the store
+ * (job_commit); jobs_submit is the two for one job, a sweep (sweeps.c) the
+ * two for each of its jobs, all checked first. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,9 +15,8 @@
 #include "jobs_impl.h"
 #include "job_admission.h"
 #include "job_schedule.h"
-#include "mpi_node.h"
+#include "job_submit.h"
 #include "schedule.h"
-#include "sweeps_impl.h"
 
 /* Queued and running jobs of uid. */
 static int active_jobs_of(const jobs *js, unsigned uid)
@@ -30,16 +30,6 @@ static int active_jobs_of(const jobs *js, unsigned uid)
     return n;
 }
 
-/* The jobs that uid's sweeps being submitted will queue and have not yet. */
-static int sweeps_submitting_jobs(const jobs *js, unsigned uid)
-{
-    int n = 0;
-    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
-        if (sub->s->owner.uid == uid)
-            n += sub->njobs - sub->committed;
-    return n;
-}
-
 int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
                    size_t errlen)
 {
@@ -48,7 +38,9 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
         snprintf(err, errlen, "parled is shutting down");
         return -1;
     }
-    int active = active_jobs_of(js, owner->uid) + sweeps_submitting_jobs(js, owner->uid);
+    /* The jobs of uid's sweeps being submitted that are not queued yet count
+     * too (the sweeps, through the store's hooks). */
+    int active = active_jobs_of(js, owner->uid) + js->hooks.promised(js, owner->uid);
     if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
         *code = ERR_LIMIT;
         if (njobs == 1)
@@ -61,38 +53,6 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
         return -1;
     }
     return 0;
-}
-
-/* Ranks other than rank0 exist only under --mpi: without it such a job would
- * quietly run on this one process's CPU. (Under --mpi the job's start checks
- * them against the ranks there are.) */
-static int check_ranks(const job_config *cfg, char *err, size_t errlen)
-{
-    uint64_t ranks = cfg->device_spec.ranks;
-    if (mpi_node_size() > 1 || !(ranks & ~1ull))
-        return 0;
-    snprintf(err, errlen, "\"%s\" names rank%d, but parled is not running under MPI (one "
-             "process, only rank0): start it as mpirun -n K parled --mpi (docs/mpi.md), or use "
-             "\"cpu\"", cfg->devices, __builtin_ctzll(ranks & ~1ull));
-    return -1;
-}
-
-int job_devices_now(jobs *js, job *j, char *err, size_t errlen)
-{
-    char why[256];
-    const int cores = j->cfg.device_spec.cores;
-    if (cores && mpi_node_size() > 1)
-        snprintf(why, sizeof why, "\"%s\": a share of the cores is for one parled, not under "
-                 "--mpi (each rank's job takes its whole CPU)", j->cfg.devices);
-    else if (cores > js->ncores)
-        snprintf(why, sizeof why, "\"%s\" asks for %d cores, parled has %d", j->cfg.devices,
-                 cores, js->ncores);
-    else if (job_devices_resolve(&j->cfg.device_spec, j->cfg.devices, js->devices,
-                                 DEVICES_OF_DAEMON, &j->devices, why, sizeof why) == 0 &&
-             check_ranks(&j->cfg, why, sizeof why) == 0)
-        return 0;
-    snprintf(err, errlen, "devices: %s (parled's devices: %s)", why, js->devices_text);
-    return -1;
 }
 
 /* Within parled's bounds: its time limit (--max-time-limit) and its devices

@@ -13,7 +13,6 @@
 #include "data_file.h"
 #include "dataset.h"
 #include "jobs_impl.h"
-#include "job_admission.h"
 #include "load.h"
 #include "mpi_node.h"
 #include "safetensors.h"
@@ -270,7 +269,7 @@ static int load_as_owner(job *j, dataset *train, dataset *test, char *err, size_
     if (file_creds_of(j->owner.uid, j->owner.gid, j->owner.user, &creds, err, errlen) != 0)
         return -1;
     data_files_as(&creds);
-    data_admit_with(job_admit_data, j);
+    data_admit_with(j->js->hooks.admit_data, j);
     int rc = data_load_job(&j->cfg, train, test, &j->stop, err, errlen);
     data_admit_with(NULL, NULL);
     data_files_as(NULL);

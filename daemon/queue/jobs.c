@@ -1,14 +1,9 @@
-/* The job queue (jobs.h) on the loop thread, and its helpers' one owner: it
- * opens the queue, applies the events the job threads hand over, ends jobs
- * and stops them. No helper calls back into it, and each calls only those
- * after it here: job_remove.c (removals, --keep-ended), sweeps.c and
- * sweeps_json.c (sweeps), job_resume.c, jobs_reload.c (the state dir at
- * start), job_submit.c (a submission's checks and files), job_schedule.c
- * (the scheduling pass, priorities, holds, cancels), owner_usage.c (fair
- * share's table, each run's accounting record), job_thread.c (each
- * job's own thread), job_admission.c (memory), job_events.c (what watchers
- * are told), job_files.c (a job's files), jobs_json.c (the answers),
- * job_cores.c (a CPU job's cores), job_record.c (the record read). */
+/* The job store's loop side (jobs.h): it applies the events the job
+ * threads hand over, ends jobs' runs and stops them. What a run's end
+ * means beyond the record (a requeue, a sweep's early stop, the removals,
+ * the accounting record, the next scheduling pass) it tells the modules
+ * above through js->hooks (jobs_impl.h), which queue.c fills in: it calls
+ * none of them by name. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -19,15 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "fsutil.h"
-#include "jobconfig.h"
 #include "jobs_impl.h"
-#include "job_remove.h"
-#include "job_schedule.h"
-#include "owner_usage.h"
-#include "sweeps_impl.h"
 #include "topology.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
@@ -132,8 +120,8 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
     if (ev->kind == RUN_EV_EVAL ||
         jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
-    if (ev->kind == RUN_EV_EVAL && j->in_sweep.sweep)
-        sweep_on_eval(j, ev->epoch, ev->test_error);
+    if (ev->kind == RUN_EV_EVAL)
+        js->hooks.evaluated(j, ev->epoch, ev->test_error);
 }
 
 /* Every device of the job, not just the failed replica's: which one of a
@@ -155,7 +143,7 @@ static void mark_faulted(jobs *js, job *j, const char *why)
 static void finish_job(jobs *js, job *j, const pending *p)
 {
     const double run_began = j->run_began_mono;
-    jobs_usage_update(js); /* the job's last seconds count for its owner */
+    js->hooks.run_ending(js); /* the job's last seconds count for its owner */
     pthread_join(j->thread, NULL);
     j->thread_running = 0;
     js->running--;
@@ -174,22 +162,16 @@ static void finish_job(jobs *js, job *j, const pending *p)
         snprintf(j->error, sizeof(j->error), "%s", p->err ? p->err : "out of memory");
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);
-        jobs_keep_ended(js); /* one more failed job's checkpoints: the count may pass */
         end = "failed";
     } else if (p->result.stopped && j->cancel_requested) {
         job_log(j, "cancelled at epoch %.6g, step %ld", j->last.epoch, j->last.step);
         set_state(j, JOB_CANCELLED);
         end = "cancelled";
-    } else if (p->result.stopped && j->sched.timing_out && !js->stopping) {
-        job_timed_out(j);
-        end = "timeout";
     } else if (p->result.stopped && !js->stopping) {
-        /* Asked back into the queue: preempted or held (or a preemption
-         * withdrawn once it had stopped), still watched. */
-        end = j->sched.held ? "held" : "preempted";
-        job_requeued(j);
-        jobs_usage_run_ended(js, j, end, run_began);
-        return;
+        /* The queue stopped it: its time limit, or back into the queue
+         * (preempted or held, or a preemption withdrawn once it had
+         * stopped), then still watched. */
+        end = js->hooks.run_stopped(j);
     } else if (p->result.stopped) {
         /* Stopped by a daemon shutdown: status.json keeps "running" so the
          * next start resumes it from the checkpoint just taken. */
@@ -199,8 +181,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
         write_status(j);
         end = "stopped";
     } else {
-        if (j->in_sweep.early_stopped)
-            sweep_stop_too_late(j);
+        js->hooks.run_done(j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
         memset(j->saving.save_failed, 0, sizeof j->saving.save_failed); /* its master is on disk */
@@ -209,7 +190,9 @@ static void finish_job(jobs *js, job *j, const pending *p)
         set_state(j, JOB_DONE);
         end = "done";
     }
-    jobs_usage_run_ended(js, j, end, run_began);
+    js->hooks.run_ended(js, j, end, run_began);
+    if (j->state == JOB_QUEUED)
+        return;
     if (job_state_final(j->state))
         job_log_stop(j);
     if (js->listener.on_end)
@@ -242,40 +225,20 @@ static void on_async(uv_async_t *h)
         free(p);
         p = next;
     }
-    if (ended) {
-        jobs_remove_ended(js);
-        jobs_schedule(js);
-    }
+    if (ended)
+        js->hooks.ends_applied(js);
 }
 
-/* ---- the queue's API ---- */
+/* ---- the store's API ---- */
 
-static void free_jobs(jobs *js)
-{
-    pthread_cond_destroy(&js->flushed);
-    pthread_mutex_destroy(&js->mu);
-    sweeps_free(js);
-    job *j = js->first;
-    while (j) {
-        job *next = j->next;
-        free(j);
-        j = next;
-    }
-    jobs_index_free(js);
-    free(js->cores);
-    free(js->core_job);
-    fair_share_free(&js->fair.share);
-    acct_close(&js->fair.acct);
-    free(js);
-}
-
-int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
-              const jobs_listener *listener, char *err, size_t errlen)
+jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
+                     const jobs_listener *listener, const jobs_hooks *hooks, char *err,
+                     size_t errlen)
 {
     jobs *js = calloc(1, sizeof(*js));
     if (!js) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     /* First: reloading writes status files, which read the job's placement
      * under the lock. */
@@ -283,6 +246,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     pthread_cond_init(&js->flushed, NULL);
     js->loop = loop;
     js->listener = *listener;
+    js->hooks = *hooks;
     js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
     js->next_id = 1;
     js->after_epoch = 1; /* (a job never looked at has after_pending_at 0) */
@@ -316,32 +280,36 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         for (int h = 0; h < DEV_MAX_GPUS && (js->devices >> g & 1); h++)
             if (h != g && (js->devices >> h & 1) && topology_peer_access(g, h))
                 js->gpu_links[g] |= 1ull << h;
-    snprintf(js->sw.sweeps_dir, sizeof(js->sw.sweeps_dir), "%s/sweeps", state_dir);
-    js->sw.next_sweep_id = 1;
-    jobs_usage_load(js, state_dir);
-    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(js->sw.sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0)
-        goto fail;
-    if (uv_async_init(loop, &js->async, on_async) != 0) {
-        snprintf(err, errlen, "uv_async_init failed");
-        goto fail;
-    }
-    js->async.data = js;
-    jobs_schedule_init(js);
-    jobs_keep_ended_init(js);
-    jobs_usage_init(js);
-    *out = js;
-    return 0;
+    return js;
 fail:
-    free_jobs(js);
-    return -1;
+    jobs_store_free(js);
+    return NULL;
 }
 
-void jobs_start(jobs *js)
+int jobs_store_listen(jobs *js, char *err, size_t errlen)
 {
-    jobs_keep_ended_start(js);
-    jobs_usage_start(js);
-    jobs_schedule(js);
+    if (uv_async_init(js->loop, &js->async, on_async) != 0) {
+        snprintf(err, errlen, "uv_async_init failed");
+        return -1;
+    }
+    js->async.data = js;
+    return 0;
+}
+
+void jobs_store_free(jobs *js)
+{
+    pthread_cond_destroy(&js->flushed);
+    pthread_mutex_destroy(&js->mu);
+    job *j = js->first;
+    while (j) {
+        job *next = j->next;
+        free(j);
+        j = next;
+    }
+    jobs_index_free(js);
+    free(js->cores);
+    free(js->core_job);
+    free(js);
 }
 
 job *jobs_find(jobs *js, const char *id) { return jobs_index_find(js, id); }
@@ -403,24 +371,3 @@ int jobs_stop_now(jobs *js)
 }
 
 int jobs_running(const jobs *js) { return js->running; }
-
-static void on_handle_closed(uv_handle_t *h)
-{
-    jobs *js = h->data;
-    if (--js->open_handles == 0)
-        free_jobs(js);
-}
-
-void jobs_close(jobs *js)
-{
-    uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->sched.time_limit_check,
-        (uv_handle_t *)&js->sched.memory_retry,    (uv_handle_t *)&js->sched.requeue_check,
-        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->fair.usage_save,
-        (uv_handle_t *)&js->sched.schedule_soon,
-    };
-    /* The store is freed once the last of them has closed. */
-    js->open_handles = (int)(sizeof handles / sizeof handles[0]);
-    for (size_t k = 0; k < sizeof handles / sizeof handles[0]; k++)
-        uv_close(handles[k], on_handle_closed);
-}

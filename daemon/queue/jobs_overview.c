@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "job_admission.h"
 #include "jobs_overview.h"
 
 /* Bytes of a peak-memory object's text, {"cuda:0":N,...} or {"cpu":N}: the

@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "jobs_impl.h"
 #include "job_schedule.h"
+#include "job_submit.h"
 #include "sweeps_impl.h"
 #include "log.h"
 
@@ -161,6 +162,15 @@ int sweep_submitting(const jobs *js, const sweep *s)
         if (sub->s == s)
             return 1;
     return 0;
+}
+
+int sweeps_promised(const jobs *js, unsigned uid)
+{
+    int n = 0;
+    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
+        if (sub->s->owner.uid == uid)
+            n += sub->njobs - sub->committed;
+    return n;
 }
 
 void sweep_forget(jobs *js, sweep *s)
@@ -353,7 +363,7 @@ void sweep_on_eval(job *j, double epoch, double test_error)
 {
     sweep *s = j->in_sweep.sweep;
     jobs *js = j->js;
-    if (!s->spec.early_after || j->in_sweep.sweep_error_known || epoch < s->spec.early_after ||
+    if (!s || !s->spec.early_after || j->in_sweep.sweep_error_known || epoch < s->spec.early_after ||
         !isfinite(test_error))
         return;
     j->in_sweep.sweep_error = test_error;
@@ -385,8 +395,10 @@ void sweep_on_eval(job *j, double epoch, double test_error)
     write_state(js, s);
 }
 
-void sweep_stop_too_late(job *j)
+void sweep_on_done(job *j)
 {
+    if (!j->in_sweep.early_stopped)
+        return;
     j->in_sweep.early_stopped = 0;
     j->error[0] = '\0';
     job_log(j, "the early stop came after the job had finished: it stays done");

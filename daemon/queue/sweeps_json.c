@@ -1,11 +1,15 @@
-/* What a sweep answers (jobs.h; docs/protocol.md "sweep_status"): one row
- * per point from its jobs' states and final test errors, and the list. */
+/* What a sweep answers (jobs.h; docs/protocol.md "sweep_status"): its id
+ * and owner, one row per point from its jobs' states and final test
+ * errors, and the list. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jobs_impl.h"
 #include "sweeps_impl.h"
+
+const char *sweep_id(const sweep *s) { return s->id; }
+const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
 
 /* A point's jobs summed up: states, the final test errors of those done
  * (Welford's running mean and squared deviations), their wall time. */

@@ -24,6 +24,8 @@ import re
 import sys
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
+# A name used, not a member's (j->sweep_id, s.id: a field, never a call).
+USED = re.compile(r"(?<![.>\w])[A-Za-z_]\w*")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "_Alignof", "alignof",
             "_Static_assert", "static_assert", "defined", "__attribute__", "_Generic",
             "do", "else", "case", "goto", "typeof", "__typeof__", "offsetof"}
@@ -93,12 +95,12 @@ def read(path):
         elif c == "}":
             depth -= 1
             if depth == 0:
-                used |= set(IDENT.findall(text[body_start:i]))
+                used |= set(USED.findall(text[body_start:i]))
                 head_start = i + 1
         elif c == ";" and depth == 0:
             statement = text[head_start:i]
             if "=" in statement:  # an initialiser (a table of callbacks), not a prototype
-                used |= set(IDENT.findall(statement.split("=", 1)[1]))
+                used |= set(USED.findall(statement.split("=", 1)[1]))
             head_start = i + 1
     used -= KEYWORDS
     return defined, used, includes

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A library's one owner and its helpers' order, read from its objects:
 
-  lib_owner.py LIB.a OWNER.c [--calls-none-of DIR PREFIX]
+  lib_owner.py LIB.a OWNER.c [--calls-none-of DIR PREFIX]...
 
 Checks, with nm on the archive's members (per member, the symbols it defines
 and the ones it needs):
@@ -9,9 +9,9 @@ and the ones it needs):
   into the owner (it is its helpers' one caller from above);
 - the helpers' calls among themselves have no circle: each calls only those
   below it, in the order printed;
-- with --calls-none-of, no member uses a symbol that the objects DIR/PREFIX*.o
-  define (the library reaches nothing of that folder; at least one must be
-  there, else the check would say nothing).
+- with each --calls-none-of, no member uses a symbol that the objects
+  DIR/PREFIX*.o define (the library reaches nothing of them; at least one
+  must be there, else the check would say nothing).
 Fails naming each member and symbol that breaks a rule, or the circle."""
 import glob
 import os
@@ -91,9 +91,12 @@ def main(argv):
     found = circle(edges)
     if found:
         bad.append("the helpers call round in a circle: " + " -> ".join(found))
-    if len(argv) == 6 and argv[3] == "--calls-none-of":
-        others = sorted(glob.glob(os.path.join(argv[4], argv[5] + "*.o")))
-        assert others, f"no {argv[5]}*.o in {argv[4]}: nothing to check against"
+    rest = argv[3:]
+    assert len(rest) % 3 == 0 and all(a == "--calls-none-of" for a in rest[::3]), \
+        f"expected --calls-none-of DIR PREFIX pairs, got {rest}"
+    for k in range(0, len(rest), 3):
+        others = sorted(glob.glob(os.path.join(rest[k + 1], rest[k + 2] + "*.o")))
+        assert others, f"no {rest[k + 2]}*.o in {rest[k + 1]}: nothing to check against"
         theirs, _ = symbols(others)
         for o in sorted(theirs):
             bad += [f"{m} calls into {o}: {s}" for m in sorted(defined.keys() | needed.keys())

@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "accounting.h"
+#include "admit.h"
 #include "fair_share.h"
 #include "job_memory.h"
 #include "jobconfig.h"
@@ -219,10 +220,41 @@ typedef struct pending {
     char *err;
 } pending;
 
+/* What the store tells the modules above it, and the two things it asks
+ * them: the queue (queue.c) fills these in at open, and the store calls
+ * none of those modules otherwise, so it sits at the bottom of the folder.
+ * All on the loop thread but admit_data (a job thread, as it loads). */
+typedef struct jobs_hooks {
+    /* A run is about to end: its last seconds are charged (fair share). */
+    void (*run_ending)(jobs *js);
+    /* A run the queue stopped (not a cancel, not parled's stop) has ended:
+     * the scheduling glue ends it as its reason says ("timeout") or puts it
+     * back in the queue ("held", "preempted"); returns that word. */
+    const char *(*run_stopped)(job *j);
+    /* A run ended done, before its state is set (a sweep's early stop that
+     * came too late is taken back). */
+    void (*run_done)(job *j);
+    /* A run has ended as `end` ("done", "failed", "cancelled", "timeout",
+     * "held", "preempted", "stopped"), which began at began_mono
+     * (jobs_mono_s): the removals and the accounting record. */
+    void (*run_ended)(jobs *js, job *j, const char *end, double began_mono);
+    /* An evaluation of a running job (a sweep's early stop). */
+    void (*evaluated)(job *j, double epoch, double test_error);
+    /* The ends handed over in one turn of the loop are applied: the removals
+     * then a scheduling pass. */
+    void (*ends_applied)(jobs *js);
+    /* The data loader's admission of a job's data (data_admit_with). */
+    data_admit_fn admit_data;
+    /* The jobs uid's submissions under way will queue and have not yet
+     * (--max-jobs-per-user counts them). */
+    int (*promised)(const jobs *js, unsigned uid);
+} jobs_hooks;
+
 struct jobs {
     uv_loop_t *loop;
     uv_async_t async;
     jobs_listener listener;
+    jobs_hooks hooks;
     char jobs_dir[1040];
     int *cores, ncores;
     uint64_t devices;
@@ -308,6 +340,16 @@ struct jobs {
     unsigned long checkpoints_written, checkpoints_failed;
 };
 
+/* jobs.c: the store made (its devices and cores resolved; no job yet) and
+ * freed with every job in it, or NULL with a message; jobs_store_listen
+ * starts taking the job threads' hand-overs on the loop. The modules'
+ * parts of struct jobs are theirs to free (queue.c). */
+jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
+                     const jobs_listener *listener, const jobs_hooks *hooks, char *err,
+                     size_t errlen);
+int jobs_store_listen(jobs *js, char *err, size_t errlen);
+void jobs_store_free(jobs *js);
+
 /* job_index.c: the list in submission order and the ids' hash. jobs_link
  * appends j (its id set), jobs_unlink takes it out (not freed),
  * jobs_index_find looks an id up, jobs_index_free frees the hash.
@@ -380,10 +422,13 @@ void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
 cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
-/* job_cores.c: the cores a CPU job takes to run (all of the daemon's, or K
- * for "cpu:K"; 0 for a GPU job), disjoint from the other running jobs':
+/* job_devices.c: the job's devices resolved against the daemon's now (a
+ * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..."
+ * message. The cores a CPU job takes to run (all of the daemon's, or K for
+ * "cpu:K"; 0 for a GPU job), disjoint from the other running jobs':
  * job_cores_take 0, or -1 when they are not free. job_cores_release gives
  * them back as it ends. */
+int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 int job_cores_wanted(const jobs *js, const job *j);
 int job_cores_take(jobs *js, job *j);
 void job_cores_release(jobs *js, job *j);
@@ -392,24 +437,6 @@ void job_cores_release(jobs *js, job *j);
  * devices, once the scheduler says it may; the thread hands events to the
  * loop through js's locked queue. */
 void job_start(jobs *js, job *j);
-
-/* job_submit.c: a submission in two steps, so a sweep queues all its jobs or
- * none. job_prepare validates a job against the daemon (its devices, its
- * memory): the record, not yet queued, or NULL with *code and a message.
- * job_commit gives it an id, its files (job.json, status.json with any
- * sweep tag set before) and its place in the queue: 0, or -1 with a
- * message and j freed. jobs_schedule starts it. */
-job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen);
-int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
-               size_t errlen);
-/* Whether owner may queue njobs more (not shutting down, within
- * --max-jobs-per-user): 0, or -1 with *code and a message. */
-int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
-                   size_t errlen);
-
-/* job_submit.c: the job's devices resolved against the daemon's now (a
- * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..." message. */
-int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
 
 /* A folder being removed is first renamed so, and the next issued id is
  * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */

@@ -39,12 +39,15 @@ struct sweep_submission {
  * found by their tag and any the sweep lacks (parled stopped while it
  * queued them) queued now. */
 int sweeps_reload(jobs *js, char *err, size_t errlen);
-/* A sweep job's evaluation: the early stop's rule (docs/sweeps.md). */
+/* A job's evaluation: for a sweep's job, the early stop's rule
+ * (docs/sweeps.md). */
 void sweep_on_eval(job *j, double epoch, double test_error);
-/* The job ended done before the early stop's cancel reached it (its last
- * steps were already taken): it is done, not early-stopped. */
-void sweep_stop_too_late(job *j);
+/* A job ended done: one the early stop's cancel reached too late (its last
+ * steps were already taken) is done, not early-stopped. */
+void sweep_on_done(job *j);
 void sweeps_free(jobs *js);
+/* The jobs uid's sweeps being submitted will queue and have not yet. */
+int sweeps_promised(const jobs *js, unsigned uid);
 /* Whether sweep s is still being submitted (not all its jobs queued). */
 int sweep_submitting(const jobs *js, const sweep *s);
 /* The sweep out of js's list and freed (its jobs' tags no longer point at it). */
