@@ -25,28 +25,28 @@ static int gpus_of(const job *j, int *gpus)
 
 static int estimate(job *j)
 {
-    if (j->admit.need_known)
-        return j->admit.need_known;
+    if (admit_of(j)->need_known)
+        return admit_of(j)->need_known;
     int gpus[JOB_MEMORY_GPUS], ngpus = gpus_of(j, gpus);
     char err[512];
-    j->admit.need_known = -1;
+    admit_of(j)->need_known = -1;
     if (mpi_node_size() > 1)
         return -1;
-    if (job_memory_estimate(&j->cfg, gpus, ngpus, &j->admit.need, err, sizeof err) != 0) {
+    if (job_memory_estimate(&j->cfg, gpus, ngpus, &admit_of(j)->need, err, sizeof err) != 0) {
         if (j->log)
             job_log(j, "no memory estimate (not held back for memory): %s", err);
         return -1;
     }
-    return j->admit.need_known = 1;
+    return admit_of(j)->need_known = 1;
 }
 
 /* Whether `m` takes no more anywhere than the job was admitted with. */
 static int within_admitted(const job *j, const job_memory *m)
 {
-    if (j->admit.need_known != 1 || m->host > j->admit.need.host || m->ngpus != j->admit.need.ngpus)
+    if (admit_of(j)->need_known != 1 || m->host > admit_of(j)->need.host || m->ngpus != admit_of(j)->need.ngpus)
         return 0;
     for (int g = 0; g < m->ngpus; g++)
-        if (m->gpu[g] > j->admit.need.gpu[g])
+        if (m->gpu[g] > admit_of(j)->need.gpu[g])
             return 0;
     return 1;
 }
@@ -80,12 +80,12 @@ static void held_by_starting(const jobs *js, memory_held *held)
 {
     memset(held, 0, sizeof *held);
     for (const job *j = js->running_first; j; j = j->running.next) {
-        if (!j->thread_running || j->admit.need_known != 1 || j->memory_reported)
+        if (!j->thread_running || admit_of(j)->need_known != 1 || j->memory_reported)
             continue;
-        held->host += j->admit.need.host;
-        for (int g = 0; g < j->admit.need.ngpus; g++)
-            if (j->admit.need.gpus[g] >= 0 && j->admit.need.gpus[g] < JOB_MEMORY_GPUS)
-                held->gpu[j->admit.need.gpus[g]] += j->admit.need.gpu[g];
+        held->host += admit_of(j)->need.host;
+        for (int g = 0; g < admit_of(j)->need.ngpus; g++)
+            if (admit_of(j)->need.gpus[g] >= 0 && admit_of(j)->need.gpus[g] < JOB_MEMORY_GPUS)
+                held->gpu[admit_of(j)->need.gpus[g]] += admit_of(j)->need.gpu[g];
     }
 }
 
@@ -95,12 +95,12 @@ int job_admit(job *j, char *err, size_t errlen)
     uint64_t free_b, total_b;
     if (estimate(j) != 1)
         return 0;
-    if (!job_memory_fits(&j->admit.need, 0, NULL, why, sizeof why)) {
+    if (!job_memory_fits(&admit_of(j)->need, 0, NULL, why, sizeof why)) {
         snprintf(err, errlen, "memory: %s", why);
         return -1;
     }
-    if (jobs_state_space(j->js, &free_b, &total_b) == 0 && j->admit.need.disk > total_b) {
-        job_memory_bytes_text(j->admit.need.disk, need, sizeof need);
+    if (jobs_state_space(j->js, &free_b, &total_b) == 0 && admit_of(j)->need.disk > total_b) {
+        job_memory_bytes_text(admit_of(j)->need.disk, need, sizeof need);
         job_memory_bytes_text(total_b, total, sizeof total);
         snprintf(err, errlen, "disk: the job writes up to %s (its checkpoints, master and "
                  "metrics), more than the %s the state dir's file system (%.700s) holds", need,
@@ -126,9 +126,9 @@ static uint64_t disk_held_by_running(const jobs *js, const job *except)
 {
     uint64_t held = 0;
     for (const job *j = js->running_first; j; j = j->running.next)
-        if (j != except && j->thread_running && j->admit.need_known == 1 &&
-            j->admit.need.disk > j->disk_bytes)
-            held += j->admit.need.disk - j->disk_bytes;
+        if (j != except && j->thread_running && admit_of(j)->need_known == 1 &&
+            admit_of(j)->need.disk > j->disk_bytes)
+            held += admit_of(j)->need.disk - j->disk_bytes;
     return held;
 }
 
@@ -140,16 +140,16 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     uint64_t held = disk_held_by_running(js, j);
     uint64_t has = (free_b > held ? free_b - held : 0) + freed;
     /* A queued job that ran before already holds part of what it writes. */
-    uint64_t need = j->admit.need.disk > j->disk_bytes ? j->admit.need.disk - j->disk_bytes : 0;
+    uint64_t need = admit_of(j)->need.disk > j->disk_bytes ? admit_of(j)->need.disk - j->disk_bytes : 0;
     if (need <= has) {
-        if (j->admit.disk_short)
+        if (admit_of(j)->disk_short)
             job_log(j, "the state dir has room for it again");
-        j->admit.disk_short = 0;
+        admit_of(j)->disk_short = 0;
         return 0;
     }
     char need_t[32], ckpt_t[32], free_t[32], held_t[32];
     job_memory_bytes_text(need, need_t, sizeof need_t);
-    job_memory_bytes_text(j->admit.need.checkpoint, ckpt_t, sizeof ckpt_t);
+    job_memory_bytes_text(admit_of(j)->need.checkpoint, ckpt_t, sizeof ckpt_t);
     job_memory_bytes_text(free_b, free_t, sizeof free_t);
     job_memory_bytes_text(held, held_t, sizeof held_t);
     snprintf(j->waiting, sizeof j->waiting, "disk: the job writes up to %s (%d checkpoints of "
@@ -157,8 +157,8 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
              "files", need_t, j->cfg.checkpoint.every_epochs > 0 ? j->cfg.checkpoint.keep + 1 : 0,
              ckpt_t, js->jobs_dir, free_t, held_t);
     /* Logged and persisted once per wait: the figures change at every retry. */
-    if (!j->admit.disk_short) {
-        j->admit.disk_short = 1;
+    if (!admit_of(j)->disk_short) {
+        admit_of(j)->disk_short = 1;
         job_log(j, "waiting for %s", j->waiting);
         write_status(j);
     }
@@ -201,14 +201,14 @@ int job_waits_for_memory(jobs *js, job *j)
         j->waiting[0] = '\0';
         return 0;
     }
-    return memory_short(js, j, &j->admit.need, 0);
+    return memory_short(js, j, &admit_of(j)->need, 0);
 }
 
 int job_waits_for_memory_preempting(jobs *js, job *j, size_t freed)
 {
     if (estimate(j) != 1)
         return 0;
-    job_memory host = j->admit.need;
+    job_memory host = admit_of(j)->need;
     host.ngpus = 0;
     return memory_short(js, j, &host, freed);
 }

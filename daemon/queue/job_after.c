@@ -15,7 +15,7 @@
  * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */
 static const sweep *sweep_named(const jobs *js, const char *id)
 {
-    for (const sweep *s = js->sw.sweeps; s; s = s->next)
+    for (const sweep *s = sweeps_state(js)->sweeps; s; s = s->next)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
@@ -28,15 +28,15 @@ static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
     *left = 0;
     *bad = NULL;
     for (const job *j = js->first; j; j = j->next) {
-        if (j->in_sweep.sweep != s)
+        if (in_sweep_of(j)->sweep != s)
             continue;
         if (!job_state_final(j->state))
             (*left)++;
         else if (j->state != JOB_DONE &&
-                 !(j->state == JOB_CANCELLED && j->in_sweep.early_stopped) && !*bad)
+                 !(j->state == JOB_CANCELLED && in_sweep_of(j)->early_stopped) && !*bad)
             *bad = j;
     }
-    for (const sweep_submission *sub = js->sw.submitting; sub && !*left; sub = sub->next)
+    for (const sweep_submission *sub = sweeps_state(js)->submitting; sub && !*left; sub = sub->next)
         *left += sub->s == s ? sub->njobs - sub->committed : 0;
     if (*left)
         return 0;

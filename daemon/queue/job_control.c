@@ -12,24 +12,24 @@
 
 void job_requeued(job *j)
 {
-    j->sched.requeue_asked_mono = 0;
+    sched_of(j)->requeue_asked_mono = 0;
     j->interrupted = 1; /* it resumes from the checkpoint it just took */
     __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
-    if (j->sched.preempted_by[0] && !j->sched.held) {
-        j->sched.preempted = 1;
-        j->sched.preempted_at = jobs_now_s();
-        j->sched.resume_first = 1; /* not a hold: released, it ranks as any queued job */
+    if (sched_of(j)->preempted_by[0] && !sched_of(j)->held) {
+        sched_of(j)->preempted = 1;
+        sched_of(j)->preempted_at = jobs_now_s();
+        sched_of(j)->resume_first = 1; /* not a hold: released, it ranks as any queued job */
     }
     job_log(j, "%s at epoch %.6g, step %ld: back in the queue; it resumes from its newest "
-            "complete checkpoint", j->sched.held ? "held" : "preempted", j->last.epoch,
+            "complete checkpoint", sched_of(j)->held ? "held" : "preempted", j->last.epoch,
             j->last.step);
     set_state(j, JOB_QUEUED);
 }
 
 void job_timed_out(job *j)
 {
-    j->sched.timing_out = 0;
-    j->sched.requeue_asked_mono = 0;
+    sched_of(j)->timing_out = 0;
+    sched_of(j)->requeue_asked_mono = 0;
     snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
              "it resumes from its checkpoint with parlectl resume %s",
              job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);
@@ -53,14 +53,14 @@ int job_set_priority(jobs *js, job *j, int priority, int privileged, const char 
                  JOB_PRIORITY_MAX);
         return -1;
     }
-    if (!privileged && priority > j->sched.priority) {
+    if (!privileged && priority > sched_of(j)->priority) {
         *code = ERR_FORBIDDEN;
         snprintf(err, errlen, "job %s has priority %d: only root, parled's user and its "
-                 "--admin-group may raise a priority (you may lower it)", j->id, j->sched.priority);
+                 "--admin-group may raise a priority (you may lower it)", j->id, sched_of(j)->priority);
         return -1;
     }
-    job_log(j, "priority %d -> %d", j->sched.priority, priority);
-    j->sched.priority = priority;
+    job_log(j, "priority %d -> %d", sched_of(j)->priority, priority);
+    sched_of(j)->priority = priority;
     write_status(j);
     jobs_schedule(js);
     return 0;
@@ -75,30 +75,30 @@ int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **c
         return -1;
     }
     /* An admin may make its owner's hold an admin hold. */
-    const int admin_over_owner = hold && j->sched.held && !j->sched.admin_hold && by->privileged;
-    if (hold == j->sched.held && !admin_over_owner) {
+    const int admin_over_owner = hold && sched_of(j)->held && !sched_of(j)->admin_hold && by->privileged;
+    if (hold == sched_of(j)->held && !admin_over_owner) {
         snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
         return -1;
     }
-    if (!hold && j->sched.admin_hold && !by->privileged) {
+    if (!hold && sched_of(j)->admin_hold && !by->privileged) {
         *code = ERR_FORBIDDEN;
         snprintf(err, errlen, "job %s is held by an admin (%s): only root, parled's user and its "
-                 "--admin-group may release it", j->id, j->sched.held_by);
+                 "--admin-group may release it", j->id, sched_of(j)->held_by);
         return -1;
     }
-    if (hold && !j->sched.held && j->thread_running && (j->stop || j->cancel_requested)) {
+    if (hold && !sched_of(j)->held && j->thread_running && (j->stop || j->cancel_requested)) {
         snprintf(err, errlen, "job %s is stopping already", j->id);
         return -1;
     }
-    const int was_held = j->sched.held;
-    j->sched.held = hold;
-    j->sched.admin_hold = hold && by->privileged;
-    snprintf(j->sched.held_by, sizeof j->sched.held_by, "%s", hold ? by->user : "");
+    const int was_held = sched_of(j)->held;
+    sched_of(j)->held = hold;
+    sched_of(j)->admin_hold = hold && by->privileged;
+    snprintf(sched_of(j)->held_by, sizeof sched_of(j)->held_by, "%s", hold ? by->user : "");
     if (hold && !was_held && j->thread_running) {
-        j->sched.preempted_by[0] = '\0';
+        sched_of(j)->preempted_by[0] = '\0';
         job_ask_requeue(j, NULL);
     } else {
-        const int admin = j->sched.admin_hold;
+        const int admin = sched_of(j)->admin_hold;
         job_log(j, "%s by %s", hold ? (admin ? "held by an admin: only an admin releases it; it "
                                                "keeps its place but does not start"
                                              : "held: it keeps its place but does not start")
@@ -112,12 +112,12 @@ int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **c
 int job_priority_allowed(const job *j, const job_owner *owner, const char **code, char *err,
                          size_t errlen)
 {
-    if (j->sched.priority <= 0 || owner->privileged)
+    if (sched_of(j)->priority <= 0 || owner->privileged)
         return 0;
     *code = ERR_FORBIDDEN;
     snprintf(err, errlen, "priority: %d is above 0: only root, parled's user and its "
              "--admin-group may give a job a higher priority than the default (0); lower ones "
-             "are anyone's", j->sched.priority);
+             "are anyone's", sched_of(j)->priority);
     return -1;
 }
 

@@ -136,7 +136,6 @@ void jobs_link(jobs *js, job *j)
         js->buckets[at] = j;
     }
     j->seq = ++js->linked;
-    js->after_epoch += j->in_sweep.sweep_id[0] != '\0'; /* its sweep's dependents wait for it too */
     jobs_track(js, j);
 }
 

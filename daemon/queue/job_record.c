@@ -1,6 +1,5 @@
 /* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
- * state's names, the paths of its files, its training time, its owner's
- * use in fair share's table. The bottom of the queue's files: it calls
+ * state's names, the paths of its files, its training time. The bottom of the queue's files: it calls
  * none of them. */
 #include <math.h>
 #include <stdio.h>
@@ -46,18 +45,10 @@ bool jobs_viewer_sees_details(const job *j, const job_viewer *v)
     return owner_details_seen(j->js, &j->owner, v);
 }
 
-double owner_usage_of(const jobs *js, unsigned uid)
-{
-    return fair_share_of(&js->fair.share, uid);
-}
-
 const char *job_shown_state(const job *j)
 {
-    if (j->state == JOB_QUEUED && j->sched.held)
-        return "held";
-    if (j->state == JOB_QUEUED && j->sched.preempted)
-        return "preempted";
-    return job_state_name(j->state);
+    const char *shown = j->state == JOB_QUEUED ? j->js->hooks.queued_shown_as(j) : NULL;
+    return shown ? shown : job_state_name(j->state);
 }
 
 void job_file_path(const job *j, const char *file, char *out, size_t outlen)

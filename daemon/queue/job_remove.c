@@ -76,10 +76,10 @@ int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, 
 {
     if (refuse_unended(j, code, err, errlen) != 0)
         return -1;
-    if (j->in_sweep.sweep_id[0]) {
+    if (in_sweep_of(j)->sweep_id[0]) {
         *code = ERR_BAD_STATE;
         snprintf(err, errlen, "job %s belongs to sweep %s: remove the sweep with its jobs "
-                 "(parlectl sweep rm %s)", j->id, j->in_sweep.sweep_id, j->in_sweep.sweep_id);
+                 "(parlectl sweep rm %s)", j->id, in_sweep_of(j)->sweep_id, in_sweep_of(j)->sweep_id);
         return -1;
     }
     *code = ERR_INTERNAL;
@@ -101,7 +101,7 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
         return -1;
     }
     for (job *j = js->first; j; j = j->next)
-        if (j->in_sweep.sweep == s && refuse_unended(j, code, err, errlen) != 0) {
+        if (in_sweep_of(j)->sweep == s && refuse_unended(j, code, err, errlen) != 0) {
             snprintf(err + strlen(err), errlen - strlen(err), "; sweep %s has jobs that have "
                      "not ended (parlectl sweep cancel %s)", s->id, s->id);
             return -1;
@@ -109,15 +109,15 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
     *code = ERR_INTERNAL;
     /* The record first: a crash after it leaves jobs of their own, never a
      * sweep that would queue its missing jobs again at the next start. */
-    if (keep_next_id(js->sw.sweeps_dir, js->sw.next_sweep_id, err, errlen) != 0 ||
-        remove_dir(js->sw.sweeps_dir, s->id, err, errlen) != 0)
+    if (keep_next_id(sweeps_state(js)->sweeps_dir, sweeps_state(js)->next_sweep_id, err, errlen) != 0 ||
+        remove_dir(sweeps_state(js)->sweeps_dir, s->id, err, errlen) != 0)
         return -1;
     for (job *j = js->first, *next; j; j = next) {
         next = j->next;
-        if (j->in_sweep.sweep != s)
+        if (in_sweep_of(j)->sweep != s)
             continue;
         if (remove_job_files(js, j, freed, err, errlen) != 0) {
-            j->in_sweep.sweep = NULL;
+            in_sweep_of(j)->sweep = NULL;
             sweep_forget(js, s);
             return -1;
         }
@@ -188,7 +188,7 @@ static int sweep_ended_before(const jobs *js, const sweep *s, double before)
 {
     int n = 0;
     for (const job *j = js->first; j; j = j->next) {
-        if (j->in_sweep.sweep != s)
+        if (in_sweep_of(j)->sweep != s)
             continue;
         if (!job_state_final(j->state) || j->thread_running || j->ended_mono > before)
             return 0;
@@ -208,7 +208,7 @@ void jobs_remove_ended(jobs *js)
     int n = 0, failed = 0;
     for (job *j = js->first, *next; j; j = next) {
         next = j->next;
-        if (j->in_sweep.sweep_id[0] || !job_state_final(j->state) || j->thread_running ||
+        if (in_sweep_of(j)->sweep_id[0] || !job_state_final(j->state) || j->thread_running ||
             j->ended_at <= 0 || j->ended_mono > before)
             continue;
         if (remove_job_files(js, j, &freed, err, sizeof err) == 0)
@@ -216,7 +216,7 @@ void jobs_remove_ended(jobs *js)
         else if (!failed++)
             server_log(LOG_WARN, "--remove-ended: %s", err);
     }
-    for (sweep *s = js->sw.sweeps, *next; s; s = next) {
+    for (sweep *s = sweeps_state(js)->sweeps, *next; s; s = next) {
         next = s->next;
         int njobs;
         if (!sweep_ended_before(js, s, before))

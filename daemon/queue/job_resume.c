@@ -77,7 +77,7 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
      * begin_resumed_run); but it ranks as any queued job, not as one
      * resuming a preemption or a restart (resume_first). */
     j->interrupted = 1;
-    j->sched.resume_first = 0;
+    sched_of(j)->resume_first = 0;
     j->eligible_s = j->eligible_mono = 0; /* its age counts from now */
     set_state(j, JOB_QUEUED);
     jobs_schedule(js);

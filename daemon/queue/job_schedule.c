@@ -40,17 +40,17 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
     return (sched_job){
         .running = j->thread_running,
         .stopping = j->thread_running && j->stop != 0,
-        .held = j->sched.held,
-        .resuming = j->sched.resume_first,
+        .held = sched_of(j)->held,
+        .resuming = sched_of(j)->resume_first,
         .after_pending = after_pending,
-        .memory_wait = !j->thread_running && j->sched.memory_pass == pass,
-        .priority = j->sched.priority,
+        .memory_wait = !j->thread_running && sched_of(j)->memory_pass == pass,
+        .priority = sched_of(j)->priority,
         .order = order,
         .owner = j->owner.uid,
         .usage = owner_usage_of(js, j->owner.uid),
         .eligible_s = job_eligible_s(j, now),
         .started_at = j->run_began_mono,
-        .was_preempted = j->sched.run_resumed_preemption,
+        .was_preempted = sched_of(j)->run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
         .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
         .ngpus = any ? spec->count : 0,
@@ -63,13 +63,13 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
     const double now = jobs_mono_s(), aged = js->limits.oldest_first_s;
-    if (ahead->sched.priority != j->sched.priority)
+    if (sched_of(ahead)->priority != sched_of(j)->priority)
         return "a higher priority";
     if (aged > 0 && job_eligible_s(ahead, now) >= aged && job_eligible_s(j, now) < aged)
         return "it was eligible to run longer than --oldest-first-after";
     if (aged > 0 && job_eligible_s(j, now) >= aged)
         return "it was eligible to run longer";
-    if (ahead->sched.resume_first != j->sched.resume_first)
+    if (sched_of(ahead)->resume_first != sched_of(j)->resume_first)
         return "it resumes a checkpoint after a preemption or a restart";
     if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
         return "its owner used less device time recently";
@@ -99,7 +99,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     /* Decided as last time: worded as then (but a job it runs after is
      * named with its state now, a sweep's count moves only as jobs end or
      * are queued, and admission words a wait for memory anew). */
-    _Static_assert(sizeof j->sched.said.blockers / sizeof j->sched.said.blockers[0] ==
+    _Static_assert(sizeof sched_of(j)->said.blockers / sizeof sched_of(j)->said.blockers[0] ==
                    SCHED_BLOCKERS, "waiting_said keeps the decision's blockers");
     struct waiting_said said;
     memset(&said, 0, sizeof said); /* (compared whole, padding too) */
@@ -111,8 +111,8 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         said.blockers[k] = list[d->blockers[k]]->seq;
     if (d->wait == SCHED_QUEUE)
         said.because = ahead_because(js, list[d->blockers[0]], j);
-    const int same = !memcmp(&said, &j->sched.said, sizeof said) && j->waiting[0];
-    j->sched.said = said;
+    const int same = !memcmp(&said, &sched_of(j)->said, sizeof said) && j->waiting[0];
+    sched_of(j)->said = said;
     if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
         (d->wait != SCHED_AFTER || !strchr(j->cfg.after, 'j'))) /* (a job's state, by id) */
         return;
@@ -162,12 +162,12 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
 
 void job_ask_requeue(job *j, const job *by)
 {
-    j->sched.requeue_asked_mono = jobs_mono_s();
+    sched_of(j)->requeue_asked_mono = jobs_mono_s();
     if (by) {
-        snprintf(j->sched.preempted_by, sizeof j->sched.preempted_by, "%s", by->id);
+        snprintf(sched_of(j)->preempted_by, sizeof sched_of(j)->preempted_by, "%s", by->id);
         job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
-                "boundary, then back in the queue", by->id, by->owner.user, by->sched.priority,
-                j->sched.priority);
+                "boundary, then back in the queue", by->id, by->owner.user, sched_of(by)->priority,
+                sched_of(j)->priority);
     } else {
         job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
     }
@@ -182,11 +182,11 @@ static int requeues_pending(jobs *js)
     int asked = 0;
     const double now = jobs_mono_s();
     for (job *j = js->running_first; j; j = j->running.next) {
-        if (!j->thread_running || j->sched.requeue_asked_mono <= 0 || j->cancel_requested)
+        if (!j->thread_running || sched_of(j)->requeue_asked_mono <= 0 || j->cancel_requested)
             continue;
         asked = 1;
         if (!(j->stop & RUN_STOP_NOW) &&
-            now - j->sched.requeue_asked_mono > js->limits.preempt_grace_s) {
+            now - sched_of(j)->requeue_asked_mono > js->limits.preempt_grace_s) {
             job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
                     "from its last checkpoint", js->limits.preempt_grace_s);
             __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
@@ -200,16 +200,16 @@ static int requeues_pending(jobs *js)
  * j's priority or below; NULL while it still waits for j's devices. */
 static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 {
-    *by = jobs_index_find(js, j->sched.preempted_by);
+    *by = jobs_index_find(js, sched_of(j)->preempted_by);
     if (!*by)
         return "was removed";
     if ((*by)->state == JOB_CANCELLED)
         return "was cancelled";
     if ((*by)->state != JOB_QUEUED)
         return (*by)->thread_running ? NULL : "ended";
-    if ((*by)->sched.held)
+    if (sched_of((*by))->held)
         return "was held";
-    return (*by)->sched.priority <= j->sched.priority ? "was lowered" : NULL;
+    return sched_of((*by))->priority <= sched_of(j)->priority ? "was lowered" : NULL;
 }
 
 /* A preemption whose preemptor no longer needs the devices is withdrawn:
@@ -225,21 +225,21 @@ static void withdraw_preemptions(jobs *js)
     for (job *j = js->running_first; j; j = j->running.next) {
         const job *by;
         const char *why;
-        if (!j->thread_running || j->sched.requeue_asked_mono <= 0 || j->sched.held ||
-            j->cancel_requested || !j->sched.preempted_by[0] ||
+        if (!j->thread_running || sched_of(j)->requeue_asked_mono <= 0 || sched_of(j)->held ||
+            j->cancel_requested || !sched_of(j)->preempted_by[0] ||
             !(why = preemptor_gone(js, j, &by)))
             continue;
         int asked = RUN_STOP_CHECKPOINT;
         const int called_off = __atomic_compare_exchange_n(&j->stop, &asked, 0, 0,
                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        const double charge = job_device_units(js, j) * (now - j->sched.requeue_asked_mono);
+        const double charge = job_device_units(js, j) * (now - sched_of(j)->requeue_asked_mono);
         if (by)
             owner_usage_charge(js, &by->owner, charge);
-        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", j->sched.preempted_by,
+        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", sched_of(j)->preempted_by,
                 why, called_off ? "it runs on" : "it was stopping already, and resumes first");
-        j->sched.requeue_asked_mono = 0;
+        sched_of(j)->requeue_asked_mono = 0;
         if (called_off)
-            j->sched.preempted_by[0] = '\0';
+            sched_of(j)->preempted_by[0] = '\0';
     }
 }
 
@@ -247,25 +247,25 @@ static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
 {
-    uv_timer_init(js->loop, &js->sched.requeue_check);
-    js->sched.requeue_check.data = js;
-    uv_timer_init(js->loop, &js->sched.memory_retry);
-    js->sched.memory_retry.data = js;
-    uv_timer_init(js->loop, &js->sched.time_limit_check);
-    js->sched.time_limit_check.data = js;
-    uv_timer_init(js->loop, &js->sched.schedule_soon);
-    js->sched.schedule_soon.data = js;
+    uv_timer_init(js->loop, &sched_state(js)->requeue_check);
+    sched_state(js)->requeue_check.data = js;
+    uv_timer_init(js->loop, &sched_state(js)->memory_retry);
+    sched_state(js)->memory_retry.data = js;
+    uv_timer_init(js->loop, &sched_state(js)->time_limit_check);
+    sched_state(js)->time_limit_check.data = js;
+    uv_timer_init(js->loop, &sched_state(js)->schedule_soon);
+    sched_state(js)->schedule_soon.data = js;
 }
 
 void jobs_schedule_soon(jobs *js)
 {
-    if (!js->stopping && !uv_is_active((uv_handle_t *)&js->sched.schedule_soon))
-        uv_timer_start(&js->sched.schedule_soon, on_timer, 0, 0);
+    if (!js->stopping && !uv_is_active((uv_handle_t *)&sched_state(js)->schedule_soon))
+        uv_timer_start(&sched_state(js)->schedule_soon, on_timer, 0, 0);
 }
 
 void jobs_schedule_pending(jobs *js)
 {
-    if (uv_is_active((uv_handle_t *)&js->sched.schedule_soon))
+    if (uv_is_active((uv_handle_t *)&sched_state(js)->schedule_soon))
         jobs_schedule(js);
 }
 
@@ -275,12 +275,12 @@ void jobs_schedule_pending(jobs *js)
  * devices, a quota) changes but by an event that schedules anyway. */
 static void memory_retry(jobs *js)
 {
-    const int waiting = js->sched.memory_waits;
-    if (waiting && !js->stopping && !js->sched.memory_retry_on)
-        uv_timer_start(&js->sched.memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
-    else if ((!waiting || js->stopping) && js->sched.memory_retry_on)
-        uv_timer_stop(&js->sched.memory_retry);
-    js->sched.memory_retry_on = waiting && !js->stopping;
+    const int waiting = sched_state(js)->memory_waits;
+    if (waiting && !js->stopping && !sched_state(js)->memory_retry_on)
+        uv_timer_start(&sched_state(js)->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
+    else if ((!waiting || js->stopping) && sched_state(js)->memory_retry_on)
+        uv_timer_stop(&sched_state(js)->memory_retry);
+    sched_state(js)->memory_retry_on = waiting && !js->stopping;
 }
 
 /* Whether the job that victim v is to be preempted for waits for host
@@ -298,15 +298,15 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
     for (int k = 0; k < n; k++)
         if (out[k].action == SCHED_PREEMPT && out[k].preempted_for == q) {
             const job *r = list[k];
-            if (r->admit.need_known != 1)
+            if (admit_of(r)->need_known != 1)
                 return 0;
-            memory += r->admit.need.host;
-            disk += r->admit.need.disk > r->disk_bytes ? r->admit.need.disk - r->disk_bytes : 0;
+            memory += admit_of(r)->need.host;
+            disk += admit_of(r)->need.disk > r->disk_bytes ? admit_of(r)->need.disk - r->disk_bytes : 0;
         }
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
-    p->sched.memory_pass = pass;
-    js->sched.memory_waits = 1;
+    sched_of(p)->memory_pass = pass;
+    sched_state(js)->memory_waits = 1;
     return 1;
 }
 
@@ -345,14 +345,14 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
          * waiting for either keeps no devices. */
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
             j->devices = may_take;
-            j->sched.memory_pass = pass;
-            js->sched.memory_waits = 1;
+            sched_of(j)->memory_pass = pass;
+            sched_state(js)->memory_waits = 1;
             again = 1;
         } else if (job_cores_take(js, j) == 0) {
             /* What this run is: one resuming a preemption keeps its
              * minimum run; it ranks as resuming no more. */
-            j->sched.run_resumed_preemption = j->sched.preempted;
-            j->sched.resume_first = 0;
+            sched_of(j)->run_resumed_preemption = sched_of(j)->preempted;
+            sched_of(j)->resume_first = 0;
             job_set_eligible(j, 0, jobs_mono_s());
             if (out[i].backfilled)
                 job_log(j, "backfilled: it ends by its time limit before %s could start",
@@ -372,16 +372,16 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
 {
     char why[JOB_ERR_MAX - 64];
     *after_pending = 0;
-    if (!j->cfg.after[0] || j->sched.after_met || j->state != JOB_QUEUED || j->thread_running)
+    if (!j->cfg.after[0] || sched_of(j)->after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
-    if (j->sched.after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
+    if (sched_of(j)->after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
         *after_pending = 1;
         return 0;
     }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
-    j->sched.after_pending_at = r > 0 ? js->after_epoch : 0;
-    j->sched.after_met = r == 0; /* once met, a dependency removed later does not matter */
+    sched_of(j)->after_pending_at = r > 0 ? js->after_epoch : 0;
+    sched_of(j)->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
     snprintf(j->error, sizeof j->error, "not started: %s", why);
@@ -408,15 +408,15 @@ static void time_limits(jobs *js)
             next = fmin(next, left);
             continue;
         }
-        j->sched.timing_out = 1;
-        j->sched.requeue_asked_mono = now;
+        sched_of(j)->timing_out = 1;
+        sched_of(j)->requeue_asked_mono = now;
         job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
                 "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
         __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
     }
-    uv_timer_stop(&js->sched.time_limit_check);
+    uv_timer_stop(&sched_state(js)->time_limit_check);
     if (isfinite(next))
-        uv_timer_start(&js->sched.time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
+        uv_timer_start(&sched_state(js)->time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
 }
 
 /* One decision on the queue as it is, carried out: 1 if it must be made
@@ -444,7 +444,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
             const int waits_after = !j->thread_running && after_pending;
             /* Its age counts while it could run (the pass runs as a hold,
              * a release or a dependency's end changes that). */
-            job_set_eligible(j, !j->thread_running && !j->sched.held && !waits_after, in.now);
+            job_set_eligible(j, !j->thread_running && !sched_of(j)->held && !waits_after, in.now);
             list[in.njobs] = j;
             view[in.njobs++] = sched_view(js, j, j->seq, waits_after, pass, in.now);
             queued += !j->thread_running;
@@ -461,7 +461,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 
 void jobs_schedule(jobs *js)
 {
-    uv_timer_stop(&js->sched.schedule_soon); /* this pass is the one it waited for */
+    uv_timer_stop(&sched_state(js)->schedule_soon); /* this pass is the one it waited for */
     if (js->stopping)
         return;
     const uint64_t began = uv_hrtime();
@@ -469,20 +469,20 @@ void jobs_schedule(jobs *js)
     withdraw_preemptions(js);
     /* Each pass that finds a job waiting for memory decides again with it
      * waiting (marked with this call's number): at most once per queued job. */
-    const unsigned pass = ++js->sched.schedule_passes;
-    js->sched.memory_waits = 0;
+    const unsigned pass = ++sched_state(js)->schedule_passes;
+    sched_state(js)->memory_waits = 0;
     int queued = 0;
     for (int k = 0; schedule_pass(js, pass, &queued) && k < queued; k++)
         ;
     time_limits(js); /* those just started too */
     memory_retry(js);
     if (requeues_pending(js)) {
-        if (!js->sched.requeue_check_on)
-            uv_timer_start(&js->sched.requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
-        js->sched.requeue_check_on = 1;
-    } else if (js->sched.requeue_check_on) {
-        uv_timer_stop(&js->sched.requeue_check);
-        js->sched.requeue_check_on = 0;
+        if (!sched_state(js)->requeue_check_on)
+            uv_timer_start(&sched_state(js)->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+        sched_state(js)->requeue_check_on = 1;
+    } else if (sched_state(js)->requeue_check_on) {
+        uv_timer_stop(&sched_state(js)->requeue_check);
+        sched_state(js)->requeue_check_on = 0;
     }
-    js->sched.schedule_ns += uv_hrtime() - began;
+    sched_state(js)->schedule_ns += uv_hrtime() - began;
 }

@@ -94,7 +94,7 @@ static int job_share_allowed(const jobs *js, const job *j, char *err, size_t err
 
 job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen)
 {
-    job *j = calloc(1, sizeof(*j));
+    job *j = job_new(js);
     *code = ERR_INVALID_JOB;
     if (!j) {
         *code = ERR_INTERNAL;
@@ -104,12 +104,11 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
     if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0 ||
         job_share_allowed(js, j, err, errlen) != 0 || job_devices_now(js, j, err, errlen) != 0)
         goto fail;
-    j->js = js; /* admission reads the state dir's disk through it */
     if (job_admit(j, err, errlen) != 0 || job_limits_allowed(js, j, err, errlen) != 0 ||
         job_after_valid(js, &j->cfg, err, errlen) != 0)
         goto fail;
     j->test_error = j->test_loss = NAN;
-    j->sched.priority = j->cfg.priority;
+    sched_of(j)->priority = j->cfg.priority;
     return j;
 fail:
     free(j);

@@ -372,7 +372,7 @@ void job_start(jobs *js, job *j)
     j->run_began_mono = jobs_mono_s();
     j->run_pending = j->interrupted;
     j->interrupted = 0;
-    j->sched.preempted = 0; /* preempted_by and preempted_at stay: its last preemption */
+    js->hooks.run_starting(j);
     j->memory_reported = 0;
     j->thread_running = 1;
     js->running++;

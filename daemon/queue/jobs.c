@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 
 #include "jobs_impl.h"
-#include "topology.h"
 
 void jobs_set_limits(jobs *js, const jobs_limits *limits) { js->limits = *limits; }
 
@@ -231,61 +230,6 @@ static void on_async(uv_async_t *h)
 
 /* ---- the store's API ---- */
 
-jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
-                     const jobs_listener *listener, const jobs_hooks *hooks, char *err,
-                     size_t errlen)
-{
-    jobs *js = calloc(1, sizeof(*js));
-    if (!js) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    /* First: reloading writes status files, which read the job's placement
-     * under the lock. */
-    pthread_mutex_init(&js->mu, NULL);
-    pthread_cond_init(&js->flushed, NULL);
-    js->loop = loop;
-    js->listener = *listener;
-    js->hooks = *hooks;
-    js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
-    js->next_id = 1;
-    js->after_epoch = 1; /* (a job never looked at has after_pending_at 0) */
-    snprintf(js->jobs_dir, sizeof(js->jobs_dir), "%s/jobs", state_dir);
-    js->ncores = run_cpu_cores(&js->cores, err, errlen);
-    if (js->ncores < 1)
-        goto fail;
-    if (!(js->core_job = calloc((size_t)js->ncores, sizeof *js->core_job))) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    /* The daemon's "auto" is its cores and every GPU the driver shows. */
-    char why[256];
-    int ngpus = backend_cuda_devices();
-    uint64_t present = job_devices_present(ngpus);
-    job_device_spec spec;
-    if (strcmp(devices, "auto") == 0) {
-        js->devices = present;
-    } else if (job_devices_read(devices, &spec, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--devices: \"%s\" is not cpu, auto, gpu or a list of GPU ids "
-                 "like 0,1 (this machine has %d GPU%s)", devices, ngpus, ngpus == 1 ? "" : "s");
-        goto fail;
-    } else if (job_devices_resolve(&spec, devices, present, DEVICES_OF_DAEMON, &js->devices, why,
-                                   sizeof why) != 0) {
-        snprintf(err, errlen, "--devices: %s (this machine has %d GPU%s)", why, ngpus,
-                 ngpus == 1 ? "" : "s");
-        goto fail;
-    }
-    devices_text(js->devices, js->devices_text, sizeof(js->devices_text));
-    for (int g = 0; g < DEV_MAX_GPUS; g++) /* NVLink/P2P pairs, for "gpu:N" */
-        for (int h = 0; h < DEV_MAX_GPUS && (js->devices >> g & 1); h++)
-            if (h != g && (js->devices >> h & 1) && topology_peer_access(g, h))
-                js->gpu_links[g] |= 1ull << h;
-    return js;
-fail:
-    jobs_store_free(js);
-    return NULL;
-}
-
 int jobs_store_listen(jobs *js, char *err, size_t errlen)
 {
     if (uv_async_init(js->loop, &js->async, on_async) != 0) {
@@ -294,22 +238,6 @@ int jobs_store_listen(jobs *js, char *err, size_t errlen)
     }
     js->async.data = js;
     return 0;
-}
-
-void jobs_store_free(jobs *js)
-{
-    pthread_cond_destroy(&js->flushed);
-    pthread_mutex_destroy(&js->mu);
-    job *j = js->first;
-    while (j) {
-        job *next = j->next;
-        free(j);
-        j = next;
-    }
-    jobs_index_free(js);
-    free(js->cores);
-    free(js->core_job);
-    free(js);
 }
 
 job *jobs_find(jobs *js, const char *id) { return jobs_index_find(js, id); }

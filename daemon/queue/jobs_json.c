@@ -87,30 +87,8 @@ cJSON *job_status_json(const job *j, const job_viewer *v)
     cJSON_AddStringToObject(o, "name", j->cfg.name[0] ? j->cfg.name : j->id);
     cJSON_AddStringToObject(o, "state", job_shown_state(j));
     cJSON_AddItemToObject(o, "owner", owner_json(&j->owner));
-    cJSON_AddNumberToObject(o, "priority", j->sched.priority);
-    cJSON_AddBoolToObject(o, "held", j->sched.held);
-    /* Who holds it, whether as an admin (then only an admin releases it);
-     * and what places it in the queue (docs/architecture.md, "Scheduling"):
-     * besides priority and submitted_at, whether it resumes a checkpoint,
-     * its owner's recent device use and how long it has been eligible to run
-     * (--oldest-first-after). */
-    if (j->sched.held)
-        cJSON_AddStringToObject(o, "held_by", j->sched.held_by);
-    else
-        cJSON_AddNullToObject(o, "held_by");
-    cJSON_AddBoolToObject(o, "admin_hold", j->sched.held && j->sched.admin_hold);
-    cJSON_AddBoolToObject(o, "resuming", j->sched.resume_first);
-    cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(j->js, j->owner.uid));
-    cJSON_AddNumberToObject(o, "eligible_s", job_eligible_s(j, jobs_mono_s()));
-    const int eligible = j->state == JOB_QUEUED && !j->thread_running && !j->sched.held &&
-                         (!j->cfg.after[0] || j->sched.after_met);
-    add_num_or_null(o, "eligible_as_of", eligible ? jobs_now_s() : NAN);
-    /* The job's last preemption, if any: by whom and when it went back. */
-    if (j->sched.preempted_by[0])
-        cJSON_AddStringToObject(o, "preempted_by", j->sched.preempted_by);
-    else
-        cJSON_AddNullToObject(o, "preempted_by");
-    add_num_or_null(o, "preempted_at", j->sched.preempted_at > 0 ? j->sched.preempted_at : NAN);
+    /* Where it is in the queue and why (the scheduling glue's). */
+    j->js->hooks.status_sched(j, o);
     cJSON_AddBoolToObject(o, "details", details);
     if (j->error[0] && details)
         cJSON_AddStringToObject(o, "error", j->error);
@@ -187,13 +165,7 @@ cJSON *job_status_json(const job *j, const job_viewer *v)
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
     add_num_or_null(o, "started_at", started ? j->started_at : NAN);
     add_num_or_null(o, "ended_at", ended ? j->ended_at : NAN);
-    /* A sweep's job: its sweep, grid point and seed index (docs/sweeps.md). */
-    if (j->in_sweep.sweep_id[0])
-        cJSON_AddStringToObject(o, "sweep", j->in_sweep.sweep_id);
-    else
-        cJSON_AddNullToObject(o, "sweep");
-    add_num_or_null(o, "point", j->in_sweep.sweep_id[0] ? (double)j->in_sweep.point : NAN);
-    add_num_or_null(o, "seed_index", j->in_sweep.sweep_id[0] ? j->in_sweep.seed_index : NAN);
+    j->js->hooks.status_sweep(j, o); /* a sweep's job: its tag */
     return o;
 }
 

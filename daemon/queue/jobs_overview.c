@@ -6,6 +6,8 @@
 
 #include "jobs_impl.h"
 #include "job_admission.h"
+#include "job_schedule.h"
+#include "owner_usage.h"
 #include "jobs_overview.h"
 
 /* Bytes of a peak-memory object's text, {"cuda:0":N,...} or {"cpu":N}: the
@@ -32,13 +34,13 @@ static double memory_of(const char *text, int gpu)
 /* What admission counts for job j on device gpu (-1: the host). */
 static double memory_held_on(const job *j, int gpu)
 {
-    if (j->admit.need_known != 1)
+    if (admit_of(j)->need_known != 1)
         return 0;
     if (gpu < 0)
-        return (double)j->admit.need.host;
-    for (int k = 0; k < j->admit.need.ngpus && k < JOB_MEMORY_GPUS; k++)
-        if (j->admit.need.gpus[k] == gpu)
-            return (double)j->admit.need.gpu[k];
+        return (double)admit_of(j)->need.host;
+    for (int k = 0; k < admit_of(j)->need.ngpus && k < JOB_MEMORY_GPUS; k++)
+        if (admit_of(j)->need.gpus[k] == gpu)
+            return (double)admit_of(j)->need.gpu[k];
     return 0;
 }
 
@@ -65,7 +67,7 @@ static void fill_job(const jobs *js, const job *j, const job_viewer *viewer, dou
     if (j->cfg.device_spec.count && j->state == JOB_QUEUED)
         snprintf(r->devices, sizeof r->devices, "gpu:%d", j->cfg.device_spec.count);
     r->state = job_shown_state(j);
-    r->priority = j->sched.priority;
+    r->priority = sched_of(j)->priority;
     r->share = (j->devices & DEV_CPU) ? (js->ncores > 0 && j->ncores_held > 0
                                              ? (double)j->ncores_held / js->ncores : 1.0)
                                       : j->cfg.gpu_share;
@@ -135,10 +137,10 @@ static int by_jobs_then_use(const void *a, const void *b)
 static void owners_use(jobs_overview *o, const jobs *js)
 {
     double total = 0;
-    for (int i = 0; i < js->fair.share.n; i++)
-        total += js->fair.share.owners[i].usage;
-    for (int i = 0; i < js->fair.share.n; i++) {
-        const owner_usage *u = &js->fair.share.owners[i];
+    for (int i = 0; i < fair_state(js)->share.n; i++)
+        total += fair_state(js)->share.owners[i].usage;
+    for (int i = 0; i < fair_state(js)->share.n; i++) {
+        const owner_usage *u = &fair_state(js)->share.owners[i];
         char digits[16];
         snprintf(digits, sizeof digits, "%u", u->uid);
         overview_owner *w = owner_row(o, OVERVIEW_OWNERS_MAX, u->uid,
@@ -208,7 +210,7 @@ int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
             if (o->nrunning < cap_running)
                 o->running[o->nrunning++] = r;
         } else if (j->state == JOB_QUEUED) {
-            o->held += j->sched.held;
+            o->held += sched_of(j)->held;
             if (j->submitted_at > 0)
                 o->oldest_wait_s = fmax(o->oldest_wait_s, now - j->submitted_at);
             if (o->nqueued < max_queued)
@@ -220,8 +222,8 @@ int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
     o->gpus_per_user = js->limits.gpus_per_user;
     o->cores_per_user = js->limits.cores_per_user;
     o->usage_half_life_s = js->limits.usage_half_life_s;
-    o->schedule_passes = js->sched.schedule_passes;
-    o->schedule_seconds = (double)js->sched.schedule_ns * 1e-9;
+    o->schedule_passes = sched_state(js)->schedule_passes;
+    o->schedule_seconds = (double)sched_state(js)->schedule_ns * 1e-9;
     o->checkpoints_written = js->checkpoints_written;
     o->checkpoints_failed = js->checkpoints_failed;
     o->have_space = jobs_state_space(js, &o->state_dir_free_bytes, &o->state_dir_total_bytes) == 0;

@@ -17,8 +17,7 @@
 #include "sweep_file.h"
 #include "jobfile.h"
 
-/* A number of status.json; `missing` if absent, null or not a number. */
-static double status_num(const cJSON *st, const char *key, double missing)
+double status_number(const cJSON *st, const char *key, double missing)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
     return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : missing;
@@ -27,7 +26,7 @@ static double status_num(const cJSON *st, const char *key, double missing)
 /* A count of status.json (epoch, step): 0 if absent, -1 if out of range. */
 static long status_count(const cJSON *st, const char *key)
 {
-    double v = status_num(st, key, 0);
+    double v = status_number(st, key, 0);
     return v >= 0 && v < 1e15 ? (long)v : -1;
 }
 
@@ -53,38 +52,15 @@ void owner_from_json(job_owner *owner, const cJSON *o)
     }
 }
 
-/* The scheduling fields of status.json (job_schedule.c): the priority as
- * last set (the job file's when missing or out of range), held (by whom,
- * whether an admin), the last preemption. */
-static void restore_schedule(job *j, const cJSON *st, int preempted)
-{
-    const double priority = status_num(st, "priority", j->cfg.priority);
-    j->sched.priority = priority >= JOB_PRIORITY_MIN && priority <= JOB_PRIORITY_MAX &&
-                          priority == floor(priority)
-                      ? (int)priority
-                      : j->cfg.priority;
-    j->sched.held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
-    const char *held_by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "held_by"));
-    snprintf(j->sched.held_by, sizeof j->sched.held_by, "%s",
-             j->sched.held && held_by ? held_by : "");
-    j->sched.admin_hold = j->sched.held &&
-                          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "admin_hold"));
-    const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "preempted_by"));
-    if (by && numbered_id(by, 'j') >= 0)
-        snprintf(j->sched.preempted_by, sizeof j->sched.preempted_by, "%s", by);
-    j->sched.preempted = preempted;
-    j->sched.preempted_at = status_num(st, "preempted_at", 0);
-}
-
 /* Fill j from its status.json: state, error, times and last values. */
 static int restore_status(job *j, const char *text, size_t len, char *err, size_t errlen)
 {
     cJSON *st = cJSON_ParseWithLength(text, len);
     const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
-    /* "held" and "preempted" are queued jobs shown so (job_shown_state). */
-    const int preempted = state && strcmp(state, "preempted") == 0;
+    /* A queued job may be shown under another word ("held", "preempted":
+     * job_shown_state). */
     int s = 0;
-    if (preempted || (state && strcmp(state, "held") == 0))
+    if (state && j->js->hooks.queued_word(state))
         s = JOB_QUEUED;
     else
         while (state && s < JOB_STATES && strcmp(state, job_state_name((enum job_state)s)) != 0)
@@ -99,42 +75,32 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
     }
     j->state = (enum job_state)s;
     owner_from_json(&j->owner, cJSON_GetObjectItemCaseSensitive(st, "owner"));
-    restore_schedule(j, st, preempted);
-    /* A sweep's job: sweeps_reload links it to its sweep by this tag. */
-    const char *tag = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "sweep"));
-    double point = status_num(st, "point", -1), seed_index = status_num(st, "seed_index", -1);
-    if (tag && numbered_id(tag, 's') >= 0 && point >= 0 && point < SWEEP_MAX_GRID &&
-        point == floor(point) && seed_index >= 0 && seed_index < SWEEP_MAX_SEEDS &&
-        seed_index == floor(seed_index)) {
-        snprintf(j->in_sweep.sweep_id, sizeof j->in_sweep.sweep_id, "%s", tag);
-        j->in_sweep.point = (long)point;
-        j->in_sweep.seed_index = (int)seed_index;
-    }
+    j->js->hooks.restore(j, st, state); /* the modules' fields: scheduling, a sweep's tag */
     const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "error"));
     snprintf(j->error, sizeof(j->error), "%s", error ? error : "");
-    j->submitted_at = status_num(st, "submitted_at", 0);
-    j->started_at = status_num(st, "started_at", 0);
-    j->ended_at = status_num(st, "ended_at", 0);
+    j->submitted_at = status_number(st, "submitted_at", 0);
+    j->started_at = status_number(st, "started_at", 0);
+    j->ended_at = status_number(st, "ended_at", 0);
     /* Its age so far (--keep-ended) read off the wall clock, the one clock
      * that spans a restart (none if the clock is behind ended_at). */
     j->ended_mono = jobs_mono_s() - fmax(0, jobs_now_s() - j->ended_at);
     /* Its age for --oldest-first-after, in seconds (a duration, not a time);
      * if it was eligible as of that write (eligible_as_of), the time since
      * then, read off the wall clock like ended_mono's. */
-    const double as_of = status_num(st, "eligible_as_of", 0);
-    const double eligible = status_num(st, "eligible_s", 0) +
+    const double as_of = status_number(st, "eligible_as_of", 0);
+    const double eligible = status_number(st, "eligible_s", 0) +
                             (as_of > 0 ? fmax(0, jobs_now_s() - as_of) : 0);
     j->eligible_s = eligible > 0 && eligible < 1e10 ? eligible : 0; /* NAN: 0 */
-    j->elapsed_base = status_num(st, "elapsed_s", 0);
-    j->test_error = status_num(st, "test_error", NAN);
-    j->test_loss = status_num(st, "test_loss", NAN);
+    j->elapsed_base = status_number(st, "elapsed_s", 0);
+    j->test_error = status_number(st, "test_error", NAN);
+    j->test_loss = status_number(st, "test_loss", NAN);
     j->last.epoch = (int)epoch;
     j->last.epochs = j->cfg.epochs;
     j->last.step = step;
-    j->last.data_passes = status_num(st, "data_passes", 0);
-    j->last.train_loss = status_num(st, "train_loss", NAN);
-    j->last.lr = status_num(st, "lr", NAN);
-    j->last.reseeds = (long)status_num(st, "reseeds", 0);
+    j->last.data_passes = status_number(st, "data_passes", 0);
+    j->last.train_loss = status_number(st, "train_loss", NAN);
+    j->last.lr = status_number(st, "lr", NAN);
+    j->last.reseeds = (long)status_number(st, "reseeds", 0);
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(st, "memory_bytes");
     char *mem_text = cJSON_IsObject(mem) ? cJSON_PrintUnformatted(mem) : NULL;
     if (mem_text && strlen(mem_text) < sizeof j->memory)
@@ -147,12 +113,11 @@ static int restore_status(job *j, const char *text, size_t len, char *err, size_
 /* Rebuild job `name` from <jobs_dir>/<name>/{job.json,status.json}. */
 static job *load_job(jobs *js, const char *name, char *err, size_t errlen)
 {
-    job *j = calloc(1, sizeof(*j));
+    job *j = job_new(js);
     if (!j) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    j->js = js;
     snprintf(j->id, sizeof(j->id), "%s", name);
     snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, name);
     char path[1200], why[JOB_ERR_MAX];
@@ -200,7 +165,7 @@ static void requeue(jobs *js, job *j)
     const int was_running = j->state == JOB_RUNNING;
     j->state = JOB_QUEUED;
     j->interrupted = j->started_at > 0;
-    j->sched.resume_first = was_running || j->sched.preempted;
+    js->hooks.requeued_at_reload(j, was_running);
     if (was_running)
         job_log(j, "parled restarted while the job ran: it resumes from its newest complete "
                 "checkpoint");

@@ -29,10 +29,15 @@ double job_device_units(const jobs *js, const job *j)
                              job_cores_wanted(js, j), js->ncores);
 }
 
+double owner_usage_of(const jobs *js, unsigned uid)
+{
+    return fair_share_of(&fair_state(js)->share, uid);
+}
+
 void jobs_usage_update(jobs *js)
 {
     const double half = js->limits.usage_half_life_s;
-    fair_share_table *t = &js->fair.share;
+    fair_share_table *t = &fair_state(js)->share;
     const double dt = fair_share_decay(t, jobs_mono_s(), jobs_now_s(), half);
     for (job *j = js->active_first; j; j = j->active.next) {
         owner_usage *u = job_state_final(j->state) ? NULL
@@ -40,21 +45,21 @@ void jobs_usage_update(jobs *js)
         if (u && j->thread_running) {
             const double used = job_device_units(js, j) * dt;
             fair_share_add(u, dt, half, used);
-            j->fair.run_device_s += used;
+            fair_of(j)->run_device_s += used;
         }
     }
-    for (int i = 0; i < js->fair.share.n; i++) {
+    for (int i = 0; i < fair_state(js)->share.n; i++) {
         int queued = 0;
         for (job *j = js->active_first; j && !queued; j = j->active.next)
-            queued = !job_state_final(j->state) && j->owner.uid == js->fair.share.owners[i].uid;
-        if (!queued && js->fair.share.owners[i].usage < USAGE_FORGET_S)
-            fair_share_drop(&js->fair.share, i--);
+            queued = !job_state_final(j->state) && j->owner.uid == fair_state(js)->share.owners[i].uid;
+        if (!queued && fair_state(js)->share.owners[i].usage < USAGE_FORGET_S)
+            fair_share_drop(&fair_state(js)->share, i--);
     }
 }
 
 void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds)
 {
-    fair_share_charge(&js->fair.share, owner->uid, owner->user, device_seconds);
+    fair_share_charge(&fair_state(js)->share, owner->uid, owner->user, device_seconds);
 }
 
 /* Job j's current run (begun at began_mono, jobs_mono_s) as the accounting
@@ -63,10 +68,10 @@ void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds)
  * wall clock meanwhile changes neither its length nor its order. */
 static acct_run run_record(const jobs *js, const job *j, const char *end, double began_mono)
 {
-    const double at = js->fair.share.usage_at;
+    const double at = fair_state(js)->share.usage_at;
     acct_run r = {.uid = j->owner.uid, .ended_at = at > 0 ? at : jobs_now_s()};
-    const double held = began_mono > 0 && js->fair.share.usage_mono > began_mono
-                            ? js->fair.share.usage_mono - began_mono : 0;
+    const double held = began_mono > 0 && fair_state(js)->share.usage_mono > began_mono
+                            ? fair_state(js)->share.usage_mono - began_mono : 0;
     snprintf(r.id, sizeof r.id, "%s", j->id);
     snprintf(r.user, sizeof r.user, "%s", j->owner.user);
     snprintf(r.end, sizeof r.end, "%s", end);
@@ -74,7 +79,7 @@ static acct_run run_record(const jobs *js, const job *j, const char *end, double
     if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
         snprintf(r.devices, sizeof r.devices, "cpu:%d", j->cfg.device_spec.cores);
     r.started_at = r.ended_at - held > 0 ? r.ended_at - held : r.ended_at;
-    r.device_seconds = fmin(j->fair.run_device_s, ACCT_DEVICE_S_MAX);
+    r.device_seconds = fmin(fair_of(j)->run_device_s, ACCT_DEVICE_S_MAX);
     return r;
 }
 
@@ -82,9 +87,9 @@ void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono)
 {
     const acct_run r = run_record(js, j, end, began_mono);
     char err[1200];
-    j->fair.run_device_s = 0;
+    fair_of(j)->run_device_s = 0;
     jobs_usage_save(js); /* first: a crash between never records the run twice */
-    if (acct_append(&js->fair.acct, &r, err, sizeof err) != 0)
+    if (acct_append(&fair_state(js)->acct, &r, err, sizeof err) != 0)
         server_log(LOG_WARN, "job %s: its run is not in the accounting record: %s", j->id, err);
 }
 
@@ -94,16 +99,16 @@ void jobs_usage_save(jobs *js)
     /* The runs under way, as the record would hold them had they ended now:
      * a start after a kill records them "interrupted". */
     for (const job *j = js->first; runs && j; j = j->next)
-        if (j->thread_running && j->fair.run_device_s > 0) {
+        if (j->thread_running && fair_of(j)->run_device_s > 0) {
             const acct_run r = run_record(js, j, "interrupted", j->run_began_mono);
             cJSON_AddItemToArray(runs, acct_run_json(&r));
         }
-    cJSON *root = fair_share_json(&js->fair.share, runs);
+    cJSON *root = fair_share_json(&fair_state(js)->share, runs);
     char err[256];
     char *text = root ? cJSON_PrintUnformatted(root) : NULL;
     if (!text)
-        server_log(LOG_WARN, "%s: out of memory; fair share not saved", js->fair.usage_path);
-    else if (atomic_write_file(js->fair.usage_path, text, strlen(text), err, sizeof err) != 0)
+        server_log(LOG_WARN, "%s: out of memory; fair share not saved", fair_state(js)->usage_path);
+    else if (atomic_write_file(fair_state(js)->usage_path, text, strlen(text), err, sizeof err) != 0)
         server_log(LOG_WARN, "fair share not saved: %s", err);
     free(text);
     cJSON_Delete(root);
@@ -111,15 +116,15 @@ void jobs_usage_save(jobs *js)
 
 void jobs_usage_load(jobs *js, const char *state_dir)
 {
-    snprintf(js->fair.usage_path, sizeof js->fair.usage_path, "%s/usage.json", state_dir);
+    snprintf(fair_state(js)->usage_path, sizeof fair_state(js)->usage_path, "%s/usage.json", state_dir);
     char err[1200];
-    if (acct_open(&js->fair.acct, state_dir, err, sizeof err) != 0)
+    if (acct_open(&fair_state(js)->acct, state_dir, err, sizeof err) != 0)
         server_log(LOG_WARN, "the accounting record: %s", err);
-    if (js->fair.acct.skipped)
+    if (fair_state(js)->acct.skipped)
         server_log(LOG_WARN, "the accounting record: %ld bad line(s) skipped (the first: %s)",
-                   js->fair.acct.skipped, js->fair.acct.first_bad);
+                   fair_state(js)->acct.skipped, fair_state(js)->acct.first_bad);
     size_t len;
-    char *text = read_file_text(js->fair.usage_path, USAGE_FILE_MAX, &len, err, sizeof err);
+    char *text = read_file_text(fair_state(js)->usage_path, USAGE_FILE_MAX, &len, err, sizeof err);
     if (!text) {
         if (errno != ENOENT)
             server_log(LOG_WARN, "fair share starts from nothing: %s", err);
@@ -129,14 +134,14 @@ void jobs_usage_load(jobs *js, const char *state_dir)
     char why[240] = "not JSON";
     acct_run *runs = NULL;
     int nruns = 0;
-    if (!cJSON_IsObject(root) || fair_share_read(&js->fair.share, root, why, sizeof why) != 0 ||
+    if (!cJSON_IsObject(root) || fair_share_read(&fair_state(js)->share, root, why, sizeof why) != 0 ||
         fair_share_runs_read(root, &runs, &nruns, why, sizeof why) != 0) {
-        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", js->fair.usage_path, why);
-        js->fair.share.n = 0;
+        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", fair_state(js)->usage_path, why);
+        fair_state(js)->share.n = 0;
         nruns = 0;
     }
     for (int k = 0; k < nruns; k++)
-        if (acct_append(&js->fair.acct, &runs[k], err, sizeof err) != 0)
+        if (acct_append(&fair_state(js)->acct, &runs[k], err, sizeof err) != 0)
             server_log(LOG_WARN, "job %s: its interrupted run is not in the accounting record: "
                        "%s", runs[k].id, err);
     if (nruns > 0)
@@ -157,30 +162,30 @@ static void on_usage_save(uv_timer_t *t)
 
 void jobs_usage_init(jobs *js)
 {
-    uv_timer_init(js->loop, &js->fair.usage_save);
-    js->fair.usage_save.data = js;
+    uv_timer_init(js->loop, &fair_state(js)->usage_save);
+    fair_state(js)->usage_save.data = js;
 }
 
 void jobs_usage_start(jobs *js)
 {
     const double s = js->limits.usage_save_s > 0 ? js->limits.usage_save_s : 60;
     const uint64_t ms = (uint64_t)(s * 1000);
-    uv_timer_start(&js->fair.usage_save, on_usage_save, ms, ms);
+    uv_timer_start(&fair_state(js)->usage_save, on_usage_save, ms, ms);
 }
 
 cJSON *jobs_usage_json(jobs *js)
 {
     jobs_usage_update(js);
-    fair_share_rank(&js->fair.share);
+    fair_share_rank(&fair_state(js)->share);
     double total = 0;
-    for (int i = 0; i < js->fair.share.n; i++)
-        total += js->fair.share.owners[i].usage;
+    for (int i = 0; i < fair_state(js)->share.n; i++)
+        total += fair_state(js)->share.owners[i].usage;
     cJSON *o = cJSON_CreateObject(), *owners = cJSON_CreateArray();
     cJSON_AddNumberToObject(o, "half_life_s", js->limits.usage_half_life_s);
-    cJSON_AddNumberToObject(o, "usage_at", js->fair.share.usage_at);
+    cJSON_AddNumberToObject(o, "usage_at", fair_state(js)->share.usage_at);
     cJSON_AddItemToObject(o, "owners", owners);
-    for (int i = 0; i < js->fair.share.n; i++) {
-        const owner_usage *u = &js->fair.share.owners[i];
+    for (int i = 0; i < fair_state(js)->share.n; i++) {
+        const owner_usage *u = &fair_state(js)->share.owners[i];
         int running = 0, queued = 0;
         for (const job *j = js->first; j; j = j->next)
             if (j->owner.uid == u->uid && !job_state_final(j->state)) {
@@ -203,5 +208,5 @@ cJSON *jobs_usage_json(jobs *js)
 
 cJSON *jobs_history_json(const jobs *js, const char *user, double since)
 {
-    return acct_history_json(&js->fair.acct, user, since);
+    return acct_history_json(&fair_state(js)->acct, user, since);
 }

@@ -22,11 +22,11 @@
 
 static const char *on_run_stopped(job *j)
 {
-    if (j->sched.timing_out) {
+    if (sched_of(j)->timing_out) {
         job_timed_out(j);
         return "timeout";
     }
-    const char *end = j->sched.held ? "held" : "preempted";
+    const char *end = sched_of(j)->held ? "held" : "preempted";
     job_requeued(j);
     return end;
 }
@@ -44,7 +44,27 @@ static void on_ends_applied(jobs *js)
     jobs_schedule(js);
 }
 
+static void on_restore(job *j, const cJSON *st, const char *state)
+{
+    job_restore_sched(j, st, state);
+    job_restore_sweep(j, st);
+}
+
 static const jobs_hooks queue_hooks = {
+    .job_part_size = {[JOB_PART_ADMIT] = sizeof(struct job_admission),
+                      [JOB_PART_SCHED] = sizeof(struct job_sched),
+                      [JOB_PART_SWEEP] = sizeof(struct job_in_sweep),
+                      [JOB_PART_FAIR] = sizeof(struct job_fair)},
+    .jobs_part_size = {[JOB_PART_SCHED] = sizeof(struct jobs_sched),
+                       [JOB_PART_SWEEP] = sizeof(struct jobs_sweeps),
+                       [JOB_PART_FAIR] = sizeof(struct jobs_fair)},
+    .status_sched = job_status_sched,
+    .status_sweep = job_status_sweep,
+    .restore = on_restore,
+    .queued_shown_as = job_queued_shown_as,
+    .queued_word = job_queued_word,
+    .run_starting = job_run_starting,
+    .requeued_at_reload = job_requeued_at_reload,
     .run_ending = jobs_usage_update,
     .run_stopped = on_run_stopped,
     .run_done = sweep_on_done,
@@ -58,8 +78,8 @@ static const jobs_hooks queue_hooks = {
 static void free_jobs(jobs *js)
 {
     sweeps_free(js);
-    fair_share_free(&js->fair.share);
-    acct_close(&js->fair.acct);
+    fair_share_free(&fair_state(js)->share);
+    acct_close(&fair_state(js)->acct);
     jobs_store_free(js);
 }
 
@@ -69,11 +89,11 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     jobs *js = jobs_store_new(loop, state_dir, devices, listener, &queue_hooks, err, errlen);
     if (!js)
         return -1;
-    snprintf(js->sw.sweeps_dir, sizeof(js->sw.sweeps_dir), "%s/sweeps", state_dir);
-    js->sw.next_sweep_id = 1;
+    snprintf(sweeps_state(js)->sweeps_dir, sizeof(sweeps_state(js)->sweeps_dir), "%s/sweeps", state_dir);
+    sweeps_state(js)->next_sweep_id = 1;
     jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(js->sw.sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0 ||
+        mkdir_p(sweeps_state(js)->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0 ||
         jobs_store_listen(js, err, errlen) != 0) {
         free_jobs(js);
         return -1;
@@ -102,10 +122,10 @@ static void on_handle_closed(uv_handle_t *h)
 void jobs_close(jobs *js)
 {
     uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,           (uv_handle_t *)&js->sched.time_limit_check,
-        (uv_handle_t *)&js->sched.memory_retry,    (uv_handle_t *)&js->sched.requeue_check,
-        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&js->fair.usage_save,
-        (uv_handle_t *)&js->sched.schedule_soon,
+        (uv_handle_t *)&js->async,           (uv_handle_t *)&sched_state(js)->time_limit_check,
+        (uv_handle_t *)&sched_state(js)->memory_retry,    (uv_handle_t *)&sched_state(js)->requeue_check,
+        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&fair_state(js)->usage_save,
+        (uv_handle_t *)&sched_state(js)->schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
     js->open_handles = (int)(sizeof handles / sizeof handles[0]);

@@ -20,7 +20,7 @@
 
 sweep *jobs_find_sweep(jobs *js, const char *id)
 {
-    for (sweep *s = js->sw.sweeps; s; s = s->next)
+    for (sweep *s = sweeps_state(js)->sweeps; s; s = s->next)
         if (strcmp(s->id, id) == 0)
             return s;
     return NULL;
@@ -35,18 +35,18 @@ static void sweep_free(sweep *s)
 
 void sweeps_free(jobs *js)
 {
-    while (js->sw.submitting)
-        sweep_submission_free(js->sw.submitting);
-    while (js->sw.sweeps) {
-        sweep *next = js->sw.sweeps->next;
-        sweep_free(js->sw.sweeps);
-        js->sw.sweeps = next;
+    while (sweeps_state(js)->submitting)
+        sweep_submission_free(sweeps_state(js)->submitting);
+    while (sweeps_state(js)->sweeps) {
+        sweep *next = sweeps_state(js)->sweeps->next;
+        sweep_free(sweeps_state(js)->sweeps);
+        sweeps_state(js)->sweeps = next;
     }
 }
 
 static void link_sweep(jobs *js, sweep *s)
 {
-    sweep **at = &js->sw.sweeps;
+    sweep **at = &sweeps_state(js)->sweeps;
     while (*at)
         at = &(*at)->next;
     *at = s;
@@ -61,11 +61,11 @@ static void write_state(jobs *js, sweep *s)
     cJSON *stopped = cJSON_AddArrayToObject(st, "early_stopped");
     cJSON_AddBoolToObject(st, "cancelled", s->cancelled);
     for (job *j = js->first; j; j = j->next) {
-        if (j->in_sweep.sweep != s)
+        if (in_sweep_of(j)->sweep != s)
             continue;
-        if (j->in_sweep.sweep_error_known)
-            cJSON_AddNumberToObject(errors, j->id, j->in_sweep.sweep_error);
-        if (j->in_sweep.early_stopped)
+        if (in_sweep_of(j)->sweep_error_known)
+            cJSON_AddNumberToObject(errors, j->id, in_sweep_of(j)->sweep_error);
+        if (in_sweep_of(j)->early_stopped)
             cJSON_AddItemToArray(stopped, cJSON_CreateString(j->id));
     }
     char path[1200], err[512];
@@ -82,11 +82,14 @@ static void write_state(jobs *js, sweep *s)
 static int commit_tagged(jobs *js, sweep *s, job *j, const cJSON *job_json, long point, int k,
                          char *err, size_t errlen)
 {
-    j->in_sweep.sweep = s;
-    snprintf(j->in_sweep.sweep_id, sizeof j->in_sweep.sweep_id, "%s", s->id);
-    j->in_sweep.point = point;
-    j->in_sweep.seed_index = k;
-    return job_commit(js, j, job_json, &s->owner, err, errlen);
+    in_sweep_of(j)->sweep = s;
+    snprintf(in_sweep_of(j)->sweep_id, sizeof in_sweep_of(j)->sweep_id, "%s", s->id);
+    in_sweep_of(j)->point = point;
+    in_sweep_of(j)->seed_index = k;
+    if (job_commit(js, j, job_json, &s->owner, err, errlen) != 0)
+        return -1;
+    js->after_epoch++; /* its sweep's dependents wait for it too */
+    return 0;
 }
 
 /* The job of (point, k) prepared against the daemon, its JSON in *json:
@@ -118,8 +121,8 @@ static job *prepare_point(jobs *js, const sweep *s, long point, int k, cJSON **j
  * in its own directory. 0, or -1 with a message. */
 static int create_sweep(jobs *js, sweep *s, char *err, size_t errlen)
 {
-    snprintf(s->id, sizeof s->id, "s%04d", js->sw.next_sweep_id++);
-    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sw.sweeps_dir, s->id);
+    snprintf(s->id, sizeof s->id, "s%04d", sweeps_state(js)->next_sweep_id++);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", sweeps_state(js)->sweeps_dir, s->id);
     s->created_at = jobs_now_s();
     cJSON_AddStringToObject(s->doc, "id", s->id);
     cJSON_AddItemToObject(s->doc, "owner", owner_json(&s->owner));
@@ -148,7 +151,7 @@ static int cancel_jobs(jobs *js, sweep *s)
     write_state(js, s);
     for (job *j = js->first; j; j = j->next) {
         char why[256];
-        if (j->in_sweep.sweep == s && !job_state_final(j->state) && !j->cancel_requested &&
+        if (in_sweep_of(j)->sweep == s && !job_state_final(j->state) && !j->cancel_requested &&
             job_cancel(js, j, why, sizeof why) == 0)
             n++;
     }
@@ -158,7 +161,7 @@ static int cancel_jobs(jobs *js, sweep *s)
 
 int sweep_submitting(const jobs *js, const sweep *s)
 {
-    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = sweeps_state(js)->submitting; sub; sub = sub->next)
         if (sub->s == s)
             return 1;
     return 0;
@@ -167,7 +170,7 @@ int sweep_submitting(const jobs *js, const sweep *s)
 int sweeps_promised(const jobs *js, unsigned uid)
 {
     int n = 0;
-    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = sweeps_state(js)->submitting; sub; sub = sub->next)
         if (sub->s->owner.uid == uid)
             n += sub->njobs - sub->committed;
     return n;
@@ -177,9 +180,9 @@ void sweep_forget(jobs *js, sweep *s)
 {
     js->after_epoch++; /* a job after it is cancelled */
     for (job *j = js->first; j; j = j->next)
-        if (j->in_sweep.sweep == s)
-            j->in_sweep.sweep = NULL;
-    sweep **at = &js->sw.sweeps;
+        if (in_sweep_of(j)->sweep == s)
+            in_sweep_of(j)->sweep = NULL;
+    sweep **at = &sweeps_state(js)->sweeps;
     while (*at && *at != s)
         at = &(*at)->next;
     if (*at)
@@ -215,8 +218,8 @@ sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job
         sub->prepared = calloc((size_t)sub->njobs, sizeof *sub->prepared);
         sub->texts = calloc((size_t)sub->njobs, sizeof *sub->texts);
         if (sub->prepared && sub->texts) {
-            sub->next = js->sw.submitting;
-            js->sw.submitting = sub;
+            sub->next = sweeps_state(js)->submitting;
+            sweeps_state(js)->submitting = sub;
             return sub;
         }
         *code = ERR_INTERNAL;
@@ -313,7 +316,7 @@ void sweep_submission_free(sweep_submission *sub)
 {
     if (!sub)
         return;
-    for (sweep_submission **at = &sub->js->sw.submitting; *at; at = &(*at)->next)
+    for (sweep_submission **at = &sweeps_state(sub->js)->submitting; *at; at = &(*at)->next)
         if (*at == sub) {
             *at = sub->next;
             break;
@@ -333,9 +336,9 @@ void sweep_submission_free(sweep_submission *sub)
 static int sweep_unended(const jobs *js, const sweep *s)
 {
     for (const job *j = js->first; j; j = j->next)
-        if (j->in_sweep.sweep == s && !job_state_final(j->state))
+        if (in_sweep_of(j)->sweep == s && !job_state_final(j->state))
             return 1;
-    for (const sweep_submission *sub = js->sw.submitting; sub; sub = sub->next)
+    for (const sweep_submission *sub = sweeps_state(js)->submitting; sub; sub = sub->next)
         if (sub->s == s)
             return 1;
     return 0;
@@ -361,18 +364,18 @@ int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen)
  * than the margin is cancelled, the reason in its error and log. */
 void sweep_on_eval(job *j, double epoch, double test_error)
 {
-    sweep *s = j->in_sweep.sweep;
+    sweep *s = in_sweep_of(j)->sweep;
     jobs *js = j->js;
-    if (!s || !s->spec.early_after || j->in_sweep.sweep_error_known || epoch < s->spec.early_after ||
+    if (!s || !s->spec.early_after || in_sweep_of(j)->sweep_error_known || epoch < s->spec.early_after ||
         !isfinite(test_error))
         return;
-    j->in_sweep.sweep_error = test_error;
-    j->in_sweep.sweep_error_known = 1;
+    in_sweep_of(j)->sweep_error = test_error;
+    in_sweep_of(j)->sweep_error_known = 1;
     double done[SWEEP_MAX_JOBS];
     int n = 0;
     for (job *o = js->first; o && n < SWEEP_MAX_JOBS; o = o->next)
-        if (o->in_sweep.sweep == s && o->state == JOB_DONE && o->in_sweep.sweep_error_known)
-            done[n++] = o->in_sweep.sweep_error;
+        if (in_sweep_of(o)->sweep == s && o->state == JOB_DONE && in_sweep_of(o)->sweep_error_known)
+            done[n++] = in_sweep_of(o)->sweep_error;
     /* The median by insertion sort: at most SWEEP_MAX_JOBS values, once per job. */
     for (int a = 1; a < n; a++)
         for (int b = a; b > 0 && done[b - 1] > done[b]; b--) {
@@ -383,7 +386,7 @@ void sweep_on_eval(job *j, double epoch, double test_error)
     double median = n == 0 ? NAN : n % 2 ? done[n / 2] : (done[n / 2 - 1] + done[n / 2]) / 2;
     if (n > 0 && test_error > median + s->spec.early_margin && !j->cancel_requested) {
         char why[256];
-        j->in_sweep.early_stopped = 1;
+        in_sweep_of(j)->early_stopped = 1;
         snprintf(j->error, sizeof j->error, "early stop: test error %.2f%% after %.6g epochs is "
                  "worse than %.2f%%, the median of the sweep's %d finished job%s then, by more "
                  "than the margin %.2f%%", 100 * test_error, epoch, 100 * median, n,
@@ -397,15 +400,29 @@ void sweep_on_eval(job *j, double epoch, double test_error)
 
 void sweep_on_done(job *j)
 {
-    if (!j->in_sweep.early_stopped)
+    if (!in_sweep_of(j)->early_stopped)
         return;
-    j->in_sweep.early_stopped = 0;
+    in_sweep_of(j)->early_stopped = 0;
     j->error[0] = '\0';
     job_log(j, "the early stop came after the job had finished: it stays done");
-    write_state(j->js, j->in_sweep.sweep);
+    write_state(j->js, in_sweep_of(j)->sweep);
 }
 
 /* ---- reloading ---- */
+
+void job_restore_sweep(job *j, const cJSON *st)
+{
+    struct job_in_sweep *in = in_sweep_of(j);
+    const char *tag = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "sweep"));
+    double point = status_number(st, "point", -1), seed_index = status_number(st, "seed_index", -1);
+    if (tag && numbered_id(tag, 's') >= 0 && point >= 0 && point < SWEEP_MAX_GRID &&
+        point == floor(point) && seed_index >= 0 && seed_index < SWEEP_MAX_SEEDS &&
+        seed_index == floor(seed_index)) {
+        snprintf(in->sweep_id, sizeof in->sweep_id, "%s", tag);
+        in->point = (long)point;
+        in->seed_index = (int)seed_index;
+    }
+}
 
 /* The state.json of a reloaded sweep, onto it and its jobs; missing or
  * unreadable: not cancelled, nothing known (logged). */
@@ -423,15 +440,15 @@ static void restore_state(jobs *js, sweep *s)
     const cJSON *errors = cJSON_GetObjectItemCaseSensitive(st, "errors");
     const cJSON *stopped = cJSON_GetObjectItemCaseSensitive(st, "early_stopped"), *it;
     for (job *j = js->first; j; j = j->next) {
-        if (j->in_sweep.sweep != s)
+        if (in_sweep_of(j)->sweep != s)
             continue;
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(errors, j->id);
         if (cJSON_IsNumber(e) && isfinite(e->valuedouble)) {
-            j->in_sweep.sweep_error = e->valuedouble;
-            j->in_sweep.sweep_error_known = 1;
+            in_sweep_of(j)->sweep_error = e->valuedouble;
+            in_sweep_of(j)->sweep_error_known = 1;
         }
         cJSON_ArrayForEach(it, stopped)
-            j->in_sweep.early_stopped |= cJSON_IsString(it) && strcmp(it->valuestring, j->id) == 0;
+            in_sweep_of(j)->early_stopped |= cJSON_IsString(it) && strcmp(it->valuestring, j->id) == 0;
     }
     cJSON_Delete(st);
 }
@@ -444,8 +461,8 @@ static void queue_missing(jobs *js, sweep *s)
         for (int k = 0; k < s->spec.seeds; k++) {
             long point = s->spec.points[p];
             const job *have = js->first;
-            while (have && !(have->in_sweep.sweep == s && have->in_sweep.point == point &&
-                             have->in_sweep.seed_index == k))
+            while (have && !(in_sweep_of(have)->sweep == s && in_sweep_of(have)->point == point &&
+                             in_sweep_of(have)->seed_index == k))
                 have = have->next;
             if (have)
                 continue;
@@ -473,7 +490,7 @@ static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
     char path[1200];
     size_t len;
     snprintf(s->id, sizeof s->id, "%s", name);
-    snprintf(s->dir, sizeof s->dir, "%s/%s", js->sw.sweeps_dir, name);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", sweeps_state(js)->sweeps_dir, name);
     snprintf(path, sizeof path, "%s/sweep.json", s->dir);
     char *text = read_file_text(path, SWEEP_FILE_MAX, &len, err, errlen);
     int read = text != NULL;
@@ -504,7 +521,7 @@ int sweeps_reload(jobs *js, char *err, size_t errlen)
 {
     char **names;
     size_t n;
-    if (numbered_dirs(js->sw.sweeps_dir, 's', &names, &n, &js->sw.next_sweep_id, err, errlen) != 0)
+    if (numbered_dirs(sweeps_state(js)->sweeps_dir, 's', &names, &n, &sweeps_state(js)->next_sweep_id, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         char why[8192];
@@ -516,8 +533,8 @@ int sweeps_reload(jobs *js, char *err, size_t errlen)
         }
         link_sweep(js, s);
         for (job *j = js->first; j; j = j->next)
-            if (strcmp(j->in_sweep.sweep_id, s->id) == 0)
-                j->in_sweep.sweep = s;
+            if (strcmp(in_sweep_of(j)->sweep_id, s->id) == 0)
+                in_sweep_of(j)->sweep = s;
         restore_state(js, s);
         queue_missing(js, s);
     }

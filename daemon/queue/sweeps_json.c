@@ -11,6 +11,17 @@
 const char *sweep_id(const sweep *s) { return s->id; }
 const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
 
+void job_status_sweep(const job *j, cJSON *o)
+{
+    const struct job_in_sweep *in = in_sweep_of(j);
+    if (in->sweep_id[0])
+        cJSON_AddStringToObject(o, "sweep", in->sweep_id);
+    else
+        cJSON_AddNullToObject(o, "sweep");
+    add_num_or_null(o, "point", in->sweep_id[0] ? (double)in->point : NAN);
+    add_num_or_null(o, "seed_index", in->sweep_id[0] ? in->seed_index : NAN);
+}
+
 /* A point's jobs summed up: states, the final test errors of those done
  * (Welford's running mean and squared deviations), their wall time. */
 typedef struct point_row {
@@ -85,16 +96,16 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
     for (int p = 0; p < n; p++)
         rows[p].ids = cJSON_CreateArray();
     for (const job *j = js->first; j; j = j->next) {
-        int p = j->in_sweep.sweep == s ? point_slot(s, j->in_sweep.point) : -1;
+        int p = in_sweep_of(j)->sweep == s ? point_slot(s, in_sweep_of(j)->point) : -1;
         if (p < 0)
             continue;
         point_row *r = &rows[p];
         r->count[j->state]++;
         count[j->state]++;
         njobs++;
-        r->early_stopped += j->in_sweep.early_stopped;
+        r->early_stopped += in_sweep_of(j)->early_stopped;
         /* Among the cancelled: a stopped job's cancel may not have landed yet. */
-        early += j->in_sweep.early_stopped && j->state == JOB_CANCELLED;
+        early += in_sweep_of(j)->early_stopped && j->state == JOB_CANCELLED;
         cJSON_AddItemToArray(r->ids, cJSON_CreateString(j->id));
         if (j->started_at > 0) {
             r->wall_s += job_elapsed(j);
@@ -161,7 +172,7 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
 cJSON *sweeps_list_json(const jobs *js, const job_viewer *v)
 {
     cJSON *a = cJSON_CreateArray();
-    for (const sweep *s = js->sw.sweeps; s; s = s->next) {
+    for (const sweep *s = sweeps_state(js)->sweeps; s; s = s->next) {
         cJSON *o = sweep_status_json(js, s, v);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
         if (o)

@@ -72,13 +72,15 @@ for c in sorted(commands - set(named)):
 # ---- job states: parled's, docs/protocol.md's and `parlectl list --state`'s ----
 record = read("daemon/queue/job_record.c")
 daemon_states = set(re.findall(r'"([a-z]+)"', record[record.index("state_names[]"):].split(";")[0]))
-daemon_states |= set(re.findall(r'return "([a-z]+)";', record))
+shown = read("daemon/queue/job_sched_status.c")  # the words a queued job is shown under
+daemon_states |= set(re.findall(r'"([a-z]+)"', shown[shown.index("*job_queued_shown_as("):]
+                                .split("}")[0]))
 row = next(l for l in proto.splitlines() if l.startswith("| `state` "))
 doc_states = set(re.findall(r"`([a-z]+)`", re.sub(r"\([^)]*\)", "", row.split("|")[3])))
 ctl = read("client/jobs.c")
 ctl_states = set(re.findall(r'"([a-z]+)"', ctl[ctl.index("states[] = {"):].split(";")[0]))
 for state in sorted(daemon_states | doc_states | ctl_states):
-    for where, have in (("parled (daemon/queue/job_record.c)", daemon_states),
+    for where, have in (("parled (daemon/queue/job_record.c, job_sched_status.c)", daemon_states),
                         ("docs/protocol.md's state row", doc_states),
                         ("parlectl list --state (client/jobs.c)", ctl_states)):
         if state not in have:

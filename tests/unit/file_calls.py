@@ -24,6 +24,7 @@ import re
 import sys
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
+TYPE_HEAD = re.compile(r"\b(?:struct|union|enum)\s*\w*\s*$")
 # A name used, not a member's (j->sweep_id, s.id: a field, never a call).
 USED = re.compile(r"(?<![.>\w])[A-Za-z_]\w*")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "_Alignof", "alignof",
@@ -89,13 +90,16 @@ def read(path):
                     name = m.group(1)
                     defined[name] = "static" in words
                     body_start = i
+                elif TYPE_HEAD.search(head):  # a struct's fields: names, never calls
+                    name, body_start = None, None
                 else:
                     name, body_start = None, i
             depth += 1
         elif c == "}":
             depth -= 1
             if depth == 0:
-                used |= set(USED.findall(text[body_start:i]))
+                if body_start is not None:
+                    used |= set(USED.findall(text[body_start:i]))
                 head_start = i + 1
         elif c == ";" and depth == 0:
             statement = text[head_start:i]

@@ -1,10 +1,25 @@
 /* Admission's door within the queue (job_admission.c): by memory and by
- * disk. Its fields are struct job's `admit` (jobs_impl.h); it also words
+ * disk. Its fields are its part of each job (admit_of); it also words
  * `waiting` for the waits it finds. */
 #ifndef PARLE_JOB_ADMISSION_H
 #define PARLE_JOB_ADMISSION_H
 
+#include "job_memory.h"
 #include "jobs_impl.h"
+
+/* Admission's (job_admission.c), no other file writes them: the
+ * estimate once made (need_known 1; -1: it could not be made, the job is
+ * not held back), and whether it is held back for the state dir's free
+ * space. */
+struct job_admission {
+    job_memory need;
+    int need_known;
+    int disk_short;
+};
+static inline struct job_admission *admit_of(const job *j)
+{
+    return job_part(j, JOB_PART_ADMIT);
+}
 
 /* job_admission.c: admission by memory (docs/architecture.md). At submit:
  * 0, or -1 with a message naming both figures when the job can never fit. */

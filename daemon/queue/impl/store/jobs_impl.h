@@ -1,25 +1,25 @@
 /* The job store's implementation header (daemon/queue/; jobs.c heads its
- * helpers' list): a job's record, the hand-overs from its threads, and the
- * helpers they share, each under the file that defines it. Behind the
- * queue's door: on the queue's own include paths only (tests/unit/layers.py).
+ * files): a job's record, the hand-overs from its threads, and the helpers
+ * they share, each under the file that defines it. Behind the queue's
+ * door: on the queue's own include paths only (tests/unit/layers.py).
  *
- * Who writes what in `struct job`: the fields at its top level are the
+ * Who writes what: the fields of `struct job` and `struct jobs` are the
  * store's (jobs.c and the files it heads: record, state, files, events,
- * reload). Each other concern's fields are a sub-struct named for it, and
- * its comment names the one file that writes them and any other writer
- * with why: `admit` (job_admission.c), `sched` (job_schedule.c and
- * job_control.c), `in_sweep` (sweeps.c), `fair` (owner_usage.c), `saving`
- * (the job thread and the loop, one entry each). `struct jobs` is cut the
- * same way: `sched`, `sw` (the sweeps), `fair`. `waiting` and
- * `memory_reported` are the store's, written as their comments say.
+ * reload, the job threads). Each module above keeps its own fields in a
+ * part of its own, which the store allocates with each job (and one with
+ * the queue) but never reads: its struct is defined in the module's header
+ * in impl/<module>/, reached through job_part and jobs_part with the
+ * module's enum job_part (admission, the scheduling glue, the sweeps, fair
+ * share's glue). What the store needs of them (a job's fields in its
+ * status, read back at a reload; a run's end) goes through js->hooks,
+ * which queue.c fills in.
  *
- * Each other concern is a static library of its own (meson.build) and
- * declares its functions in its own header, in impl/<module>/:
- * schedule/job_schedule.h (the scheduling glue), admission/job_admission.h,
- * usage/owner_usage.h (fair share's glue), remove/job_remove.h and
- * sweeps/sweeps_impl.h (a sweep's record). A module is compiled with the
- * headers of the modules it may call and no other: an include of another's
- * does not build. */
+ * Each module is a static library of its own (meson.build) and declares
+ * its functions in its own header: schedule/job_schedule.h (the scheduling
+ * glue), admission/job_admission.h, usage/owner_usage.h (fair share's
+ * glue), submit/job_submit.h, remove/job_remove.h and sweeps/sweeps_impl.h.
+ * A module is compiled with the headers of the modules it may call and no
+ * other: an include of another's does not build. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
@@ -28,9 +28,7 @@
 #include <stdio.h>
 #include <cjson/cJSON.h>
 
-#include "accounting.h"
 #include "admit.h"
-#include "fair_share.h"
 #include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
@@ -51,6 +49,10 @@
 #define SAFETENSORS_HEADER_MAX (16u << 20)
 /* A final master that could not be written is tried again this often. */
 #define SAVE_RETRY_MS 1000
+
+/* The modules whose fields ride with each job and with the queue: each
+ * part's struct is the module's (its header), the store only sizes it. */
+enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_SWEEP, JOB_PART_FAIR, JOB_PARTS };
 
 /* A job's place in one of the scheduler's lists (job_index.c). */
 typedef struct job_link {
@@ -87,15 +89,6 @@ struct job {
     run_event last;         /* the latest progress or eval values */
     double test_error, test_loss; /* NAN until the first evaluation */
     char memory[512];       /* peak bytes per device, a JSON object's text or "" */
-    /* Admission's (job_admission.c), no other file writes them: the
-     * estimate once made (need_known 1; -1: it could not be made, the job is
-     * not held back), and whether it is held back for the state dir's free
-     * space. */
-    struct job_admission {
-        job_memory need;
-        int need_known;
-        int disk_short;
-    } admit;
     /* Whether the current run has reported its memory yet: the run's fact,
      * the store's (set by the first progress event that reports it, jobs.c;
      * cleared as a run starts, job_thread.c); admission reads it. */
@@ -127,74 +120,11 @@ struct job {
      * (guarded by js->mu: the job thread writes it, status reads it). */
     unsigned char replica_rank[64];
     int placed;
-    /* A sweep's job: the sweeps' (sweeps.c). Its sweep (sweep_id from
-     * status.json until the sweeps are reloaded), grid point and seed
-     * index; its test error at the sweep's early-stop epoch once known, and
-     * whether the early stop cancelled it. No sweep_id: a job of its own.
-     * Other writers: the reload reads the tag back from status.json
-     * (jobs_reload.c, before any sweep is); a sweep's removal unlinks its
-     * jobs (job_remove.c, as sweep_forget does). */
-    struct job_in_sweep {
-        sweep *sweep;
-        char sweep_id[PROTO_ID_MAX];
-        long point;
-        int seed_index;
-        double sweep_error;
-        int sweep_error_known, early_stopped;
-    } in_sweep;
-    /* The scheduling glue's (job_schedule.c, and job_control.c for the
-     * commands on one job): the priority (the job file's, then as
-     * `priority` sets it), held, and a requeue: asked (the time the job was
-     * asked to checkpoint and go back into the queue, 0 if not), for whom
-     * (preempted_by, "" when held) and, once back, shown "preempted" since
-     * preempted_at. Other writers, each setting up or ending what the glue
-     * decides: a submit copies the job file's priority (job_submit.c), the
-     * reload reads them back from status.json (jobs_reload.c), a resume
-     * ranks as a new start (resume_first, job_resume.c), and a run that
-     * starts is no longer shown preempted (preempted, job_thread.c). */
-    struct job_sched {
-        int priority;
-        int held;
-        /* Who held it (a name), and whether an admin did (root, parled's
-         * user, --admin-group): then only an admin releases it. */
-        char held_by[64];
-        int admin_hold;
-        /* It ranks as resuming a checkpoint (stopped by a preemption or a
-         * stop of parled; not a resumed failure or a released hold) until
-         * it runs; the run it is in resumed a preemption (the minimum run
-         * applies); and it was asked to stop at its time limit, to end
-         * "timeout". */
-        int resume_first;
-        int run_resumed_preemption;
-        int timing_out;
-        unsigned memory_pass; /* it waits for host memory in the pass so numbered */
-        int after_met;        /* its dependencies (`after`) all ended as it asks */
-        unsigned long after_pending_at; /* js->after_epoch when one was found not ended */
-        /* What `waiting` was last worded from: a pass that decides the same
-         * does not word it again. */
-        struct waiting_said {
-            int wait, nblockers;
-            long blockers[4]; /* their seq */
-            const char *because;
-            uint64_t devices;
-            unsigned long after_epoch; /* a wait for a dependency: js->after_epoch then */
-        } said;
-        double requeue_asked_mono; /* jobs_mono_s; 0: not asked */
-        char preempted_by[PROTO_ID_MAX];
-        int preempted;
-        double preempted_at;
-    } sched;
     /* A CPU job's cores while it runs (job_schedule.c): ncores_held ids of
      * js->cores, disjoint from every other running job's. */
     int *cores;
     int ncores_held;
     uint64_t disk_bytes;    /* its folder's disk use, as of its last status.json */
-    /* Fair share's glue's (owner_usage.c), no other file writes it:
-     * device-seconds charged to the current run (acct_device_units x its
-     * seconds), for the accounting record. */
-    struct job_fair {
-        double run_device_s;
-    } fair;
     /* Saving: per run_saved, what could not be written ("" once it was),
      * shown in its status; the final master kept in memory while the job
      * thread retries it. Two writers of save_failed, one entry each: the
@@ -220,11 +150,28 @@ typedef struct pending {
     char *err;
 } pending;
 
-/* What the store tells the modules above it, and the two things it asks
- * them: the queue (queue.c) fills these in at open, and the store calls
- * none of those modules otherwise, so it sits at the bottom of the folder.
- * All on the loop thread but admit_data (a job thread, as it loads). */
+/* What the store tells the modules above it and asks of them: the queue
+ * (queue.c) fills these in at open, and the store calls none of those
+ * modules otherwise, so it sits at the bottom of the folder. All on the
+ * loop thread but admit_data (a job thread, as it loads). */
 typedef struct jobs_hooks {
+    /* The size of each module's part of a job and of the queue. */
+    size_t job_part_size[JOB_PARTS], jobs_part_size[JOB_PARTS];
+    /* A job's status (job_status_json, and so status.json): the scheduling
+     * glue's fields after the owner, the sweep's tag at the end. */
+    void (*status_sched)(const job *j, cJSON *o);
+    void (*status_sweep)(const job *j, cJSON *o);
+    /* A reloaded job's status.json, which had `state` (a queued job's shown
+     * word too): each module's fields read back. */
+    void (*restore)(job *j, const cJSON *st, const char *state);
+    /* The word status shows for a queued job other than "queued" ("held",
+     * "preempted"), or NULL; and whether a status.json's word is one. */
+    const char *(*queued_shown_as)(const job *j);
+    int (*queued_word)(const char *state);
+    /* A run starts, or a reloaded job that had not ended is queued again
+     * (was_running: it was running when parled stopped). */
+    void (*run_starting)(job *j);
+    void (*requeued_at_reload)(job *j, int was_running);
     /* A run is about to end: its last seconds are charged (fair share). */
     void (*run_ending)(jobs *js);
     /* A run the queue stopped (not a cancel, not parled's stop) has ended:
@@ -255,6 +202,9 @@ struct jobs {
     uv_async_t async;
     jobs_listener listener;
     jobs_hooks hooks;
+    /* Where each module's part starts in a job's block and in this one's
+     * (job_new, jobs_store_new): job_part, jobs_part. */
+    size_t job_part_at[JOB_PARTS], jobs_part_at[JOB_PARTS], job_size;
     char jobs_dir[1040];
     int *cores, ncores;
     uint64_t devices;
@@ -286,51 +236,11 @@ struct jobs {
      * in this process (docs/gpu.md "Sticky device faults"). */
     uint64_t faulted;
     char fault[64][512];
-    /* The scheduling glue's (job_schedule.c; jobs.c, the store, makes its
-     * timers with the loop and closes them at the end): the timer that
-     * retries the queue while a job waits for memory, a submit's pass at
-     * the loop's next turn, the one that watches requeues for
-     * --preempt-grace and the one that wakes the queue at the next run's
-     * time limit; whether a job waits for memory or disk in this
-     * jobs_schedule call; the passes so far and their time together (on
-     * the monotonic clock; read by jobs_overview.c for the metrics). */
-    struct jobs_sched {
-        uv_timer_t memory_retry;
-        int memory_retry_on;
-        uv_timer_t schedule_soon;
-        int memory_waits;
-        uv_timer_t requeue_check;
-        int requeue_check_on;
-        uv_timer_t time_limit_check;
-        unsigned schedule_passes; /* numbering memory waits */
-        uint64_t schedule_ns;
-    } sched;
     int open_handles;       /* async and the timers, until all are closed */
-    /* The sweeps' (sweeps.c): in submission order, under <state dir>/sweeps,
-     * and those being submitted, not all queued yet. jobs.c sets up the
-     * folder and the first id at start; job_remove.c takes removed sweeps
-     * out (as sweep_forget) and keeps the next id. */
-    struct jobs_sweeps {
-        sweep *sweeps;
-        int next_sweep_id;
-        char sweeps_dir[1040];
-        sweep_submission *submitting;
-    } sw;
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
-    /* Fair share's glue's (owner_usage.c; jobs.c frees them at the end):
-     * the table (daemon/usage/'s fair_share.h, on jobs_mono_s; the record's
-     * owner_usage_of and the overview read it), kept in usage_path, written
-     * every --usage-save-interval while jobs run, and the accounting record
-     * of ended runs. */
-    struct jobs_fair {
-        fair_share_table share;
-        char usage_path[1040];
-        uv_timer_t usage_save;
-        acct_log acct;
-    } fair;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
     uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
     /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N". */
@@ -349,6 +259,19 @@ jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices
                      size_t errlen);
 int jobs_store_listen(jobs *js, char *err, size_t errlen);
 void jobs_store_free(jobs *js);
+/* A new job's record, zeroed, with a zeroed part of each module after it
+ * (one block: free frees it all), or NULL when out of memory. */
+job *job_new(jobs *js);
+/* Module k's part of job j and of the queue (the module's header casts it
+ * to its struct). */
+static inline void *job_part(const job *j, enum job_part k)
+{
+    return (char *)j + j->js->job_part_at[k];
+}
+static inline void *jobs_part(const jobs *js, enum job_part k)
+{
+    return (char *)js + js->jobs_part_at[k];
+}
 
 /* job_index.c: the list in submission order and the ids' hash. jobs_link
  * appends j (its id set), jobs_unlink takes it out (not freed),
@@ -374,8 +297,8 @@ double jobs_mono_s(void);
 /* jobs_viewer_sees_details' rule for what `owner` owns (a sweep too). */
 bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v);
 double job_elapsed(const job *j);         /* training seconds so far */
-/* The state shown in status and list: "held" and "preempted" for such
- * queued jobs, else the state's name. */
+/* The state shown in status and list: the state's name, or for a queued
+ * job the scheduling glue's word for it ("held", "preempted"). */
 const char *job_shown_state(const job *j);
 /* Job j's age for --oldest-first-after as of now (jobs_mono_s): the
  * seconds it was eligible to run. job_set_eligible: whether it is from now
@@ -385,9 +308,6 @@ void job_set_eligible(job *j, int eligible, double now);
 /* The limit of a run of j in seconds (its time_limit, else parled's
  * default; 0: none). */
 double job_time_limit(const jobs *js, const job *j);
-/* uid's use in fair share's table (daemon/usage/), as of the last update
- * (owner_usage.c's jobs_usage_update). */
-double owner_usage_of(const jobs *js, unsigned uid);
 
 /* job_files.c: the job's files in the state dir. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -445,6 +365,8 @@ void job_start(jobs *js, job *j);
 
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);
+/* A number of a status.json; `missing` if absent, null or not a number. */
+double status_number(const cJSON *st, const char *key, double missing);
 /* The owner an {"uid", "gid", "user"} object names; root's if damaged. */
 void owner_from_json(job_owner *owner, const cJSON *o);
 /* The number of an id the daemon issued with `prefix` (j0042: 42; a
