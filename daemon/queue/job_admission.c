@@ -43,7 +43,8 @@ static int estimate(job *j)
 /* Whether `m` takes no more anywhere than the job was admitted with. */
 static int within_admitted(const job *j, const job_memory *m)
 {
-    if (admit_of(j)->need_known != 1 || m->host > admit_of(j)->need.host || m->ngpus != admit_of(j)->need.ngpus)
+    if (admit_of(j)->need_known != 1 || m->host > admit_of(j)->need.host ||
+        m->ngpus != admit_of(j)->need.ngpus)
         return 0;
     for (int g = 0; g < m->ngpus; g++)
         if (m->gpu[g] > admit_of(j)->need.gpu[g])
@@ -140,7 +141,8 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     uint64_t held = disk_held_by_running(js, j);
     uint64_t has = (free_b > held ? free_b - held : 0) + freed;
     /* A queued job that ran before already holds part of what it writes. */
-    uint64_t need = admit_of(j)->need.disk > j->disk_bytes ? admit_of(j)->need.disk - j->disk_bytes : 0;
+    uint64_t need =
+        admit_of(j)->need.disk > j->disk_bytes ? admit_of(j)->need.disk - j->disk_bytes : 0;
     if (need <= has) {
         if (admit_of(j)->disk_short)
             job_log(j, "the state dir has room for it again");

@@ -14,7 +14,7 @@ void job_requeued(job *j)
 {
     sched_of(j)->requeue_asked_mono = 0;
     j->interrupted = 1; /* it resumes from the checkpoint it just took */
-    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
+    job_ask_stop(j, 0);
     if (sched_of(j)->preempted_by[0] && !sched_of(j)->held) {
         sched_of(j)->preempted = 1;
         sched_of(j)->preempted_at = jobs_now_s();
@@ -55,8 +55,10 @@ int job_set_priority(jobs *js, job *j, int priority, int privileged, const char 
     }
     if (!privileged && priority > sched_of(j)->priority) {
         *code = ERR_FORBIDDEN;
-        snprintf(err, errlen, "job %s has priority %d: only root, parled's user and its "
-                 "--admin-group may raise a priority (you may lower it)", j->id, sched_of(j)->priority);
+        snprintf(err, errlen,
+                 "job %s has priority %d: only root, parled's user and its "
+                 "--admin-group may raise a priority (you may lower it)",
+                 j->id, sched_of(j)->priority);
         return -1;
     }
     job_log(j, "priority %d -> %d", sched_of(j)->priority, priority);
@@ -75,7 +77,8 @@ int job_set_hold(jobs *js, job *j, int hold, const job_owner *by, const char **c
         return -1;
     }
     /* An admin may make its owner's hold an admin hold. */
-    const int admin_over_owner = hold && sched_of(j)->held && !sched_of(j)->admin_hold && by->privileged;
+    const int admin_over_owner =
+        hold && sched_of(j)->held && !sched_of(j)->admin_hold && by->privileged;
     if (hold == sched_of(j)->held && !admin_over_owner) {
         snprintf(err, errlen, "job %s is %s", j->id, hold ? "held already" : "not held");
         return -1;
@@ -138,7 +141,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         return 0;
     }
     j->cancel_requested = 1;
-    __atomic_store_n(&j->stop, RUN_STOP, __ATOMIC_RELAXED);
+    job_ask_stop(j, RUN_STOP);
     job_log(j, "cancel requested: the replicas stop now");
     return 0;
 }

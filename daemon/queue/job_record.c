@@ -1,6 +1,6 @@
 /* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
- * state's names, the paths of its files, its training time. The bottom of the queue's files: it calls
- * none of them. */
+ * state's names, the paths of its files, its training time. The bottom of
+ * the store's files: it calls none of them. */
 #include <math.h>
 #include <stdio.h>
 #include <sys/time.h>

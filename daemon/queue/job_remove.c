@@ -78,8 +78,10 @@ int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, 
         return -1;
     if (in_sweep_of(j)->sweep_id[0]) {
         *code = ERR_BAD_STATE;
-        snprintf(err, errlen, "job %s belongs to sweep %s: remove the sweep with its jobs "
-                 "(parlectl sweep rm %s)", j->id, in_sweep_of(j)->sweep_id, in_sweep_of(j)->sweep_id);
+        snprintf(err, errlen,
+                 "job %s belongs to sweep %s: remove the sweep with its jobs "
+                 "(parlectl sweep rm %s)",
+                 j->id, in_sweep_of(j)->sweep_id, in_sweep_of(j)->sweep_id);
         return -1;
     }
     *code = ERR_INTERNAL;
@@ -109,7 +111,8 @@ int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **c
     *code = ERR_INTERNAL;
     /* The record first: a crash after it leaves jobs of their own, never a
      * sweep that would queue its missing jobs again at the next start. */
-    if (keep_next_id(sweeps_state(js)->sweeps_dir, sweeps_state(js)->next_sweep_id, err, errlen) != 0 ||
+    if (keep_next_id(sweeps_state(js)->sweeps_dir, sweeps_state(js)->next_sweep_id, err, errlen) !=
+            0 ||
         remove_dir(sweeps_state(js)->sweeps_dir, s->id, err, errlen) != 0)
         return -1;
     for (job *j = js->first, *next; j; j = next) {

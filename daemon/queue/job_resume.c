@@ -72,7 +72,7 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
     j->error[0] = '\0';
     j->ended_at = 0;
     j->cancel_requested = 0;
-    __atomic_store_n(&j->stop, 0, __ATOMIC_RELAXED);
+    job_ask_stop(j, 0);
     /* As after a restart, its first event says where the run starts (jobs.c,
      * begin_resumed_run); but it ranks as any queued job, not as one
      * resuming a preemption or a restart (resume_first). */

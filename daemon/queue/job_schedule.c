@@ -171,7 +171,7 @@ void job_ask_requeue(job *j, const job *by)
     } else {
         job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
     }
-    __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+    job_ask_stop(j, RUN_STOP_CHECKPOINT);
 }
 
 /* A job asked to go back into the queue that has not checkpointed within
@@ -189,7 +189,7 @@ static int requeues_pending(jobs *js)
             now - sched_of(j)->requeue_asked_mono > js->limits.preempt_grace_s) {
             job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
                     "from its last checkpoint", js->limits.preempt_grace_s);
-            __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
+            job_ask_stop(j, RUN_STOP_NOW);
         }
     }
     return asked;
@@ -235,8 +235,9 @@ static void withdraw_preemptions(jobs *js)
         const double charge = job_device_units(js, j) * (now - sched_of(j)->requeue_asked_mono);
         if (by)
             owner_usage_charge(js, &by->owner, charge);
-        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s", sched_of(j)->preempted_by,
-                why, called_off ? "it runs on" : "it was stopping already, and resumes first");
+        job_log(j, "preemption withdrawn: %s %s before this job stopped; %s",
+                sched_of(j)->preempted_by, why,
+                called_off ? "it runs on" : "it was stopping already, and resumes first");
         sched_of(j)->requeue_asked_mono = 0;
         if (called_off)
             sched_of(j)->preempted_by[0] = '\0';
@@ -301,7 +302,8 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
             if (admit_of(r)->need_known != 1)
                 return 0;
             memory += admit_of(r)->need.host;
-            disk += admit_of(r)->need.disk > r->disk_bytes ? admit_of(r)->need.disk - r->disk_bytes : 0;
+            disk +=
+                admit_of(r)->need.disk > r->disk_bytes ? admit_of(r)->need.disk - r->disk_bytes : 0;
         }
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
@@ -374,7 +376,8 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
     *after_pending = 0;
     if (!j->cfg.after[0] || sched_of(j)->after_met || j->state != JOB_QUEUED || j->thread_running)
         return 0;
-    if (sched_of(j)->after_pending_at == js->after_epoch) { /* nothing ended since it was looked at */
+    if (sched_of(j)->after_pending_at ==
+        js->after_epoch) { /* nothing ended since it was looked at */
         *after_pending = 1;
         return 0;
     }
@@ -412,11 +415,12 @@ static void time_limits(jobs *js)
         sched_of(j)->requeue_asked_mono = now;
         job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
                 "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
-        __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+        job_ask_stop(j, RUN_STOP_CHECKPOINT);
     }
     uv_timer_stop(&sched_state(js)->time_limit_check);
     if (isfinite(next))
-        uv_timer_start(&sched_state(js)->time_limit_check, on_timer, (uint64_t)(next * 1000) + 1, 0);
+        uv_timer_start(&sched_state(js)->time_limit_check, on_timer, (uint64_t)(next * 1000) + 1,
+                       0);
 }
 
 /* One decision on the queue as it is, carried out: 1 if it must be made
@@ -478,7 +482,8 @@ void jobs_schedule(jobs *js)
     memory_retry(js);
     if (requeues_pending(js)) {
         if (!sched_state(js)->requeue_check_on)
-            uv_timer_start(&sched_state(js)->requeue_check, on_timer, PREEMPT_CHECK_MS, PREEMPT_CHECK_MS);
+            uv_timer_start(&sched_state(js)->requeue_check, on_timer, PREEMPT_CHECK_MS,
+                           PREEMPT_CHECK_MS);
         sched_state(js)->requeue_check_on = 1;
     } else if (sched_state(js)->requeue_check_on) {
         uv_timer_stop(&sched_state(js)->requeue_check);

@@ -1,8 +1,8 @@
-/* A submission (job_submit.h): whether the owner may queue more, a job
+/* A submission (job_submit.h): whether the owner may queue more, and a job
  * checked against the daemon, admission and the scheduling glue
- * (job_prepare), then given its id, files and place in the store
- * (job_commit); jobs_submit is the two for one job, a sweep (sweeps.c) the
- * two for each of its jobs, all checked first. */
+ * (job_prepare); the store's job_commit then gives it its id, files and
+ * place. jobs_submit is the two for one job, a sweep (sweeps.c) the two
+ * for each of its jobs, all checked first. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -107,50 +107,11 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
     if (job_admit(j, err, errlen) != 0 || job_limits_allowed(js, j, err, errlen) != 0 ||
         job_after_valid(js, &j->cfg, err, errlen) != 0)
         goto fail;
-    j->test_error = j->test_loss = NAN;
     sched_of(j)->priority = j->cfg.priority;
     return j;
 fail:
     free(j);
     return NULL;
-}
-
-int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
-               size_t errlen)
-{
-    char path[1200];
-    /* job.json: the user's job as sent, which a restart validates again. */
-    char *pretty = cJSON_Print(job_json);
-    if (!pretty) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    j->owner = *owner;
-    snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
-    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
-    job_file_path(j, "job.json", path, sizeof(path));
-    if (mkdir_p(j->dir, err, errlen) != 0 ||
-        atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
-        goto fail;
-    if (job_log_start(j, err, errlen) != 0)
-        goto fail;
-    free(pretty);
-    j->submitted_at = jobs_now_s();
-    jobs_link(js, j);
-    job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
-            j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
-            j->cfg.data.dataset, j->cfg.epochs);
-    set_state(j, JOB_QUEUED);
-    return 0;
-fail:
-    if (j->dir[0]) { /* leave no half-made job dir behind */
-        job_file_path(j, "job.json", path, sizeof(path));
-        unlink(path);
-        rmdir(j->dir);
-    }
-    free(pretty);
-    free(j);
-    return -1;
 }
 
 job *jobs_submit(jobs *js, const cJSON *job_json, const job_owner *owner, const char **code,

@@ -360,6 +360,8 @@ static void *job_thread(void *arg)
 
 /* The job's thread started on its devices (the scheduler said it may); if
  * it cannot be, the job fails and ends there. */
+void job_ask_stop(job *j, int how) { __atomic_store_n(&j->stop, how, __ATOMIC_RELAXED); }
+
 void job_start(jobs *js, job *j)
 {
     char path[1200];

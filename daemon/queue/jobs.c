@@ -272,7 +272,7 @@ int jobs_stop_all(jobs *js)
     js->stopping = 1;
     for (job *j = js->first; j; j = j->next)
         if (j->thread_running && !j->stop) {
-            __atomic_store_n(&j->stop, RUN_STOP_CHECKPOINT, __ATOMIC_RELAXED);
+            job_ask_stop(j, RUN_STOP_CHECKPOINT);
             job_log(j, "daemon %s: checkpointing at the next step boundary, then stopping",
                     js->restarting ? "re-exec after a device fault" : "shutdown");
         }
@@ -291,7 +291,7 @@ int jobs_stop_now(jobs *js)
 {
     for (job *j = js->first; j; j = j->next)
         if (j->thread_running && !j->cancel_requested) {
-            __atomic_store_n(&j->stop, RUN_STOP_NOW, __ATOMIC_RELAXED);
+            job_ask_stop(j, RUN_STOP_NOW);
             job_log(j, "daemon shutdown: the stop timeout passed; stopping now without a "
                     "checkpoint (it resumes from its last one)");
         }

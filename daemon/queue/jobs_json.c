@@ -160,7 +160,10 @@ cJSON *job_status_json(const job *j, const job_viewer *v)
     if (details)
         add_rule_json(o, &j->last);
     cJSON_AddNumberToObject(o, "elapsed_s", started ? job_elapsed(j) : 0);
-    add_num_or_null(o, "eta_s", j->state == JOB_DONE ? 0 : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s : NAN);
+    add_num_or_null(o, "eta_s",
+                    j->state == JOB_DONE                          ? 0
+                    : j->state == JOB_RUNNING && j->last.step > 0 ? j->last.eta_s
+                                                                  : NAN);
     cJSON_AddNumberToObject(o, "disk_bytes", (double)j->disk_bytes);
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
     add_num_or_null(o, "started_at", started ? j->started_at : NAN);

@@ -1,12 +1,16 @@
 /* The job store made and freed (jobs_impl.h): its devices and cores
- * resolved at open, and each record allocated as one block with every
- * module's part of it placed after the store's fields. */
+ * resolved at open; each record allocated as one block with every
+ * module's part of it placed after the store's fields, and a prepared one
+ * given its id, files and place (job_commit). */
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "fsutil.h"
 #include "jobs_impl.h"
 #include "topology.h"
 
@@ -25,9 +29,49 @@ static size_t place_parts(size_t size, const size_t part_size[JOB_PARTS], size_t
 job *job_new(jobs *js)
 {
     job *j = calloc(1, js->job_size);
-    if (j)
+    if (j) {
         j->js = js;
+        j->test_error = j->test_loss = NAN;
+    }
     return j;
+}
+
+int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
+               size_t errlen)
+{
+    char path[1200];
+    /* job.json: the user's job as sent, which a restart validates again. */
+    char *pretty = cJSON_Print(job_json);
+    if (!pretty) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    j->owner = *owner;
+    snprintf(j->id, sizeof(j->id), "j%04d", js->next_id++);
+    snprintf(j->dir, sizeof(j->dir), "%s/%s", js->jobs_dir, j->id);
+    job_file_path(j, "job.json", path, sizeof(path));
+    if (mkdir_p(j->dir, err, errlen) != 0 ||
+        atomic_write_file(path, pretty, strlen(pretty), err, errlen) != 0)
+        goto fail;
+    if (job_log_start(j, err, errlen) != 0)
+        goto fail;
+    free(pretty);
+    j->submitted_at = jobs_now_s();
+    jobs_link(js, j);
+    job_log(j, "submitted by %s (uid %u): %s, %s x%d, %s, %d epochs", owner->user, owner->uid,
+            j->cfg.model.arch, j->cfg.algorithm.name, j->cfg.algorithm.replicas,
+            j->cfg.data.dataset, j->cfg.epochs);
+    set_state(j, JOB_QUEUED);
+    return 0;
+fail:
+    if (j->dir[0]) { /* leave no half-made job dir behind */
+        job_file_path(j, "job.json", path, sizeof(path));
+        unlink(path);
+        rmdir(j->dir);
+    }
+    free(pretty);
+    free(j);
+    return -1;
 }
 
 jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,

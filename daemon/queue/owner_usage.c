@@ -40,8 +40,8 @@ void jobs_usage_update(jobs *js)
     fair_share_table *t = &fair_state(js)->share;
     const double dt = fair_share_decay(t, jobs_mono_s(), jobs_now_s(), half);
     for (job *j = js->active_first; j; j = j->active.next) {
-        owner_usage *u = job_state_final(j->state) ? NULL
-                                                   : fair_share_entry(t, j->owner.uid, j->owner.user);
+        owner_usage *u =
+            job_state_final(j->state) ? NULL : fair_share_entry(t, j->owner.uid, j->owner.user);
         if (u && j->thread_running) {
             const double used = job_device_units(js, j) * dt;
             fair_share_add(u, dt, half, used);
@@ -51,7 +51,8 @@ void jobs_usage_update(jobs *js)
     for (int i = 0; i < fair_state(js)->share.n; i++) {
         int queued = 0;
         for (job *j = js->active_first; j && !queued; j = j->active.next)
-            queued = !job_state_final(j->state) && j->owner.uid == fair_state(js)->share.owners[i].uid;
+            queued =
+                !job_state_final(j->state) && j->owner.uid == fair_state(js)->share.owners[i].uid;
         if (!queued && fair_state(js)->share.owners[i].usage < USAGE_FORGET_S)
             fair_share_drop(&fair_state(js)->share, i--);
     }
@@ -108,7 +109,8 @@ void jobs_usage_save(jobs *js)
     char *text = root ? cJSON_PrintUnformatted(root) : NULL;
     if (!text)
         server_log(LOG_WARN, "%s: out of memory; fair share not saved", fair_state(js)->usage_path);
-    else if (atomic_write_file(fair_state(js)->usage_path, text, strlen(text), err, sizeof err) != 0)
+    else if (atomic_write_file(fair_state(js)->usage_path, text, strlen(text), err,
+                               sizeof err) != 0)
         server_log(LOG_WARN, "fair share not saved: %s", err);
     free(text);
     cJSON_Delete(root);
@@ -116,7 +118,8 @@ void jobs_usage_save(jobs *js)
 
 void jobs_usage_load(jobs *js, const char *state_dir)
 {
-    snprintf(fair_state(js)->usage_path, sizeof fair_state(js)->usage_path, "%s/usage.json", state_dir);
+    snprintf(fair_state(js)->usage_path, sizeof fair_state(js)->usage_path, "%s/usage.json",
+             state_dir);
     char err[1200];
     if (acct_open(&fair_state(js)->acct, state_dir, err, sizeof err) != 0)
         server_log(LOG_WARN, "the accounting record: %s", err);
@@ -134,9 +137,11 @@ void jobs_usage_load(jobs *js, const char *state_dir)
     char why[240] = "not JSON";
     acct_run *runs = NULL;
     int nruns = 0;
-    if (!cJSON_IsObject(root) || fair_share_read(&fair_state(js)->share, root, why, sizeof why) != 0 ||
+    if (!cJSON_IsObject(root) ||
+        fair_share_read(&fair_state(js)->share, root, why, sizeof why) != 0 ||
         fair_share_runs_read(root, &runs, &nruns, why, sizeof why) != 0) {
-        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", fair_state(js)->usage_path, why);
+        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", fair_state(js)->usage_path,
+                   why);
         fair_state(js)->share.n = 0;
         nruns = 0;
     }

@@ -89,12 +89,13 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
     jobs *js = jobs_store_new(loop, state_dir, devices, listener, &queue_hooks, err, errlen);
     if (!js)
         return -1;
-    snprintf(sweeps_state(js)->sweeps_dir, sizeof(sweeps_state(js)->sweeps_dir), "%s/sweeps", state_dir);
+    snprintf(sweeps_state(js)->sweeps_dir, sizeof(sweeps_state(js)->sweeps_dir), "%s/sweeps",
+             state_dir);
     sweeps_state(js)->next_sweep_id = 1;
     jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(sweeps_state(js)->sweeps_dir, err, errlen) != 0 || sweeps_reload(js, err, errlen) != 0 ||
-        jobs_store_listen(js, err, errlen) != 0) {
+        mkdir_p(sweeps_state(js)->sweeps_dir, err, errlen) != 0 ||
+        sweeps_reload(js, err, errlen) != 0 || jobs_store_listen(js, err, errlen) != 0) {
         free_jobs(js);
         return -1;
     }
@@ -122,9 +123,12 @@ static void on_handle_closed(uv_handle_t *h)
 void jobs_close(jobs *js)
 {
     uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,           (uv_handle_t *)&sched_state(js)->time_limit_check,
-        (uv_handle_t *)&sched_state(js)->memory_retry,    (uv_handle_t *)&sched_state(js)->requeue_check,
-        (uv_handle_t *)&js->keep_ended_check, (uv_handle_t *)&fair_state(js)->usage_save,
+        (uv_handle_t *)&js->async,
+        (uv_handle_t *)&sched_state(js)->time_limit_check,
+        (uv_handle_t *)&sched_state(js)->memory_retry,
+        (uv_handle_t *)&sched_state(js)->requeue_check,
+        (uv_handle_t *)&js->keep_ended_check,
+        (uv_handle_t *)&fair_state(js)->usage_save,
         (uv_handle_t *)&sched_state(js)->schedule_soon,
     };
     /* The store is freed once the last of them has closed. */

@@ -366,8 +366,8 @@ void sweep_on_eval(job *j, double epoch, double test_error)
 {
     sweep *s = in_sweep_of(j)->sweep;
     jobs *js = j->js;
-    if (!s || !s->spec.early_after || in_sweep_of(j)->sweep_error_known || epoch < s->spec.early_after ||
-        !isfinite(test_error))
+    if (!s || !s->spec.early_after || in_sweep_of(j)->sweep_error_known ||
+        epoch < s->spec.early_after || !isfinite(test_error))
         return;
     in_sweep_of(j)->sweep_error = test_error;
     in_sweep_of(j)->sweep_error_known = 1;
@@ -447,8 +447,8 @@ static void restore_state(jobs *js, sweep *s)
             in_sweep_of(j)->sweep_error = e->valuedouble;
             in_sweep_of(j)->sweep_error_known = 1;
         }
-        cJSON_ArrayForEach(it, stopped)
-            in_sweep_of(j)->early_stopped |= cJSON_IsString(it) && strcmp(it->valuestring, j->id) == 0;
+        cJSON_ArrayForEach(it, stopped) in_sweep_of(j)->early_stopped |=
+            cJSON_IsString(it) && strcmp(it->valuestring, j->id) == 0;
     }
     cJSON_Delete(st);
 }
@@ -509,7 +509,8 @@ static sweep *load_sweep(jobs *js, const char *name, char *err, size_t errlen)
     } else {
         owner_from_json(&s->owner, cJSON_GetObjectItemCaseSensitive(s->doc, "owner"));
         s->owner.privileged = 1; /* its priorities were allowed when it was submitted */
-        s->created_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s->doc, "created_at"));
+        s->created_at =
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s->doc, "created_at"));
         s->created_at = isfinite(s->created_at) ? s->created_at : 0;
         return s;
     }
@@ -521,7 +522,8 @@ int sweeps_reload(jobs *js, char *err, size_t errlen)
 {
     char **names;
     size_t n;
-    if (numbered_dirs(sweeps_state(js)->sweeps_dir, 's', &names, &n, &sweeps_state(js)->next_sweep_id, err, errlen) != 0)
+    if (numbered_dirs(sweeps_state(js)->sweeps_dir, 's', &names, &n,
+                      &sweeps_state(js)->next_sweep_id, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         char why[8192];

@@ -5,7 +5,14 @@
  *
  * Who writes what: the fields of `struct job` and `struct jobs` are the
  * store's (jobs.c and the files it heads: record, state, files, events,
- * reload, the job threads). Each module above keeps its own fields in a
+ * reload, the job threads). The modules above read them and change them
+ * through the store's functions (set_state, job_commit, job_ask_stop,
+ * job_log...), but for a few fields each names in its comment: `waiting`
+ * (admission and the scheduling glue), `devices` (the glue places a job
+ * that asks for gpu:N), `error` (why a module ends a job: the glue, a
+ * sweep's early stop; a resume clears it), `cancel_requested` and
+ * `interrupted` (the glue's commands, a resume), and a resume's reset of
+ * `ended_at` and the eligible time. Each module above keeps its own fields in a
  * part of its own, which the store allocates with each job (and one with
  * the queue) but never reads: its struct is defined in the module's header
  * in impl/<module>/, reached through job_part and jobs_part with the
@@ -72,8 +79,13 @@ struct job {
     char dir[1100];
     job_config cfg;
     job_owner owner;
+    /* Its devices: resolved at submit and reload (job_devices_now), the
+     * GPUs of a gpu:N job picked as it is placed (job_schedule.c). */
     uint64_t devices;
     enum job_state state;
+    /* Why it failed, was cancelled or timed out: the store's, the
+     * scheduling glue's (a dependency that never will, a time limit, a
+     * cancel) and a sweep's early stop (sweeps.c); a resume clears it. */
     char error[JOB_ERR_MAX];
     double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
     double elapsed_base;    /* training seconds before the current run (a resume) */
@@ -99,9 +111,13 @@ struct job {
      * the decision gave it, the scheduling glue (job_schedule.c) for every
      * other wait. The store only shows it. */
     char waiting[1024];
-    volatile int stop;      /* RUN_STOP or RUN_STOP_CHECKPOINT, read by the replicas */
+    volatile int stop;      /* job_ask_stop's, read by the replicas */
+    /* A cancel was asked (job_control.c; a resume clears it), and the next
+     * run resumes from a checkpoint: it was running when parled stopped,
+     * went back into the queue (job_control.c) or was resumed
+     * (job_resume.c). */
     int cancel_requested;
-    int interrupted;        /* it was running when parled stopped: it goes first */
+    int interrupted;
     int run_pending;        /* an interrupted run has not yet said where it starts */
     int thread_running;
     pthread_t thread;
@@ -250,18 +266,24 @@ struct jobs {
     unsigned long checkpoints_written, checkpoints_failed;
 };
 
-/* jobs.c: the store made (its devices and cores resolved; no job yet) and
- * freed with every job in it, or NULL with a message; jobs_store_listen
- * starts taking the job threads' hand-overs on the loop. The modules'
- * parts of struct jobs are theirs to free (queue.c). */
+/* jobs_store.c: the store made (its devices and cores resolved; no job
+ * yet) and freed with every job in it, or NULL with a message; jobs.c's
+ * jobs_store_listen starts taking the job threads' hand-overs on the loop.
+ * What the modules' parts of struct jobs hold is theirs to free
+ * (queue.c). */
 jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
                      const jobs_listener *listener, const jobs_hooks *hooks, char *err,
                      size_t errlen);
 int jobs_store_listen(jobs *js, char *err, size_t errlen);
 void jobs_store_free(jobs *js);
-/* A new job's record, zeroed, with a zeroed part of each module after it
- * (one block: free frees it all), or NULL when out of memory. */
+/* A new job's record, zeroed (no test error yet), with a
+ * zeroed part of each module after it (one block: free frees it all), or
+ * NULL when out of memory. job_commit gives a prepared one an id, its files
+ * (job.json, status.json with any sweep tag set before) and its place in
+ * the queue: 0, or -1 with a message and j freed. jobs_schedule starts it. */
 job *job_new(jobs *js);
+int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
+               size_t errlen);
 /* Module k's part of job j and of the queue (the module's header casts it
  * to its struct). */
 static inline void *job_part(const job *j, enum job_part k)
@@ -357,6 +379,10 @@ void job_cores_release(jobs *js, job *j);
  * devices, once the scheduler says it may; the thread hands events to the
  * loop through js's locked queue. */
 void job_start(jobs *js, job *j);
+/* Ask j's run to stop as `how` says (RUN_STOP, RUN_STOP_CHECKPOINT,
+ * RUN_STOP_NOW; 0: run on), read by its replicas at their next step: the
+ * one way to change `stop`. */
+void job_ask_stop(job *j, int how);
 
 /* A folder being removed is first renamed so, and the next issued id is
  * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */

@@ -8,13 +8,9 @@
 #include "jobs_impl.h"
 
 /* job_prepare validates a job against the daemon (its devices, its memory,
- * its limits, its dependencies): the record, not yet queued, or NULL with
- * *code and a message. job_commit gives it an id, its files (job.json,
- * status.json with any sweep tag set before) and its place in the queue: 0,
- * or -1 with a message and j freed. jobs_schedule starts it. */
+ * its limits, its dependencies): the record, not yet queued (the store's
+ * job_commit queues it), or NULL with *code and a message. */
 job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, size_t errlen);
-int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
-               size_t errlen);
 /* Whether owner may queue njobs more (not shutting down, within
  * --max-jobs-per-user, counting what sweeps being submitted will queue):
  * 0, or -1 with *code and a message. */
