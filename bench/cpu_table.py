@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""One table of CPU training-step speed (issue 15): LeNet, All-CNN and WRN-16-4,
+"""One table of CPU training-step speed: LeNet, All-CNN and WRN-16-4,
 one step at batch 128, ours against PyTorch from pip (bench/pip_torch.sh) and,
 for LeNet, Debian's (python3-torch, if /usr/bin/python3 has it), at 1 and 2
 threads, with bf16 columns for the CIFAR nets when our lenet_step has
---precision (PyTorch: torch.autocast('cpu', dtype=torch.bfloat16)).
+--precision and runs it on this CPU (oneDNN's native bf16 kernels: AVX512-BF16
+or AMX; elsewhere it refuses, and the table says so) (PyTorch:
+torch.autocast('cpu', dtype=torch.bfloat16)).
 
 Everything of one network runs interleaved in one run (lenet_step.py's
 servers and measure()): medians of blocks, the sgemm GFLOP/s of our gemm at
@@ -109,6 +111,8 @@ def main():
         sys.exit(f"cpu_table.py: no torch under {args.pip_python}: run bench/pip_torch.sh")
     args.debian = has_torch(args.debian_python)
     bf16 = ls.ours_supports(args.ours, "--precision")
+    refused = ls.ours_refuses(args.ours, "allcnn", "bf16") if bf16 else ""
+    bf16 = bf16 and not refused
     env, torch_env = dict(os.environ), dict(os.environ)
     if args.wait_policy:
         env["OMP_WAIT_POLICY"] = args.wait_policy
@@ -121,7 +125,9 @@ def main():
     print(f"load average at start: {load()}")
     if not args.debian:
         print(f"  (no torch under {args.debian_python}: Debian's PyTorch left out)")
-    if not bf16:
+    if refused:
+        print(f"  (ours refuses bf16 on this CPU: {refused}: no bf16 rows)")
+    elif not bf16:
         print(f"  ({args.ours} has no --precision: no bf16 rows)")
     table = []
     for arch in args.archs.split(","):

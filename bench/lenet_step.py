@@ -136,6 +136,14 @@ def ours_supports(binary, option):
     return option in out.stdout + out.stderr
 
 
+def ours_refuses(binary, arch, precision):
+    """Why our server will not run `precision` on this machine (its message:
+    bf16 on a CPU without native bf16 kernels), or "" when it starts."""
+    out = subprocess.run([binary, "--serve", "--arch", arch, "--batch", "8", "--precision",
+                          precision], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    return "" if out.returncode == 0 else (out.stderr.strip() or f"exit {out.returncode}")
+
+
 SETTLE_S = 0.3
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The head-to-head table of issue 12: every coupling rule on the same LeNet /
+"""The head-to-head table: every coupling rule on the same LeNet /
 Fashion-MNIST job through build/daemon/parle-train, with the final test error
 of its master, the wall time and the share of that time replica 0 spent in
 its rule's sync (bench/README.md, "Coupling rules head to head").
