@@ -1,6 +1,7 @@
 /* The consensus a failed replica is re-seeded from (coupling.h,
  * coupling_consensus): the healthy replicas' weights, read through one
- * exchange at a meeting point where nobody steps. */
+ * exchange at a meeting point where nobody steps; and the re-seed of the
+ * rules whose consensus is their mean (rule_reseed_mean). */
 #include <math.h>
 
 #include "coupling.h"
@@ -47,4 +48,13 @@ int coupling_consensus(replica *r, int bad, float *w, int exact)
     if (sum)
         rule_vector_free(r, &sum);
     return rc;
+}
+
+int rule_reseed_mean(replica *r, int bad, float *x, float *u)
+{
+    if (coupling_consensus(r, bad, x, 0) != 0)
+        return -1;
+    if (bad)
+        backend_zero(&r->ctx, u, r->model.nparams * sizeof(float));
+    return 0;
 }

@@ -141,6 +141,11 @@ int coupling_sync_steps(const coupling_rule *rule, const job_config *cfg, long b
  * (exact = 1: allreduce's replicas are identical). 0, or -1 once the comm
  * is aborted (no healthy replica, a failed copy: it aborts it). */
 int coupling_consensus(replica *r, int bad, float *w, int exact);
+/* The re-seed (coupling_rule.reseed) of a rule whose consensus is the mean
+ * of the healthy replicas: x, its weights, from that mean
+ * (coupling_consensus), and on a bad replica its momentum u zeroed. 0, or
+ * -1 once aborted. */
+int rule_reseed_mean(replica *r, int bad, float *x, float *u);
 /* Can `rule` (NULL: none) run across MPI ranks (its `net`), on GPUs or on
  * CPUs? */
 int coupling_runs_across_ranks(const coupling_rule *rule, int on_gpus);

@@ -77,15 +77,6 @@ void rule_fold_decay(replica *r, const float *at)
         vec_axpby(&r->ctx, r->model.nparams, wd, at, 1.0f, r->model.grads);
 }
 
-int rule_reseed_mean(replica *r, int bad, float *x, float *u)
-{
-    if (coupling_consensus(r, bad, x, 0) != 0)
-        return -1;
-    if (bad)
-        backend_zero(&r->ctx, u, r->model.nparams * sizeof(float));
-    return 0;
-}
-
 void rule_local_step(replica *r, float *x, float *u, int decay)
 {
     const job_config *cfg = r->cfg;

@@ -44,10 +44,4 @@ void rule_peers_free(replica *r, rule_peers *p);
 void rule_fold_decay(replica *r, const float *at); /* g += weight_decay at */
 void rule_local_step(replica *r, float *x, float *u, int decay);
 
-/* The re-seed (coupling_rule.reseed) of a rule whose consensus is the mean
- * of the healthy replicas: x, its weights, from that mean
- * (coupling_consensus), and on a bad replica its momentum u zeroed. 0, or
- * -1 once aborted. */
-int rule_reseed_mean(replica *r, int bad, float *x, float *u);
-
 #endif

@@ -18,7 +18,7 @@ extern "C" {
 
 #include "backend_ops.h"
 
-typedef struct conv_cache conv_cache; /* conv_cudnn.c */
+typedef struct conv_cache conv_cache; /* conv_plans.c */
 
 typedef struct cuda_impl {
     cudaStream_t stream;     /* non-blocking: no implicit sync with the legacy stream */
@@ -56,7 +56,7 @@ int cuda_scratch_parts(backend_ctx *ctx, int count, const size_t *bytes, void **
  * is asked for per call, by cuda_gemm_op's compute type). */
 cublasHandle_t cuda_cublas(backend_ctx *ctx);
 
-/* conv_cudnn.c: its cache of cuDNN descriptors and algorithms. */
+/* conv_plans.c: the cache of cuDNN descriptors and algorithms. */
 conv_cache *conv_cache_new(void);
 void conv_cache_free(conv_cache *cache);
 
