@@ -36,8 +36,9 @@ double owner_usage_of(const jobs *js, unsigned uid)
 
 void jobs_usage_update(jobs *js)
 {
+    struct jobs_fair *fs = fair_state(js);
     const double half = js->limits.usage_half_life_s;
-    fair_share_table *t = &fair_state(js)->share;
+    fair_share_table *t = &fs->share;
     const double dt = fair_share_decay(t, jobs_mono_s(), jobs_now_s(), half);
     for (job *j = js->active_first; j; j = j->active.next) {
         owner_usage *u =
@@ -48,13 +49,13 @@ void jobs_usage_update(jobs *js)
             fair_of(j)->run_device_s += used;
         }
     }
-    for (int i = 0; i < fair_state(js)->share.n; i++) {
+    for (int i = 0; i < fs->share.n; i++) {
         int queued = 0;
         for (job *j = js->active_first; j && !queued; j = j->active.next)
             queued =
-                !job_state_final(j->state) && j->owner.uid == fair_state(js)->share.owners[i].uid;
-        if (!queued && fair_state(js)->share.owners[i].usage < USAGE_FORGET_S)
-            fair_share_drop(&fair_state(js)->share, i--);
+                !job_state_final(j->state) && j->owner.uid == fs->share.owners[i].uid;
+        if (!queued && fs->share.owners[i].usage < USAGE_FORGET_S)
+            fair_share_drop(&fs->share, i--);
     }
 }
 
@@ -69,10 +70,11 @@ void owner_usage_charge(jobs *js, const job_owner *owner, double device_seconds)
  * wall clock meanwhile changes neither its length nor its order. */
 static acct_run run_record(const jobs *js, const job *j, const char *end, double began_mono)
 {
-    const double at = fair_state(js)->share.usage_at;
+    const struct jobs_fair *fs = fair_state(js);
+    const double at = fs->share.usage_at;
     acct_run r = {.uid = j->owner.uid, .ended_at = at > 0 ? at : jobs_now_s()};
-    const double held = began_mono > 0 && fair_state(js)->share.usage_mono > began_mono
-                            ? fair_state(js)->share.usage_mono - began_mono : 0;
+    const double held = began_mono > 0 && fs->share.usage_mono > began_mono
+                            ? fs->share.usage_mono - began_mono : 0;
     snprintf(r.id, sizeof r.id, "%s", j->id);
     snprintf(r.user, sizeof r.user, "%s", j->owner.user);
     snprintf(r.end, sizeof r.end, "%s", end);
@@ -96,6 +98,7 @@ void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono)
 
 void jobs_usage_save(jobs *js)
 {
+    struct jobs_fair *fs = fair_state(js);
     cJSON *runs = cJSON_CreateArray();
     /* The runs under way, as the record would hold them had they ended now:
      * a start after a kill records them "interrupted". */
@@ -104,12 +107,12 @@ void jobs_usage_save(jobs *js)
             const acct_run r = run_record(js, j, "interrupted", j->run_began_mono);
             cJSON_AddItemToArray(runs, acct_run_json(&r));
         }
-    cJSON *root = fair_share_json(&fair_state(js)->share, runs);
+    cJSON *root = fair_share_json(&fs->share, runs);
     char err[256];
     char *text = root ? cJSON_PrintUnformatted(root) : NULL;
     if (!text)
-        server_log(LOG_WARN, "%s: out of memory; fair share not saved", fair_state(js)->usage_path);
-    else if (atomic_write_file(fair_state(js)->usage_path, text, strlen(text), err,
+        server_log(LOG_WARN, "%s: out of memory; fair share not saved", fs->usage_path);
+    else if (atomic_write_file(fs->usage_path, text, strlen(text), err,
                                sizeof err) != 0)
         server_log(LOG_WARN, "fair share not saved: %s", err);
     free(text);
@@ -118,16 +121,17 @@ void jobs_usage_save(jobs *js)
 
 void jobs_usage_load(jobs *js, const char *state_dir)
 {
-    snprintf(fair_state(js)->usage_path, sizeof fair_state(js)->usage_path, "%s/usage.json",
+    struct jobs_fair *fs = fair_state(js);
+    snprintf(fs->usage_path, sizeof fs->usage_path, "%s/usage.json",
              state_dir);
     char err[1200];
-    if (acct_open(&fair_state(js)->acct, state_dir, err, sizeof err) != 0)
+    if (acct_open(&fs->acct, state_dir, err, sizeof err) != 0)
         server_log(LOG_WARN, "the accounting record: %s", err);
-    if (fair_state(js)->acct.skipped)
+    if (fs->acct.skipped)
         server_log(LOG_WARN, "the accounting record: %ld bad line(s) skipped (the first: %s)",
-                   fair_state(js)->acct.skipped, fair_state(js)->acct.first_bad);
+                   fs->acct.skipped, fs->acct.first_bad);
     size_t len;
-    char *text = read_file_text(fair_state(js)->usage_path, USAGE_FILE_MAX, &len, err, sizeof err);
+    char *text = read_file_text(fs->usage_path, USAGE_FILE_MAX, &len, err, sizeof err);
     if (!text) {
         if (errno != ENOENT)
             server_log(LOG_WARN, "fair share starts from nothing: %s", err);
@@ -138,15 +142,15 @@ void jobs_usage_load(jobs *js, const char *state_dir)
     acct_run *runs = NULL;
     int nruns = 0;
     if (!cJSON_IsObject(root) ||
-        fair_share_read(&fair_state(js)->share, root, why, sizeof why) != 0 ||
+        fair_share_read(&fs->share, root, why, sizeof why) != 0 ||
         fair_share_runs_read(root, &runs, &nruns, why, sizeof why) != 0) {
-        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", fair_state(js)->usage_path,
+        server_log(LOG_WARN, "fair share starts from nothing: %s: %s", fs->usage_path,
                    why);
-        fair_state(js)->share.n = 0;
+        fs->share.n = 0;
         nruns = 0;
     }
     for (int k = 0; k < nruns; k++)
-        if (acct_append(&fair_state(js)->acct, &runs[k], err, sizeof err) != 0)
+        if (acct_append(&fs->acct, &runs[k], err, sizeof err) != 0)
             server_log(LOG_WARN, "job %s: its interrupted run is not in the accounting record: "
                        "%s", runs[k].id, err);
     if (nruns > 0)
@@ -180,17 +184,18 @@ void jobs_usage_start(jobs *js)
 
 cJSON *jobs_usage_json(jobs *js)
 {
+    struct jobs_fair *fs = fair_state(js);
     jobs_usage_update(js);
-    fair_share_rank(&fair_state(js)->share);
+    fair_share_rank(&fs->share);
     double total = 0;
-    for (int i = 0; i < fair_state(js)->share.n; i++)
-        total += fair_state(js)->share.owners[i].usage;
+    for (int i = 0; i < fs->share.n; i++)
+        total += fs->share.owners[i].usage;
     cJSON *o = cJSON_CreateObject(), *owners = cJSON_CreateArray();
     cJSON_AddNumberToObject(o, "half_life_s", js->limits.usage_half_life_s);
-    cJSON_AddNumberToObject(o, "usage_at", fair_state(js)->share.usage_at);
+    cJSON_AddNumberToObject(o, "usage_at", fs->share.usage_at);
     cJSON_AddItemToObject(o, "owners", owners);
-    for (int i = 0; i < fair_state(js)->share.n; i++) {
-        const owner_usage *u = &fair_state(js)->share.owners[i];
+    for (int i = 0; i < fs->share.n; i++) {
+        const owner_usage *u = &fs->share.owners[i];
         int running = 0, queued = 0;
         for (const job *j = js->first; j; j = j->next)
             if (j->owner.uid == u->uid && !job_state_final(j->state)) {

@@ -35,12 +35,13 @@ static void sweep_free(sweep *s)
 
 void sweeps_free(jobs *js)
 {
-    while (sweeps_state(js)->submitting)
-        sweep_submission_free(sweeps_state(js)->submitting);
-    while (sweeps_state(js)->sweeps) {
-        sweep *next = sweeps_state(js)->sweeps->next;
-        sweep_free(sweeps_state(js)->sweeps);
-        sweeps_state(js)->sweeps = next;
+    struct jobs_sweeps *sw = sweeps_state(js);
+    while (sw->submitting)
+        sweep_submission_free(sw->submitting);
+    while (sw->sweeps) {
+        sweep *next = sw->sweeps->next;
+        sweep_free(sw->sweeps);
+        sw->sweeps = next;
     }
 }
 
