@@ -9,38 +9,11 @@
 
 #include "jobs_impl.h"
 #include "job_schedule.h"
-#include "sweeps_impl.h"
 
-/* The sweep so named (looked up here: the queue's helpers call nothing of
- * jobs.c or sweeps.c; a job by the ids' hash, jobs_index_find). */
-static const sweep *sweep_named(const jobs *js, const char *id)
+/* A sweep's end, which the store's client answers (jobs_client.h). */
+static int sweep_end(const jobs *js, const char *id, int *left, const job **bad)
 {
-    for (const sweep *s = sweeps_state(js)->sweeps; s; s = s->next)
-        if (!strcmp(s->id, id))
-            return s;
-    return NULL;
-}
-
-/* A sweep's end: 0 not yet (*left: its jobs not ended), 1 every job done
- * (or stopped early by its rule), -1 one ended otherwise (*bad: it). */
-static int sweep_end(jobs *js, const sweep *s, int *left, const job **bad)
-{
-    *left = 0;
-    *bad = NULL;
-    for (const job *j = js->first; j; j = j->next) {
-        if (in_sweep_of(j)->sweep != s)
-            continue;
-        if (!job_state_final(j->state))
-            (*left)++;
-        else if (j->state != JOB_DONE &&
-                 !(j->state == JOB_CANCELLED && in_sweep_of(j)->early_stopped) && !*bad)
-            *bad = j;
-    }
-    for (const sweep_submission *sub = sweeps_state(js)->submitting; sub && !*left; sub = sub->next)
-        *left += sub->s == s ? sub->njobs - sub->committed : 0;
-    if (*left)
-        return 0;
-    return *bad ? -1 : 1;
+    return js->client.group_end(js->client.self, id, left, bad);
 }
 
 int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
@@ -49,10 +22,9 @@ int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
     const int n = job_after_ids(j->cfg.after, ids, why, whylen);
     for (int k = 0; k < n; k++) {
         if (ids[k][0] == 's') {
-            const sweep *s = sweep_named(js, ids[k]);
             int left;
             const job *bad;
-            const int end = s ? sweep_end(js, s, &left, &bad) : -2;
+            const int end = sweep_end(js, ids[k], &left, &bad);
             if (end == -2) {
                 snprintf(why, whylen, "sweep %s it runs after was removed", ids[k]);
                 return -1;
@@ -91,11 +63,15 @@ int job_after_valid(jobs *js, const job_config *cfg, char *err, size_t errlen)
 {
     char ids[JOB_MAX_AFTER][16], why[128];
     const int n = job_after_ids(cfg->after, ids, why, sizeof why);
-    for (int k = 0; k < n; k++)
-        if (ids[k][0] == 's' ? !sweep_named(js, ids[k]) : !jobs_index_find(js, ids[k])) {
+    for (int k = 0; k < n; k++) {
+        int left;
+        const job *bad;
+        if (ids[k][0] == 's' ? sweep_end(js, ids[k], &left, &bad) == -2
+                             : !jobs_index_find(js, ids[k])) {
             snprintf(err, errlen, "after: %s %s is not in parled's queue", ids[k][0] == 's' ?
                      "sweep" : "job", ids[k]);
             return -1;
         }
+    }
     return n < 0 ? -1 : 0;
 }

@@ -162,6 +162,10 @@ void jobs_unlink(jobs *js, job *j)
     js->after_epoch++;    /* a job after it is cancelled */
 }
 
+job *jobs_next(const jobs *js, const job *j) { return j ? j->next : js->first; }
+
+void jobs_dependencies_changed(jobs *js) { js->after_epoch++; }
+
 job *jobs_index_find(const jobs *js, const char *id)
 {
     if (!js->nbuckets) /* none linked yet, or the first buckets could not be had */

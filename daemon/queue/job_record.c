@@ -1,6 +1,6 @@
-/* A job's record read (jobs.h, jobs_impl.h): its id, owner and state, the
- * state's names, the paths of its files, its training time. The bottom of
- * the store's files: it calls none of them. */
+/* A job's record read (jobs.h, jobs_client.h, jobs_impl.h): its id, owner
+ * and state, the state's names, the paths of its files, its times; and its
+ * error set. The bottom of the store's files: it calls none of them. */
 #include <math.h>
 #include <stdio.h>
 #include <sys/time.h>
@@ -34,6 +34,20 @@ int job_state_final(enum job_state s)
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
+double job_test_error(const job *j) { return j->test_error; }
+double job_started_at(const job *j) { return j->started_at; }
+double job_ended_at(const job *j) { return j->ended_at; }
+int job_cancel_requested(const job *j) { return j->cancel_requested; }
+
+int job_ended_before(const job *j, double before_mono)
+{
+    return job_state_final(j->state) && !j->thread_running && j->ended_mono <= before_mono;
+}
+
+void job_set_error(job *j, const char *text)
+{
+    snprintf(j->error, sizeof j->error, "%s", text ? text : "");
+}
 
 bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v)
 {

@@ -8,7 +8,6 @@
 #include "checkpoint.h"
 #include "jobs_impl.h"
 #include "job_schedule.h"
-#include "job_submit.h"
 
 /* The newest complete checkpoint of j, as the runner will find it: 1 (in
  * *info), 0 none (why: the torn ones skipped, ';'-separated, or ""), -1

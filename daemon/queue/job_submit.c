@@ -1,7 +1,7 @@
-/* A submission (job_submit.h): whether the owner may queue more, and a job
+/* A submission (jobs_client.h): whether the owner may queue more, and a job
  * checked against the daemon, admission and the scheduling glue
  * (job_prepare); the store's job_commit then gives it its id, files and
- * place. jobs_submit is the two for one job, a sweep (sweeps.c) the two
+ * place. jobs_submit is the two for one job, a sweep (daemon/sweep/) the two
  * for each of its jobs, all checked first. */
 #include <errno.h>
 #include <math.h>
@@ -15,7 +15,6 @@
 #include "jobs_impl.h"
 #include "job_admission.h"
 #include "job_schedule.h"
-#include "job_submit.h"
 #include "schedule.h"
 
 /* Queued and running jobs of uid. */
@@ -39,8 +38,8 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
         return -1;
     }
     /* The jobs of uid's sweeps being submitted that are not queued yet count
-     * too (the sweeps, through the store's hooks). */
-    int active = active_jobs_of(js, owner->uid) + js->hooks.promised(js, owner->uid);
+     * too (the store's client, the sweeps, says how many). */
+    int active = active_jobs_of(js, owner->uid) + js->client.promised(js->client.self, owner->uid);
     if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
         *code = ERR_LIMIT;
         if (njobs == 1)

@@ -120,7 +120,7 @@ static void apply_event(jobs *js, job *j, const run_event *ev)
         jobs_mono_s() - j->status_written_mono >= STATUS_WRITE_INTERVAL_S)
         write_status(j);
     if (ev->kind == RUN_EV_EVAL)
-        js->hooks.evaluated(j, ev->epoch, ev->test_error);
+        js->client.evaluated(js->client.self, j, ev->epoch, ev->test_error);
 }
 
 /* Every device of the job, not just the failed replica's: which one of a
@@ -180,7 +180,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
         write_status(j);
         end = "stopped";
     } else {
-        js->hooks.run_done(j);
+        js->client.run_done(js->client.self, j);
         j->test_error = p->result.test_error;
         j->test_loss = p->result.test_loss;
         memset(j->saving.save_failed, 0, sizeof j->saving.save_failed); /* its master is on disk */

@@ -13,7 +13,7 @@
 
 typedef struct jobs jobs;
 typedef struct job job;
-typedef struct sweep sweep;
+typedef struct jobs_client jobs_client;
 
 /* timeout: a run reached its time limit and checkpointed; resumable as a
  * failed job is. */
@@ -67,9 +67,12 @@ typedef struct jobs_listener {
  * found there (docs/architecture.md): ended ones keep their results, queued
  * ones their order, and one that was running is queued first, to resume from
  * its newest complete checkpoint. An unreadable job dir is logged and skipped.
- * Nothing starts before jobs_start. */
+ * Then the client (jobs_client.h: the sweeps) reloads its own records; it is
+ * freed with the queue, or at once if the queue cannot open. Nothing starts
+ * before jobs_start. */
 int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
-              const jobs_listener *listener, char *err, size_t errlen);
+              const jobs_listener *listener, const jobs_client *client, char *err,
+              size_t errlen);
 /* Start the reloaded jobs that can run (once the daemon serves its socket). */
 void jobs_start(jobs *js);
 
@@ -175,47 +178,13 @@ int job_priority_allowed(const job *j, const job_owner *owner, const char **code
 cJSON *jobs_usage_json(jobs *js);
 cJSON *jobs_history_json(const jobs *js, const char *user, double since);
 
-/* job_remove.c: an ended job's folder removed and the job forgotten; a
- * sweep whose jobs have all ended removed with them (its record first).
- * *freed: the bytes their folders took. 0, or -1 with *code (ERR_BAD_STATE:
- * not ended, a sweep's job alone, a sweep still being queued;
- * ERR_INTERNAL) and a message. A removed id is never issued again. */
+/* job_remove.c: an ended job's folder removed and the job forgotten.
+ * *freed: the bytes its folder took. 0, or -1 with *code (ERR_BAD_STATE:
+ * not ended, a sweep's job alone; ERR_INTERNAL) and a message. A removed
+ * id is never issued again. */
 int job_remove(jobs *js, job *j, uint64_t *freed, const char **code, char *err, size_t errlen);
-int sweep_remove(jobs *js, sweep *s, int *njobs, uint64_t *freed, const char **code, char *err,
-                 size_t errlen);
 /* The job's log.txt (at most its last `max` bytes), malloc'd. */
 char *job_read_log(const job *j, size_t max, char *err, size_t errlen);
-
-/* Sweeps (docs/sweeps.md; sweeps.c, sweeps_json.c): many jobs from one
- * base job and a grid, a durable object of the daemon. jobs_sweep_submit
- * reads `sweep_json` (sweep_file.h) and checks its cheap bounds (its size,
- * --max-jobs-per-user) without building a job: NULL with *code
- * (ERR_INVALID_SWEEP, ERR_LIMIT, ERR_SHUTTING_DOWN, ERR_INTERNAL) and a
- * message, or a submission, whose jobs count against the owner's bound from
- * then on. sweep_submission_step carries it on for about budget_s seconds,
- * so the loop serves others between steps: every job validated against the
- * daemon, then all queued as `owner`'s, or none. It returns 0 while there is
- * more to do; 1 when done, with the sweep in *out, or NULL with *code and a
- * message. sweep_submission_free forgets one, done or not (the jobs of a
- * sweep whose queueing had begun are queued at the next start). */
-typedef struct sweep_submission sweep_submission;
-sweep_submission *jobs_sweep_submit(jobs *js, const cJSON *sweep_json, const job_owner *owner,
-                                    const char **code, char *err, size_t errlen);
-int sweep_submission_step(sweep_submission *sub, double budget_s, sweep **out, const char **code,
-                          char *err, size_t errlen);
-void sweep_submission_free(sweep_submission *sub);
-sweep *jobs_find_sweep(jobs *js, const char *id);
-const char *sweep_id(const sweep *s);
-const job_owner *sweep_owner(const sweep *s);
-/* Cancel every queued and running job of the sweep and mark it cancelled
- * (durably: a restart queues none of its missing jobs). The number of jobs
- * cancelled, or -1 with a message when the sweep was cancelled before or
- * has ended (its state is left as it is). */
-int sweep_cancel(jobs *js, sweep *s, char *err, size_t errlen);
-/* One row per point: mean and standard deviation of the final test error
- * over its seeds, wall time, state, the best point; and the sweeps' list. */
-cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v);
-cJSON *sweeps_list_json(const jobs *js, const job_viewer *v);
 
 /* Shutdown: start nothing more and ask every running job to checkpoint at its
  * next step boundary and stop (it resumes at the next start). Returns the

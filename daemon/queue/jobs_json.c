@@ -168,7 +168,7 @@ cJSON *job_status_json(const job *j, const job_viewer *v)
     cJSON_AddNumberToObject(o, "submitted_at", j->submitted_at);
     add_num_or_null(o, "started_at", started ? j->started_at : NAN);
     add_num_or_null(o, "ended_at", ended ? j->ended_at : NAN);
-    j->js->hooks.status_sweep(j, o); /* a sweep's job: its tag */
+    j->js->client.status(j->js->client.self, j, o); /* a sweep's job: its tag */
     return o;
 }
 

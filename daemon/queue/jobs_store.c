@@ -1,7 +1,7 @@
 /* The job store made and freed (jobs_impl.h): its devices and cores
  * resolved at open; each record allocated as one block with every
- * module's part of it placed after the store's fields, and a prepared one
- * given its id, files and place (job_commit). */
+ * module's part of it (and the client's) placed after the store's fields,
+ * and a prepared one given its id, files and place (job_commit). */
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -35,6 +35,10 @@ job *job_new(jobs *js)
     }
     return j;
 }
+
+void job_discard(job *j) { free(j); }
+
+void *job_client_part(const job *j) { return job_part(j, JOB_PART_CLIENT); }
 
 int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
                size_t errlen)
@@ -70,13 +74,13 @@ fail:
         rmdir(j->dir);
     }
     free(pretty);
-    free(j);
+    job_discard(j);
     return -1;
 }
 
 jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
-                     const jobs_listener *listener, const jobs_hooks *hooks, char *err,
-                     size_t errlen)
+                     const jobs_listener *listener, const jobs_hooks *hooks,
+                     const jobs_client *client, char *err, size_t errlen)
 {
     size_t at[JOB_PARTS];
     jobs *js = calloc(1, place_parts(sizeof *js, hooks->jobs_part_size, at));
@@ -91,8 +95,12 @@ jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices
     js->loop = loop;
     js->listener = *listener;
     js->hooks = *hooks;
+    js->client = *client;
     memcpy(js->jobs_part_at, at, sizeof at);
-    js->job_size = place_parts(sizeof(job), hooks->job_part_size, js->job_part_at);
+    size_t job_part_size[JOB_PARTS];
+    memcpy(job_part_size, hooks->job_part_size, sizeof job_part_size);
+    job_part_size[JOB_PART_CLIENT] = client->job_part_size;
+    js->job_size = place_parts(sizeof(job), job_part_size, js->job_part_at);
     js->limits.keep_ended_count = -1; /* until jobs_set_limits: keep every checkpoint */
     js->next_id = 1;
     js->after_epoch = 1; /* (a job never looked at has after_pending_at 0) */

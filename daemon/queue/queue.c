@@ -1,10 +1,10 @@
 /* The queue (jobs.h) put together: the one file above every module of this
  * folder. It opens the store, the modules' state and the state dir's
- * records in order, fills in the store's hooks (jobs_impl.h) with what each
- * module does about a run's end, an evaluation, a data claim and a
- * submission under way, and closes them all. The modules, bottom up: the
- * store (jobs.c and the files it heads), admission and fair share's glue,
- * the scheduling glue, a submission, the sweeps, the removals
+ * records in order (the client's, the sweeps', after the jobs), fills in
+ * the store's hooks (jobs_impl.h) with what each module does about a run's
+ * end, a reload and a data claim, and closes them all. The modules, bottom
+ * up: the store (jobs.c and the files it heads), admission and fair
+ * share's glue, the scheduling glue, a submission, the removals
  * (meson.build). */
 #include "jobs.h"
 
@@ -18,7 +18,6 @@
 #include "job_remove.h"
 #include "job_schedule.h"
 #include "owner_usage.h"
-#include "sweeps_impl.h"
 
 static const char *on_run_stopped(job *j)
 {
@@ -44,58 +43,47 @@ static void on_ends_applied(jobs *js)
     jobs_schedule(js);
 }
 
-static void on_restore(job *j, const cJSON *st, const char *state)
-{
-    job_restore_sched(j, st, state);
-    job_restore_sweep(j, st);
-}
-
 static const jobs_hooks queue_hooks = {
     .job_part_size = {[JOB_PART_ADMIT] = sizeof(struct job_admission),
                       [JOB_PART_SCHED] = sizeof(struct job_sched),
-                      [JOB_PART_SWEEP] = sizeof(struct job_in_sweep),
                       [JOB_PART_FAIR] = sizeof(struct job_fair)},
     .jobs_part_size = {[JOB_PART_SCHED] = sizeof(struct jobs_sched),
-                       [JOB_PART_SWEEP] = sizeof(struct jobs_sweeps),
                        [JOB_PART_FAIR] = sizeof(struct jobs_fair)},
     .status_sched = job_status_sched,
-    .status_sweep = job_status_sweep,
-    .restore = on_restore,
+    .restore = job_restore_sched,
     .queued_shown_as = job_queued_shown_as,
     .queued_word = job_queued_word,
     .run_starting = job_run_starting,
     .requeued_at_reload = job_requeued_at_reload,
     .run_ending = jobs_usage_update,
     .run_stopped = on_run_stopped,
-    .run_done = sweep_on_done,
     .run_ended = on_run_ended,
-    .evaluated = sweep_on_eval,
     .ends_applied = on_ends_applied,
     .admit_data = job_admit_data,
-    .promised = sweeps_promised,
 };
 
 static void free_jobs(jobs *js)
 {
-    sweeps_free(js);
+    js->client.free(js->client.self);
     fair_share_free(&fair_state(js)->share);
     acct_close(&fair_state(js)->acct);
     jobs_store_free(js);
 }
 
 int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *devices,
-              const jobs_listener *listener, char *err, size_t errlen)
+              const jobs_listener *listener, const jobs_client *client, char *err,
+              size_t errlen)
 {
-    jobs *js = jobs_store_new(loop, state_dir, devices, listener, &queue_hooks, err, errlen);
-    if (!js)
+    jobs *js = jobs_store_new(loop, state_dir, devices, listener, &queue_hooks, client, err,
+                              errlen);
+    if (!js) {
+        client->free(client->self);
         return -1;
-    snprintf(sweeps_state(js)->sweeps_dir, sizeof(sweeps_state(js)->sweeps_dir), "%s/sweeps",
-             state_dir);
-    sweeps_state(js)->next_sweep_id = 1;
+    }
     jobs_usage_load(js, state_dir);
     if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
-        mkdir_p(sweeps_state(js)->sweeps_dir, err, errlen) != 0 ||
-        sweeps_reload(js, err, errlen) != 0 || jobs_store_listen(js, err, errlen) != 0) {
+        client->reload(client->self, js, err, errlen) != 0 ||
+        jobs_store_listen(js, err, errlen) != 0) {
         free_jobs(js);
         return -1;
     }

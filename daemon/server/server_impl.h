@@ -20,6 +20,7 @@
 #include "jobs.h"
 #include "protocol.h"
 #include "server.h"
+#include "sweeps.h"
 
 typedef struct conn conn;
 /* A sweep being submitted for a connection (server.c steps it on an idle
@@ -66,6 +67,7 @@ struct server {
     int max_conns, max_conns_per_user;
     int nconns;
     jobs *jobs;
+    sweeps *sweeps;         /* the queue's client: freed with it */
     conn *conns;
     int stopping, stopped;
     /* The stop is a re-exec after a device fault (server_restart): the

@@ -190,7 +190,13 @@ int server_open(server **out, uv_loop_t *loop, const server_config *cfg,
     s->max_conns_per_user = cfg->max_conns_per_user;
     jobs_listener l = {.on_event = on_job_event, .on_log = on_job_log, .on_end = on_job_end,
                        .user = s};
-    if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, err, errlen) != 0)
+    /* The sweeps are the store's client: freed with the queue. */
+    if (!(s->sweeps = sweeps_new(cfg->state_dir))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (jobs_open(&s->jobs, loop, cfg->state_dir, cfg->devices, &l, sweeps_client(s->sweeps),
+                  err, errlen) != 0)
         goto fail;
     jobs_limits limits = cfg->sched;
     limits.jobs_per_user = cfg->max_jobs_per_user;

@@ -95,7 +95,7 @@ static job *own_job(conn *c, const char *id, const char *what)
 
 static sweep *find_sweep(conn *c, const char *id)
 {
-    sweep *s = jobs_find_sweep(c->srv->jobs, id);
+    sweep *s = sweeps_find(c->srv->sweeps, id);
     if (!s) {
         char msg[96];
         snprintf(msg, sizeof(msg), "no sweep %s", id);
@@ -310,8 +310,8 @@ static void op_sweep_submit(conn *c, proto_request *req)
     char err[8192];
     const char *code;
     job_owner owner = peer_owner(c);
-    sweep_submission *sub = jobs_sweep_submit(c->srv->jobs, req->sweep, &owner, &code, err,
-                                              sizeof err);
+    sweep_submission *sub = sweeps_submit(c->srv->sweeps, req->sweep, &owner, &code, err,
+                                          sizeof err);
     if (sub)
         server_submit_sweep(c, sub);
     else
@@ -325,7 +325,7 @@ static void op_sweep_status(conn *c, proto_request *req)
         return;
     const job_viewer v = peer_viewer(c);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "sweep", sweep_status_json(c->srv->jobs, s, &v));
+    cJSON_AddItemToObject(o, "sweep", sweep_status_json(c->srv->sweeps, s, &v));
     conn_send(c, proto_reply_ok(o));
 }
 
@@ -335,7 +335,7 @@ static void op_sweep_cancel(conn *c, proto_request *req)
     if (!s || !may_act(c, sweep_owner(s), "sweep", req->id, "cancel"))
         return;
     char err[256];
-    int n = sweep_cancel(c->srv->jobs, s, err, sizeof err);
+    int n = sweep_cancel(c->srv->sweeps, s, err, sizeof err);
     if (n < 0) {
         send_error(c, ERR_BAD_STATE, err);
         return;
@@ -394,7 +394,7 @@ static void op_rm(conn *c, proto_request *req)
     const char *code;
     uint64_t freed;
     int n = 1;
-    if ((whole_sweep ? sweep_remove(c->srv->jobs, s, &n, &freed, &code, err, sizeof err)
+    if ((whole_sweep ? sweep_remove(c->srv->sweeps, s, &n, &freed, &code, err, sizeof err)
                      : job_remove(c->srv->jobs, j, &freed, &code, err, sizeof err)) != 0) {
         send_error(c, code, err);
         return;
@@ -464,7 +464,7 @@ void server_handle_request(conn *c, char *line, size_t len)
     case OP_SWEEP_LIST: {
         const job_viewer v = peer_viewer(c);
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "sweeps", sweeps_list_json(s->jobs, &v));
+        cJSON_AddItemToObject(o, "sweeps", sweeps_list_json(s->sweeps, &v));
         conn_send(c, proto_reply_ok(o));
         break;
     }

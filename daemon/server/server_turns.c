@@ -65,7 +65,7 @@ void sweep_submit_done(conn *c, sweep *s, const char *code, const char *err)
         return;
     }
     const job_viewer v = peer_viewer(c);
-    cJSON *o = sweep_status_json(c->srv->jobs, s, &v);
+    cJSON *o = sweep_status_json(c->srv->sweeps, s, &v);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
     conn_send(c, proto_reply_ok(o));
 }

@@ -35,11 +35,11 @@ MAP = {
     "daemon/runner": ["daemon/jobfile", "daemon/store"],
     "daemon/sched": [],
     "daemon/mpi": ["daemon/runner"],
-    "daemon/sweep": ["daemon/jobfile"],
     "daemon/usage": ["daemon/store", "daemon/sched"],
-    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi", "daemon/usage", "daemon/sweep"],
+    "daemon/queue": ["daemon/runner", "daemon/sched", "daemon/mpi", "daemon/usage"],
+    "daemon/sweep": ["daemon/queue"],
     "daemon/metrics": ["daemon/queue"],
-    "daemon/server": ["daemon/queue", "daemon/metrics"],
+    "daemon/server": ["daemon/sweep", "daemon/metrics"],
     "client": ["daemon/proto"],
 }
 ABOVE_ALL = ("tests/", "bench/")  # targets built there are not checked

@@ -77,11 +77,11 @@ static inline struct jobs_sched *sched_state(const jobs *js)
 }
 
 /* job_schedule.c: the queue's scheduling (docs/architecture.md,
- * "Scheduling"). jobs_schedule starts what may run now, asks lower-priority
- * jobs to make room, and says in each queued job's status why it waits,
- * looking again every few seconds while one waits for memory. */
+ * "Scheduling"). jobs_schedule (jobs_client.h) starts what may run now,
+ * asks lower-priority jobs to make room, and says in each queued job's
+ * status why it waits, looking again every few seconds while one waits
+ * for memory. */
 void jobs_schedule_init(jobs *js);
-void jobs_schedule(jobs *js);
 /* jobs_schedule at the loop's next turn (a submit's: the reply does not
  * wait for the pass, and submits read together share one), or before the
  * next request other than a submit (jobs_schedule_pending). */

@@ -9,22 +9,24 @@
  * through the store's functions (set_state, job_commit, job_ask_stop,
  * job_log...), but for a few fields each names in its comment: `waiting`
  * (admission and the scheduling glue), `devices` (the glue places a job
- * that asks for gpu:N), `error` (why a module ends a job: the glue, a
- * sweep's early stop; a resume clears it), `cancel_requested` and
+ * that asks for gpu:N), `error` (why a module ends a job: the glue, the
+ * client through job_set_error; a resume clears it), `cancel_requested` and
  * `interrupted` (the glue's commands, a resume), and a resume's reset of
  * `ended_at` and the eligible time. Each module above keeps its own fields in a
  * part of its own, which the store allocates with each job (and one with
  * the queue) but never reads: its struct is defined in the module's header
  * in impl/<module>/, reached through job_part and jobs_part with the
- * module's enum job_part (admission, the scheduling glue, the sweeps, fair
- * share's glue). What the store needs of them (a job's fields in its
- * status, read back at a reload; a run's end) goes through js->hooks,
- * which queue.c fills in.
+ * module's enum job_part (admission, the scheduling glue, fair share's
+ * glue). What the store needs of them (a job's fields in its status, read
+ * back at a reload; a run's end) goes through js->hooks, which queue.c
+ * fills in. The store's client above the queue (the sweeps) has a part of
+ * each job too and hears through js->client (jobs_client.h).
  *
  * Each module is a static library of its own (meson.build) and declares
  * its functions in its own header: schedule/job_schedule.h (the scheduling
  * glue), admission/job_admission.h, usage/owner_usage.h (fair share's
- * glue), submit/job_submit.h, remove/job_remove.h and sweeps/sweeps_impl.h.
+ * glue) and remove/job_remove.h; a submission's (job_submit.c) are in
+ * jobs_client.h, as the client submits through them.
  * A module is compiled with the headers of the modules it may call and no
  * other: an include of another's does not build. */
 #ifndef PARLE_JOBS_IMPL_H
@@ -39,6 +41,8 @@
 #include "job_memory.h"
 #include "jobconfig.h"
 #include "jobs.h"
+#include "jobs_client.h"
+#include "numbered_dirs.h"
 #include "protocol.h"
 #include "runner.h"
 
@@ -58,8 +62,9 @@
 #define SAVE_RETRY_MS 1000
 
 /* The modules whose fields ride with each job and with the queue: each
- * part's struct is the module's (its header), the store only sizes it. */
-enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_SWEEP, JOB_PART_FAIR, JOB_PARTS };
+ * part's struct is the module's (its header), the store only sizes it;
+ * the last is the client's (jobs_client.h), a job's only. */
+enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_FAIR, JOB_PART_CLIENT, JOB_PARTS };
 
 /* A job's place in one of the scheduler's lists (job_index.c). */
 typedef struct job_link {
@@ -174,9 +179,8 @@ typedef struct jobs_hooks {
     /* The size of each module's part of a job and of the queue. */
     size_t job_part_size[JOB_PARTS], jobs_part_size[JOB_PARTS];
     /* A job's status (job_status_json, and so status.json): the scheduling
-     * glue's fields after the owner, the sweep's tag at the end. */
+     * glue's fields after the owner (the client's come at the end). */
     void (*status_sched)(const job *j, cJSON *o);
-    void (*status_sweep)(const job *j, cJSON *o);
     /* A reloaded job's status.json, which had `state` (a queued job's shown
      * word too): each module's fields read back. */
     void (*restore)(job *j, const cJSON *st, const char *state);
@@ -194,23 +198,15 @@ typedef struct jobs_hooks {
      * the scheduling glue ends it as its reason says ("timeout") or puts it
      * back in the queue ("held", "preempted"); returns that word. */
     const char *(*run_stopped)(job *j);
-    /* A run ended done, before its state is set (a sweep's early stop that
-     * came too late is taken back). */
-    void (*run_done)(job *j);
     /* A run has ended as `end` ("done", "failed", "cancelled", "timeout",
      * "held", "preempted", "stopped"), which began at began_mono
      * (jobs_mono_s): the removals and the accounting record. */
     void (*run_ended)(jobs *js, job *j, const char *end, double began_mono);
-    /* An evaluation of a running job (a sweep's early stop). */
-    void (*evaluated)(job *j, double epoch, double test_error);
     /* The ends handed over in one turn of the loop are applied: the removals
      * then a scheduling pass. */
     void (*ends_applied)(jobs *js);
     /* The data loader's admission of a job's data (data_admit_with). */
     data_admit_fn admit_data;
-    /* The jobs uid's submissions under way will queue and have not yet
-     * (--max-jobs-per-user counts them). */
-    int (*promised)(const jobs *js, unsigned uid);
 } jobs_hooks;
 
 struct jobs {
@@ -218,6 +214,7 @@ struct jobs {
     uv_async_t async;
     jobs_listener listener;
     jobs_hooks hooks;
+    jobs_client client;     /* the sweeps (jobs_client.h) */
     /* Where each module's part starts in a job's block and in this one's
      * (job_new, jobs_store_new): job_part, jobs_part. */
     size_t job_part_at[JOB_PARTS], jobs_part_at[JOB_PARTS], job_size;
@@ -270,20 +267,16 @@ struct jobs {
  * yet) and freed with every job in it, or NULL with a message; jobs.c's
  * jobs_store_listen starts taking the job threads' hand-overs on the loop.
  * What the modules' parts of struct jobs hold is theirs to free
- * (queue.c). */
+ * (queue.c), as the client's state is its own. */
 jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
-                     const jobs_listener *listener, const jobs_hooks *hooks, char *err,
-                     size_t errlen);
+                     const jobs_listener *listener, const jobs_hooks *hooks,
+                     const jobs_client *client, char *err, size_t errlen);
 int jobs_store_listen(jobs *js, char *err, size_t errlen);
 void jobs_store_free(jobs *js);
-/* A new job's record, zeroed (no test error yet), with a
- * zeroed part of each module after it (one block: free frees it all), or
- * NULL when out of memory. job_commit gives a prepared one an id, its files
- * (job.json, status.json with any sweep tag set before) and its place in
- * the queue: 0, or -1 with a message and j freed. jobs_schedule starts it. */
+/* A new job's record, zeroed (no test error yet), with a zeroed part of
+ * each module and of the client after it (one block: job_discard frees it
+ * all), or NULL when out of memory; job_commit (jobs_client.h) queues it. */
 job *job_new(jobs *js);
-int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,
-               size_t errlen);
 /* Module k's part of job j and of the queue (the module's header casts it
  * to its struct). */
 static inline void *job_part(const job *j, enum job_part k)
@@ -311,17 +304,6 @@ void jobs_index_free(jobs *js);
 
 /* job_record.c: the record read, calling none of the queue's files (also
  * job_state_name, job_file_path... of jobs.h). */
-/* The wall clock (unix seconds) is for what people read (submitted_at,
- * event times); every duration is measured on the monotonic clock, which a
- * step of the wall clock does not move: jobs_mono_s. */
-double jobs_now_s(void);
-double jobs_mono_s(void);
-/* jobs_viewer_sees_details' rule for what `owner` owns (a sweep too). */
-bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v);
-double job_elapsed(const job *j);         /* training seconds so far */
-/* The state shown in status and list: the state's name, or for a queued
- * job the scheduling glue's word for it ("held", "preempted"). */
-const char *job_shown_state(const job *j);
 /* Job j's age for --oldest-first-after as of now (jobs_mono_s): the
  * seconds it was eligible to run. job_set_eligible: whether it is from now
  * on (queued, not held, no dependency pending), at each scheduling pass. */
@@ -332,7 +314,6 @@ void job_set_eligible(job *j, int eligible, double now);
 double job_time_limit(const jobs *js, const job *j);
 
 /* job_files.c: the job's files in the state dir. */
-void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The job writes its log from now on (log.txt created if need be): 0, or -1
  * with a message. job_log_stop: it no longer does (it ended). */
 int job_log_start(job *j, char *err, size_t errlen);
@@ -360,9 +341,7 @@ void set_state(job *j, enum job_state s);
 
 /* jobs_json.c */
 void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
-void add_num_or_null(cJSON *o, const char *k, double v); /* null when not finite */
 void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
-cJSON *owner_json(const job_owner *owner);               /* {"uid", "gid", "user"} */
 
 /* job_devices.c: the job's devices resolved against the daemon's now (a
  * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..."
@@ -384,25 +363,7 @@ void job_start(jobs *js, job *j);
  * one way to change `stop`. */
 void job_ask_stop(job *j, int how);
 
-/* A folder being removed is first renamed so, and the next issued id is
- * kept in NEXT_ID_FILE of the jobs' and sweeps' folders. */
-#define REMOVING_PREFIX ".removing-"
-#define NEXT_ID_FILE ".next_id"
-
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);
-/* A number of a status.json; `missing` if absent, null or not a number. */
-double status_number(const cJSON *st, const char *key, double missing);
-/* The owner an {"uid", "gid", "user"} object names; root's if damaged. */
-void owner_from_json(job_owner *owner, const cJSON *o);
-/* The number of an id the daemon issued with `prefix` (j0042: 42; a
- * sweep's s0007: 7), or -1. numbered_dirs lists the entries of `dir` so
- * named, in number order (malloc'd; numbered_dirs_free), raising *next_id
- * past each and to NEXT_ID_FILE's, and finishes removals a crash cut short
- * (REMOVING_PREFIX): 0, or -1 with a message. */
-int numbered_id(const char *name, char prefix);
-int numbered_dirs(const char *dir, char prefix, char ***names, size_t *n, int *next_id,
-                  char *err, size_t errlen);
-void numbered_dirs_free(char **names, size_t n);
 
 #endif

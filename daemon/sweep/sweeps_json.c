@@ -1,18 +1,18 @@
-/* What a sweep answers (jobs.h; docs/protocol.md "sweep_status"): its id
+/* What a sweep answers (sweeps.h; docs/protocol.md "sweep_status"): its id
  * and owner, one row per point from its jobs' states and final test
- * errors, and the list. */
+ * errors, and the list; and a sweep's tag in its jobs' status. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs_impl.h"
 #include "sweeps_impl.h"
 
 const char *sweep_id(const sweep *s) { return s->id; }
 const job_owner *sweep_owner(const sweep *s) { return &s->owner; }
 
-void job_status_sweep(const job *j, cJSON *o)
+void job_status_sweep(void *self, const job *j, cJSON *o)
 {
+    (void)self;
     const struct job_in_sweep *in = in_sweep_of(j);
     if (in->sweep_id[0])
         cJSON_AddStringToObject(o, "sweep", in->sweep_id);
@@ -84,9 +84,9 @@ static cJSON *point_json(const sweep *s, int p, point_row *r, bool details)
     return o;
 }
 
-cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
+cJSON *sweep_status_json(const sweeps *sw, const sweep *s, const job_viewer *v)
 {
-    const bool details = owner_details_seen(js, &s->owner, v);
+    const bool details = owner_details_seen(sw->js, &s->owner, v);
     int n = s->spec.npoints, count[JOB_STATES] = {0}, early = 0, njobs = 0;
     point_row *rows = calloc((size_t)n, sizeof *rows);
     if (!rows)
@@ -95,30 +95,34 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
     int unended = 0;
     for (int p = 0; p < n; p++)
         rows[p].ids = cJSON_CreateArray();
-    for (const job *j = js->first; j; j = j->next) {
-        int p = in_sweep_of(j)->sweep == s ? point_slot(s, in_sweep_of(j)->point) : -1;
+    each_job(sw->js, j) {
+        const struct job_in_sweep *in = in_sweep_of(j);
+        int p = in->sweep == s ? point_slot(s, in->point) : -1;
         if (p < 0)
             continue;
+        const enum job_state st = job_state_of(j);
+        const double started = job_started_at(j), ended = job_ended_at(j);
+        const double test_error = job_test_error(j);
         point_row *r = &rows[p];
-        r->count[j->state]++;
-        count[j->state]++;
+        r->count[st]++;
+        count[st]++;
         njobs++;
-        r->early_stopped += in_sweep_of(j)->early_stopped;
+        r->early_stopped += in->early_stopped;
         /* Among the cancelled: a stopped job's cancel may not have landed yet. */
-        early += in_sweep_of(j)->early_stopped && j->state == JOB_CANCELLED;
-        cJSON_AddItemToArray(r->ids, cJSON_CreateString(j->id));
-        if (j->started_at > 0) {
+        early += in->early_stopped && st == JOB_CANCELLED;
+        cJSON_AddItemToArray(r->ids, cJSON_CreateString(job_id(j)));
+        if (started > 0) {
             r->wall_s += job_elapsed(j);
-            first_start = j->started_at < first_start ? j->started_at : first_start;
+            first_start = started < first_start ? started : first_start;
         }
-        if (job_state_final(j->state))
-            last_end = j->ended_at > last_end ? j->ended_at : last_end;
+        if (job_state_final(st))
+            last_end = ended > last_end ? ended : last_end;
         else
             unended = 1;
-        if (j->state == JOB_DONE && isfinite(j->test_error)) {
-            double d = j->test_error - r->mean;
+        if (st == JOB_DONE && isfinite(test_error)) {
+            double d = test_error - r->mean;
             r->mean += d / ++r->done;
-            r->m2 += d * (j->test_error - r->mean);
+            r->m2 += d * (test_error - r->mean);
         }
     }
     /* The best: the lowest mean among points whose every job is done. */
@@ -169,11 +173,11 @@ cJSON *sweep_status_json(const jobs *js, const sweep *s, const job_viewer *v)
     return o;
 }
 
-cJSON *sweeps_list_json(const jobs *js, const job_viewer *v)
+cJSON *sweeps_list_json(const sweeps *sw, const job_viewer *v)
 {
     cJSON *a = cJSON_CreateArray();
-    for (const sweep *s = sweeps_state(js)->sweeps; s; s = s->next) {
-        cJSON *o = sweep_status_json(js, s, v);
+    for (const sweep *s = sw->list; s; s = s->next) {
+        cJSON *o = sweep_status_json(sw, s, v);
         cJSON_DeleteItemFromObjectCaseSensitive(o, "points");
         if (o)
             cJSON_AddItemToArray(a, o);
