@@ -154,7 +154,7 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     job_memory_bytes_text(admit_of(j)->need.checkpoint, ckpt_t, sizeof ckpt_t);
     job_memory_bytes_text(free_b, free_t, sizeof free_t);
     job_memory_bytes_text(held, held_t, sizeof held_t);
-    snprintf(j->waiting, sizeof j->waiting, "disk: the job writes up to %s (%d checkpoints of "
+    job_set_waiting(j, "disk: the job writes up to %s (%d checkpoints of "
              "%s, its master and metrics) to %.700s, which has %s free, %s of it for running jobs' "
              "files", need_t, j->cfg.checkpoint.every_epochs > 0 ? j->cfg.checkpoint.keep + 1 : 0,
              ckpt_t, js->jobs_dir, free_t, held_t);
@@ -178,17 +178,17 @@ static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
     job_memory less = *m;
     less.host = m->host > freed ? m->host - freed : 0;
     if (job_memory_fits(&less, 1, &held, why, sizeof why)) {
-        j->waiting[0] = '\0';
+        job_set_waiting(j, "%s", "");
         return 0;
     }
     const int newly = strncmp(j->waiting, "memory:", 7) != 0; /* it may have waited for devices */
     if (freed) { /* the figures as they are, and what the preemptions would add */
         job_memory_fits(m, 1, &held, why, sizeof why);
         job_memory_bytes_text(freed, freed_t, sizeof freed_t);
-        snprintf(j->waiting, sizeof j->waiting, "memory: %s, and the jobs it would preempt "
+        job_set_waiting(j, "memory: %s, and the jobs it would preempt "
                  "hold %s", why, freed_t);
     } else {
-        snprintf(j->waiting, sizeof j->waiting, "memory: %s", why);
+        job_set_waiting(j, "memory: %s", why);
     }
     if (newly) {
         job_log(j, "waiting for %s", j->waiting);
@@ -200,7 +200,7 @@ static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
 int job_waits_for_memory(jobs *js, job *j)
 {
     if (estimate(j) != 1) {
-        j->waiting[0] = '\0';
+        job_set_waiting(j, "%s", "");
         return 0;
     }
     return memory_short(js, j, &admit_of(j)->need, 0);

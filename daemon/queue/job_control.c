@@ -13,8 +13,7 @@
 void job_requeued(job *j)
 {
     sched_of(j)->requeue_asked_mono = 0;
-    j->interrupted = 1; /* it resumes from the checkpoint it just took */
-    job_ask_stop(j, 0);
+    job_will_resume(j); /* from the checkpoint it just took */
     if (sched_of(j)->preempted_by[0] && !sched_of(j)->held) {
         sched_of(j)->preempted = 1;
         sched_of(j)->preempted_at = jobs_now_s();
@@ -30,7 +29,7 @@ void job_timed_out(job *j)
 {
     sched_of(j)->timing_out = 0;
     sched_of(j)->requeue_asked_mono = 0;
-    snprintf(j->error, sizeof j->error, "time limit of %.0f s reached at epoch %.6g, step %ld: "
+    job_set_error(j, "time limit of %.0f s reached at epoch %.6g, step %ld: "
              "it resumes from its checkpoint with parlectl resume %s",
              job_time_limit(j->js, j), j->last.epoch, j->last.step, j->id);
     job_log(j, "timeout: %s", j->error);
@@ -140,8 +139,7 @@ int job_cancel(jobs *js, job *j, char *err, size_t errlen)
         jobs_schedule(js);
         return 0;
     }
-    j->cancel_requested = 1;
-    job_ask_stop(j, RUN_STOP);
+    job_request_cancel(j);
     job_log(j, "cancel requested: the replicas stop now");
     return 0;
 }

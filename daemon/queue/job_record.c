@@ -2,6 +2,7 @@
  * and state, the state's names, the paths of its files, its times; and its
  * error set. The bottom of the store's files: it calls none of them. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/time.h>
 #include <time.h>
@@ -44,9 +45,30 @@ int job_ended_before(const job *j, double before_mono)
     return job_state_final(j->state) && !j->thread_running && j->ended_mono <= before_mono;
 }
 
-void job_set_error(job *j, const char *text)
+void job_set_error(job *j, const char *fmt, ...)
 {
-    snprintf(j->error, sizeof j->error, "%s", text ? text : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->error, sizeof j->error, fmt, ap);
+    va_end(ap);
+}
+
+void job_set_waiting(job *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->waiting, sizeof j->waiting, fmt, ap);
+    va_end(ap);
+}
+
+void job_place(job *j, uint64_t devices) { j->devices = devices; }
+
+void job_reset_end(job *j)
+{
+    j->error[0] = '\0';
+    j->ended_at = 0;
+    j->cancel_requested = 0;
+    j->eligible_s = j->eligible_mono = 0; /* its age counts from now */
 }
 
 bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v)

@@ -150,8 +150,8 @@ static void on_keep_ended(uv_timer_t *t)
 
 void jobs_keep_ended_init(jobs *js)
 {
-    uv_timer_init(js->loop, &js->keep_ended_check);
-    js->keep_ended_check.data = js;
+    uv_timer_init(js->loop, &remove_state(js)->keep_ended_check);
+    remove_state(js)->keep_ended_check.data = js;
 }
 
 void jobs_keep_ended_start(jobs *js)
@@ -159,6 +159,6 @@ void jobs_keep_ended_start(jobs *js)
     jobs_keep_ended(js);
     jobs_remove_ended(js);
     if (js->limits.keep_ended_s > 0 || js->limits.remove_ended_s > 0)
-        uv_timer_start(&js->keep_ended_check, on_keep_ended, KEEP_ENDED_CHECK_MS,
+        uv_timer_start(&remove_state(js)->keep_ended_check, on_keep_ended, KEEP_ENDED_CHECK_MS,
                        KEEP_ENDED_CHECK_MS);
 }

@@ -68,16 +68,12 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
                 job_state_name(j->state), j->error);
     }
     *from_step = found ? info.step : 0;
-    j->error[0] = '\0';
-    j->ended_at = 0;
-    j->cancel_requested = 0;
-    job_ask_stop(j, 0);
+    job_reset_end(j); /* its age counts from now */
     /* As after a restart, its first event says where the run starts (jobs.c,
      * begin_resumed_run); but it ranks as any queued job, not as one
      * resuming a preemption or a restart (resume_first). */
-    j->interrupted = 1;
+    job_will_resume(j);
     sched_of(j)->resume_first = 0;
-    j->eligible_s = j->eligible_mono = 0; /* its age counts from now */
     set_state(j, JOB_QUEUED);
     jobs_schedule(js);
     return 0;

@@ -151,13 +151,16 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         break;
     case SCHED_MEMORY: /* admission's figures (memory or disk) are in j->waiting already */
         if (strncmp(j->waiting, "memory:", 7) == 0 && !strstr(j->waiting, MEMORY_NO_PREEMPT) &&
-            strlen(j->waiting) + sizeof MEMORY_NO_PREEMPT < sizeof j->waiting)
-            strcat(j->waiting, MEMORY_NO_PREEMPT);
+            strlen(j->waiting) + sizeof MEMORY_NO_PREEMPT < sizeof j->waiting) {
+            char before[sizeof j->waiting];
+            snprintf(before, sizeof before, "%s", j->waiting);
+            job_set_waiting(j, "%s%s", before, MEMORY_NO_PREEMPT);
+        }
         return;
     default:
         return;
     }
-    snprintf(j->waiting, sizeof j->waiting, "%s", text);
+    job_set_waiting(j, "%s", text);
 }
 
 void job_ask_requeue(job *j, const job *by)
@@ -342,11 +345,11 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
         }
         const uint64_t may_take = j->devices;
         if (j->cfg.device_spec.count)
-            j->devices = out[i].gpus;
+            job_place(j, out[i].gpus);
         /* Memory and the state dir's disk may free outside parled: a job
          * waiting for either keeps no devices. */
         if (job_waits_for_memory(js, j) || job_waits_for_disk(js, j, 0)) {
-            j->devices = may_take;
+            job_place(j, may_take);
             sched_of(j)->memory_pass = pass;
             sched_state(js)->memory_waits = 1;
             again = 1;
@@ -361,7 +364,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
                         list[out[i].blockers[0]]->id);
             job_start(js, j);
         } else {
-            j->devices = may_take;
+            job_place(j, may_take);
         }
     }
     free(by_turn);
@@ -387,7 +390,7 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
     sched_of(j)->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
-    snprintf(j->error, sizeof j->error, "not started: %s", why);
+    job_set_error(j, "not started: %s", why);
     job_log(j, "cancelled: %s", j->error);
     set_state(j, JOB_CANCELLED);
     job_log_stop(j);

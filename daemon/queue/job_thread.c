@@ -358,9 +358,22 @@ static void *job_thread(void *arg)
     return NULL;
 }
 
+void job_ask_stop(job *j, int how) { __atomic_store_n(&j->stop, how, __ATOMIC_RELAXED); }
+
+void job_request_cancel(job *j)
+{
+    j->cancel_requested = 1;
+    job_ask_stop(j, RUN_STOP);
+}
+
+void job_will_resume(job *j)
+{
+    j->interrupted = 1;
+    job_ask_stop(j, 0);
+}
+
 /* The job's thread started on its devices (the scheduler said it may); if
  * it cannot be, the job fails and ends there. */
-void job_ask_stop(job *j, int how) { __atomic_store_n(&j->stop, how, __ATOMIC_RELAXED); }
 
 void job_start(jobs *js, job *j)
 {

@@ -66,9 +66,9 @@ int job_ended_before(const job *j, double before_mono);
 /* The state status shows: the state's name, or for a queued job the
  * scheduling glue's word for it ("held", "preempted"). */
 const char *job_shown_state(const job *j);
-/* Why the job ended as it did (in status and its log), set by the client
- * that ends it; NULL or "" clears it. */
-void job_set_error(job *j, const char *text);
+/* Why the job ended as it did (in status), set by the module or client
+ * that ends it ("" clears it). */
+void job_set_error(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A line in the job's log.txt. */
 void job_log(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

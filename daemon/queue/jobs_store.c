@@ -140,6 +140,22 @@ fail:
     return NULL;
 }
 
+static void on_handle_closed(uv_handle_t *h)
+{
+    jobs *js = h->data;
+    if (--js->open_handles == 0)
+        js->on_closed(js);
+}
+
+void jobs_store_close(jobs *js, uv_handle_t *const *handles, int n, void (*on_closed)(jobs *js))
+{
+    js->on_closed = on_closed;
+    js->open_handles = n + 1;
+    uv_close((uv_handle_t *)&js->async, on_handle_closed);
+    for (int k = 0; k < n; k++)
+        uv_close(handles[k], on_handle_closed);
+}
+
 void jobs_store_free(jobs *js)
 {
     pthread_cond_destroy(&js->flushed);

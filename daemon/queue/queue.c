@@ -48,7 +48,8 @@ static const jobs_hooks queue_hooks = {
                       [JOB_PART_SCHED] = sizeof(struct job_sched),
                       [JOB_PART_FAIR] = sizeof(struct job_fair)},
     .jobs_part_size = {[JOB_PART_SCHED] = sizeof(struct jobs_sched),
-                       [JOB_PART_FAIR] = sizeof(struct jobs_fair)},
+                       [JOB_PART_FAIR] = sizeof(struct jobs_fair),
+                       [JOB_PART_REMOVE] = sizeof(struct jobs_remove)},
     .status_sched = job_status_sched,
     .restore = job_restore_sched,
     .queued_shown_as = job_queued_shown_as,
@@ -101,26 +102,16 @@ void jobs_start(jobs *js)
     jobs_schedule(js);
 }
 
-static void on_handle_closed(uv_handle_t *h)
-{
-    jobs *js = h->data;
-    if (--js->open_handles == 0)
-        free_jobs(js);
-}
-
 void jobs_close(jobs *js)
 {
     uv_handle_t *const handles[] = {
-        (uv_handle_t *)&js->async,
         (uv_handle_t *)&sched_state(js)->time_limit_check,
         (uv_handle_t *)&sched_state(js)->memory_retry,
         (uv_handle_t *)&sched_state(js)->requeue_check,
-        (uv_handle_t *)&js->keep_ended_check,
+        (uv_handle_t *)&remove_state(js)->keep_ended_check,
         (uv_handle_t *)&fair_state(js)->usage_save,
         (uv_handle_t *)&sched_state(js)->schedule_soon,
     };
     /* The store is freed once the last of them has closed. */
-    js->open_handles = (int)(sizeof handles / sizeof handles[0]);
-    for (size_t k = 0; k < sizeof handles / sizeof handles[0]; k++)
-        uv_close(handles[k], on_handle_closed);
+    jobs_store_close(js, handles, (int)(sizeof handles / sizeof handles[0]), free_jobs);
 }

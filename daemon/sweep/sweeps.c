@@ -394,7 +394,7 @@ void sweep_on_eval(void *self, job *j, double epoch, double test_error)
                  "worse than %.2f%%, the median of the sweep's %d finished job%s then, by more "
                  "than the margin %.2f%%", 100 * test_error, epoch, 100 * median, n,
                  n == 1 ? "" : "s", 100 * s->spec.early_margin);
-        job_set_error(j, error);
+        job_set_error(j, "%s", error);
         job_log(j, "%s", error);
         server_log(LOG_INFO, "sweep %s: job %s %s", s->id, job_id(j), error);
         job_cancel(sw->js, j, why, sizeof why);
@@ -410,7 +410,7 @@ void sweep_on_done(void *self, job *j)
     if (!in->early_stopped)
         return;
     in->early_stopped = 0;
-    job_set_error(j, NULL);
+    job_set_error(j, "%s", "");
     job_log(j, "the early stop came after the job had finished: it stays done");
     sweep_write_state(self, in->sweep);
 }

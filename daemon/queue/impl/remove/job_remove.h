@@ -5,6 +5,16 @@
 
 #include "jobs_impl.h"
 
+/* The removals' part of the queue: --keep-ended's timer, which looks at
+ * the failed jobs' ages (and --remove-ended's at the ended ones'). */
+struct jobs_remove {
+    uv_timer_t keep_ended_check;
+};
+static inline struct jobs_remove *remove_state(const jobs *js)
+{
+    return jobs_part(js, JOB_PART_REMOVE);
+}
+
 /* --keep-ended: failed jobs' checkpoints past the age or the count go
  * (done and cancelled jobs remove theirs as they end). At start, every few
  * minutes and as a job fails. */

@@ -5,22 +5,26 @@
  *
  * Who writes what: the fields of `struct job` and `struct jobs` are the
  * store's (jobs.c and the files it heads: record, state, files, events,
- * reload, the job threads). The modules above read them and change them
- * through the store's functions (set_state, job_commit, job_ask_stop,
- * job_log...), but for a few fields each names in its comment: `waiting`
- * (admission and the scheduling glue), `devices` (the glue places a job
- * that asks for gpu:N), `error` (why a module ends a job: the glue, the
- * client through job_set_error; a resume clears it), `cancel_requested` and
- * `interrupted` (the glue's commands, a resume), and a resume's reset of
- * `ended_at` and the eligible time. Each module above keeps its own fields in a
+ * reload, the job threads), and only the store's files write them. The
+ * modules above read them and change them through the store's functions
+ * (set_state, job_commit, job_ask_stop, job_log...), the few a module must
+ * change each through one function that says who may: why a job waits
+ * (job_set_waiting: admission and the scheduling glue), the devices a
+ * gpu:N job is placed on (job_place: the glue), why it ended
+ * (job_set_error: the glue, the client's early stop), a cancel asked
+ * (job_request_cancel: the glue), a run to resume (job_will_resume: the
+ * glue, a resume) and a resumed job's end forgotten (job_reset_end).
+ * tests/unit/store_writes.py fails on a write of a field from a file
+ * outside the store. Each module above keeps its own fields in a
  * part of its own, which the store allocates with each job (and one with
  * the queue) but never reads: its struct is defined in the module's header
  * in impl/<module>/, reached through job_part and jobs_part with the
  * module's enum job_part (admission, the scheduling glue, fair share's
- * glue). What the store needs of them (a job's fields in its status, read
- * back at a reload; a run's end) goes through js->hooks, which queue.c
- * fills in. The store's client above the queue (the sweeps) has a part of
- * each job too and hears through js->client (jobs_client.h).
+ * glue, the removals). What the store needs of them (a job's fields in its
+ * status, read back at a reload; a run's end) goes through js->hooks,
+ * which queue.c fills in. The store's client above the queue (the sweeps)
+ * has a part of each job too and hears through js->client
+ * (jobs_client.h); it sees no field at all.
  *
  * Each module is a static library of its own (meson.build) and declares
  * its functions in its own header: schedule/job_schedule.h (the scheduling
@@ -64,7 +68,8 @@
 /* The modules whose fields ride with each job and with the queue: each
  * part's struct is the module's (its header), the store only sizes it;
  * the last is the client's (jobs_client.h), a job's only. */
-enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_FAIR, JOB_PART_CLIENT, JOB_PARTS };
+enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_FAIR, JOB_PART_REMOVE, JOB_PART_CLIENT,
+                JOB_PARTS };
 
 /* A job's place in one of the scheduler's lists (job_index.c). */
 typedef struct job_link {
@@ -85,12 +90,14 @@ struct job {
     job_config cfg;
     job_owner owner;
     /* Its devices: resolved at submit and reload (job_devices_now), the
-     * GPUs of a gpu:N job picked as it is placed (job_schedule.c). */
+     * GPUs of a gpu:N job picked as it is placed (job_place, by
+     * job_schedule.c). */
     uint64_t devices;
     enum job_state state;
-    /* Why it failed, was cancelled or timed out: the store's, the
-     * scheduling glue's (a dependency that never will, a time limit, a
-     * cancel) and a sweep's early stop (sweeps.c); a resume clears it. */
+    /* Why it failed, was cancelled or timed out: the store's, and through
+     * job_set_error the scheduling glue's (a dependency that never will, a
+     * time limit) and a sweep's early stop (daemon/sweep/); a resume clears
+     * it (job_reset_end). */
     char error[JOB_ERR_MAX];
     double submitted_at, started_at, ended_at; /* unix seconds; 0 = not yet */
     double elapsed_base;    /* training seconds before the current run (a resume) */
@@ -110,17 +117,17 @@ struct job {
      * the store's (set by the first progress event that reports it, jobs.c;
      * cleared as a run starts, job_thread.c); admission reads it. */
     int memory_reported;
-    /* Why it waits, or "": shown in its status. Two writers, one at a time:
-     * both write it in a scheduling pass on the loop thread, admission
-     * (job_admission.c: "memory: ...", "disk: ...") for a job whose devices
-     * the decision gave it, the scheduling glue (job_schedule.c) for every
-     * other wait. The store only shows it. */
+    /* Why it waits, or "": shown in its status. Two writers through
+     * job_set_waiting, one at a time: both in a scheduling pass on the loop
+     * thread, admission (job_admission.c: "memory: ...", "disk: ...") for a
+     * job whose devices the decision gave it, the scheduling glue
+     * (job_schedule.c) for every other wait. The store only shows it. */
     char waiting[1024];
     volatile int stop;      /* job_ask_stop's, read by the replicas */
-    /* A cancel was asked (job_control.c; a resume clears it), and the next
-     * run resumes from a checkpoint: it was running when parled stopped,
-     * went back into the queue (job_control.c) or was resumed
-     * (job_resume.c). */
+    /* A cancel was asked (job_request_cancel, by job_control.c; a resume
+     * clears it), and the next run resumes from a checkpoint: it was
+     * running when parled stopped, or job_will_resume (it went back into the
+     * queue, job_control.c, or was resumed, job_resume.c). */
     int cancel_requested;
     int interrupted;
     int run_pending;        /* an interrupted run has not yet said where it starts */
@@ -250,12 +257,12 @@ struct jobs {
     uint64_t faulted;
     char fault[64][512];
     int open_handles;       /* async and the timers, until all are closed */
+    void (*on_closed)(jobs *js); /* jobs_store_close's, once they are */
     pthread_mutex_t mu;     /* guards the pending queue and the flush counters */
     pthread_cond_t flushed;
     pending *q_first, *q_last;
     int q_progress;
     const job **core_job;   /* per entry of cores: the running job on it, or NULL */
-    uv_timer_t keep_ended_check; /* --keep-ended's look at the failed jobs' ages */
     /* GPUs joined by NVLink/P2P (bit h of gpu_links[g]), for "gpu:N". */
     uint64_t gpu_links[DEV_MAX_GPUS];
     /* Checkpoints the running jobs wrote and failed to write (jobs.c's
@@ -273,6 +280,9 @@ jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices
                      const jobs_client *client, char *err, size_t errlen);
 int jobs_store_listen(jobs *js, char *err, size_t errlen);
 void jobs_store_free(jobs *js);
+/* The store's async handle and the modules' `handles` closed; on_closed(js)
+ * once the last has (it frees what the modules hold, then the store). */
+void jobs_store_close(jobs *js, uv_handle_t *const *handles, int n, void (*on_closed)(jobs *js));
 /* A new job's record, zeroed (no test error yet), with a zeroed part of
  * each module and of the client after it (one block: job_discard frees it
  * all), or NULL when out of memory; job_commit (jobs_client.h) queues it. */
@@ -303,7 +313,15 @@ job *jobs_index_find(const jobs *js, const char *id);
 void jobs_index_free(jobs *js);
 
 /* job_record.c: the record read, calling none of the queue's files (also
- * job_state_name, job_file_path... of jobs.h). */
+ * job_state_name, job_file_path... of jobs.h), and the fields a module
+ * above may change, each through its one function: why a queued job
+ * waits (admission, the scheduling glue), the devices a job that asks for
+ * gpu:N is placed on (the glue), and a resumed job's end forgotten (its
+ * error, end time, cancel and eligible time; job_resume.c). Its error is
+ * job_set_error's (jobs_client.h). */
+void job_set_waiting(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void job_place(job *j, uint64_t devices);
+void job_reset_end(job *j);
 /* Job j's age for --oldest-first-after as of now (jobs_mono_s): the
  * seconds it was eligible to run. job_set_eligible: whether it is from now
  * on (queued, not held, no dependency pending), at each scheduling pass. */
@@ -360,8 +378,12 @@ void job_cores_release(jobs *js, job *j);
 void job_start(jobs *js, job *j);
 /* Ask j's run to stop as `how` says (RUN_STOP, RUN_STOP_CHECKPOINT,
  * RUN_STOP_NOW; 0: run on), read by its replicas at their next step: the
- * one way to change `stop`. */
+ * one way to change `stop`. job_request_cancel: a cancel asked of a running
+ * job (its replicas stop now). job_will_resume: it goes back into the
+ * queue, its next run resuming from its newest checkpoint. */
 void job_ask_stop(job *j, int how);
+void job_request_cancel(job *j);
+void job_will_resume(job *j);
 
 /* jobs_reload.c: every job in the state dir, back in js's queue. */
 int jobs_reload(jobs *js, char *err, size_t errlen);
