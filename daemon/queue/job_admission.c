@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_admission.h"
 #include "mpi_node.h"
 
@@ -18,7 +18,7 @@ static int gpus_of(const job *j, int *gpus)
 {
     int ngpus = 0;
     for (int i = 0; i < DEV_MAX_GPUS && ngpus < JOB_MEMORY_GPUS; i++)
-        if (j->devices & (1ull << i))
+        if (job_device_mask(j) & (1ull << i))
             gpus[ngpus++] = i;
     return ngpus;
 }
@@ -32,8 +32,9 @@ static int estimate(job *j)
     admit_of(j)->need_known = -1;
     if (mpi_node_size() > 1)
         return -1;
-    if (job_memory_estimate(&j->cfg, gpus, ngpus, &admit_of(j)->need, err, sizeof err) != 0) {
-        if (j->log)
+    if (job_memory_estimate(job_config_of(j), gpus, ngpus, &admit_of(j)->need, err, sizeof err) !=
+        0) {
+        if (job_logging(j))
             job_log(j, "no memory estimate (not held back for memory): %s", err);
         return -1;
     }
@@ -60,10 +61,10 @@ int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen
     char why[768], unplanned[256];
     /* Under MPI, or for a model that does not plan at the claimed size,
      * the data alone is counted: this rank loads it whole. */
-    if (mpi_node_size() > 1 || job_memory_estimate_claimed(&j->cfg, claim, gpus, ngpus, &m,
+    if (mpi_node_size() > 1 || job_memory_estimate_claimed(job_config_of(j), claim, gpus, ngpus, &m,
                                                            unplanned, sizeof unplanned) != 0) {
         memset(&m, 0, sizeof m);
-        m.data = m.host = job_memory_data_bytes(&j->cfg, claim);
+        m.data = m.host = job_memory_data_bytes(job_config_of(j), claim);
     }
     if (within_admitted(j, &m) || job_memory_fits(&m, 1, NULL, why, sizeof why))
         return 0;
@@ -80,8 +81,8 @@ int job_admit_data(void *user, const data_claim *claim, char *err, size_t errlen
 static void held_by_starting(const jobs *js, memory_held *held)
 {
     memset(held, 0, sizeof *held);
-    for (const job *j = js->running_first; j; j = j->running.next) {
-        if (!j->thread_running || admit_of(j)->need_known != 1 || j->memory_reported)
+    for (const job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j)) {
+        if (!job_thread_running(j) || admit_of(j)->need_known != 1 || job_memory_reported(j))
             continue;
         held->host += admit_of(j)->need.host;
         for (int g = 0; g < admit_of(j)->need.ngpus; g++)
@@ -92,7 +93,7 @@ static void held_by_starting(const jobs *js, memory_held *held)
 
 int job_admit(job *j, char *err, size_t errlen)
 {
-    char why[sizeof j->waiting], need[32], total[32];
+    char why[JOB_WAITING_MAX], need[32], total[32];
     uint64_t free_b, total_b;
     if (estimate(j) != 1)
         return 0;
@@ -100,12 +101,12 @@ int job_admit(job *j, char *err, size_t errlen)
         snprintf(err, errlen, "memory: %s", why);
         return -1;
     }
-    if (jobs_state_space(j->js, &free_b, &total_b) == 0 && admit_of(j)->need.disk > total_b) {
+    if (jobs_state_space(jobs_of(j), &free_b, &total_b) == 0 && admit_of(j)->need.disk > total_b) {
         job_memory_bytes_text(admit_of(j)->need.disk, need, sizeof need);
         job_memory_bytes_text(total_b, total, sizeof total);
         snprintf(err, errlen, "disk: the job writes up to %s (its checkpoints, master and "
                  "metrics), more than the %s the state dir's file system (%.700s) holds", need,
-                 total, j->js->jobs_dir);
+                 total, jobs_dir_of(jobs_of(j)));
         return -1;
     }
     return 0;
@@ -114,7 +115,7 @@ int job_admit(job *j, char *err, size_t errlen)
 int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     struct statvfs st;
-    if (statvfs(js->jobs_dir, &st) != 0)
+    if (statvfs(jobs_dir_of(js), &st) != 0)
         return -1;
     *free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
     *total_bytes = (uint64_t)st.f_blocks * st.f_frsize;
@@ -126,10 +127,10 @@ int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes
 static uint64_t disk_held_by_running(const jobs *js, const job *except)
 {
     uint64_t held = 0;
-    for (const job *j = js->running_first; j; j = j->running.next)
-        if (j != except && j->thread_running && admit_of(j)->need_known == 1 &&
-            admit_of(j)->need.disk > j->disk_bytes)
-            held += admit_of(j)->need.disk - j->disk_bytes;
+    for (const job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j))
+        if (j != except && job_thread_running(j) && admit_of(j)->need_known == 1 &&
+            admit_of(j)->need.disk > job_disk_bytes(j))
+            held += admit_of(j)->need.disk - job_disk_bytes(j);
     return held;
 }
 
@@ -142,7 +143,7 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     uint64_t has = (free_b > held ? free_b - held : 0) + freed;
     /* A queued job that ran before already holds part of what it writes. */
     uint64_t need =
-        admit_of(j)->need.disk > j->disk_bytes ? admit_of(j)->need.disk - j->disk_bytes : 0;
+        admit_of(j)->need.disk > job_disk_bytes(j) ? admit_of(j)->need.disk - job_disk_bytes(j) : 0;
     if (need <= has) {
         if (admit_of(j)->disk_short)
             job_log(j, "the state dir has room for it again");
@@ -154,25 +155,29 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     job_memory_bytes_text(admit_of(j)->need.checkpoint, ckpt_t, sizeof ckpt_t);
     job_memory_bytes_text(free_b, free_t, sizeof free_t);
     job_memory_bytes_text(held, held_t, sizeof held_t);
-    job_set_waiting(j, "disk: the job writes up to %s (%d checkpoints of "
-             "%s, its master and metrics) to %.700s, which has %s free, %s of it for running jobs' "
-             "files", need_t, j->cfg.checkpoint.every_epochs > 0 ? j->cfg.checkpoint.keep + 1 : 0,
-             ckpt_t, js->jobs_dir, free_t, held_t);
+    job_set_waiting(
+        j,
+        "disk: the job writes up to %s (%d checkpoints of "
+        "%s, its master and metrics) to %.700s, which has %s free, %s of it for running jobs' "
+        "files",
+        need_t,
+        job_config_of(j)->checkpoint.every_epochs > 0 ? job_config_of(j)->checkpoint.keep + 1 : 0,
+        ckpt_t, jobs_dir_of(js), free_t, held_t);
     /* Logged and persisted once per wait: the figures change at every retry. */
     if (!admit_of(j)->disk_short) {
         admit_of(j)->disk_short = 1;
-        job_log(j, "waiting for %s", j->waiting);
+        job_log(j, "waiting for %s", job_waiting(j));
         write_status(j);
     }
     return 1;
 }
 
 /* Whether estimate m of job j fits in what is free now, with `freed` host
- * bytes more: 0, or 1 with j->waiting saying why (logged and persisted once
+ * bytes more: 0, or 1 with the job's wait saying why (logged and persisted once
  * per wait: the figures change at every retry). */
 static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
 {
-    char why[sizeof j->waiting - 96], freed_t[32];
+    char why[JOB_WAITING_MAX - 96], freed_t[32];
     memory_held held;
     held_by_starting(js, &held);
     job_memory less = *m;
@@ -181,7 +186,8 @@ static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
         job_set_waiting(j, "%s", "");
         return 0;
     }
-    const int newly = strncmp(j->waiting, "memory:", 7) != 0; /* it may have waited for devices */
+    const int newly =
+        strncmp(job_waiting(j), "memory:", 7) != 0; /* it may have waited for devices */
     if (freed) { /* the figures as they are, and what the preemptions would add */
         job_memory_fits(m, 1, &held, why, sizeof why);
         job_memory_bytes_text(freed, freed_t, sizeof freed_t);
@@ -191,7 +197,7 @@ static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
         job_set_waiting(j, "memory: %s", why);
     }
     if (newly) {
-        job_log(j, "waiting for %s", j->waiting);
+        job_log(j, "waiting for %s", job_waiting(j));
         write_status(j);
     }
     return 1;

@@ -7,19 +7,20 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_schedule.h"
 
 /* A sweep's end, which the store's client answers (jobs_client.h). */
 static int sweep_end(const jobs *js, const char *id, int *left, const job **bad)
 {
-    return js->client.group_end(js->client.self, id, left, bad);
+    const jobs_client *c = jobs_client_of(js);
+    return c->group_end(c->self, id, left, bad);
 }
 
 int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
 {
     char ids[JOB_MAX_AFTER][16];
-    const int n = job_after_ids(j->cfg.after, ids, why, whylen);
+    const int n = job_after_ids(job_config_of(j)->after, ids, why, whylen);
     for (int k = 0; k < n; k++) {
         if (ids[k][0] == 's') {
             int left;
@@ -33,9 +34,9 @@ int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
                 snprintf(why, whylen, "after: sweep %s has %d job(s) not ended", ids[k], left);
                 return 1;
             }
-            if (end < 0 && !j->cfg.after_any) {
+            if (end < 0 && !job_config_of(j)->after_any) {
                 snprintf(why, whylen, "sweep %s it runs after did not end done: its job %s "
-                         "ended %s", ids[k], bad->id, job_state_name(bad->state));
+                         "ended %s", ids[k], job_id(bad), job_state_name(job_state_of(bad)));
                 return -1;
             }
             continue;
@@ -45,14 +46,14 @@ int job_after_check(jobs *js, const job *j, char *why, size_t whylen)
             snprintf(why, whylen, "job %s it runs after was removed", ids[k]);
             return -1;
         }
-        if (!job_state_final(d->state)) {
-            snprintf(why, whylen, "after: %s (%s) is %s", d->id, d->owner.user,
+        if (!job_state_final(job_state_of(d))) {
+            snprintf(why, whylen, "after: %s (%s) is %s", job_id(d), job_owner_of(d)->user,
                      job_shown_state(d));
             return 1;
         }
-        if (d->state != JOB_DONE && !j->cfg.after_any) {
-            snprintf(why, whylen, "job %s it runs after ended %s", d->id,
-                     job_state_name(d->state));
+        if (job_state_of(d) != JOB_DONE && !job_config_of(j)->after_any) {
+            snprintf(why, whylen, "job %s it runs after ended %s", job_id(d),
+                     job_state_name(job_state_of(d)));
             return -1;
         }
     }

@@ -53,3 +53,9 @@ void set_state(job *j, enum job_state s)
         cJSON_AddStringToObject(ev, "error", j->error);
     job_emit(j, ev);
 }
+
+void jobs_tell_end(jobs *js, job *j)
+{
+    if (js->listener.on_end)
+        js->listener.on_end(js->listener.user, j);
+}

@@ -1,6 +1,6 @@
 /* A job's files in the state dir (docs/architecture.md, "The state dir"):
  * log.txt, status.json, metrics.jsonl and the checkpoints' removal, written
- * on the loop thread. */
+ * on the loop thread; and an ended job's folder removed with it (`rm`). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -135,4 +135,23 @@ void job_trim_metrics(job *j, long keep_step)
     j->metrics = fopen(path, "a");
     if (!j->metrics)
         job_log(j, "cannot append to %s: %s (metrics are not kept)", path, strerror(errno));
+}
+
+/* j out of the queue's list and freed (an ended job: no thread, no watcher). */
+static void forget_job(jobs *js, job *j)
+{
+    jobs_unlink(js, j);
+    free(j->cores);
+    free(j);
+}
+
+int job_remove_folder(jobs *js, job *j, uint64_t *freed, char *err, size_t errlen)
+{
+    const uint64_t bytes = tree_disk_bytes(j->dir);
+    if (numbered_keep_next(js->jobs_dir, js->next_id, err, errlen) != 0 ||
+        numbered_dir_remove(js->jobs_dir, j->id, err, errlen) != 0)
+        return -1;
+    *freed += bytes;
+    forget_job(js, j);
+    return 0;
 }

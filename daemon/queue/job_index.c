@@ -164,6 +164,16 @@ void jobs_unlink(jobs *js, job *j)
 
 job *jobs_next(const jobs *js, const job *j) { return j ? j->next : js->first; }
 
+job *jobs_active_next(const jobs *js, const job *j)
+{
+    return j ? j->active.next : js->active_first;
+}
+
+job *jobs_running_next(const jobs *js, const job *j)
+{
+    return j ? j->running.next : js->running_first;
+}
+
 void jobs_dependencies_changed(jobs *js) { js->after_epoch++; }
 
 job *jobs_index_find(const jobs *js, const char *id)

@@ -7,6 +7,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "jobfile.h"
 #include "jobs_impl.h"
 
 double jobs_now_s(void)
@@ -35,6 +36,23 @@ int job_state_final(enum job_state s)
 const char *job_id(const job *j) { return j->id; }
 enum job_state job_state_of(const job *j) { return j->state; }
 const job_owner *job_owner_of(const job *j) { return &j->owner; }
+jobs *jobs_of(const job *j) { return j->js; }
+const job_config *job_config_of(const job *j) { return &j->cfg; }
+uint64_t job_device_mask(const job *j) { return j->devices; }
+int job_thread_running(const job *j) { return j->thread_running; }
+const char *job_waiting(const job *j) { return j->waiting; }
+const char *job_error(const job *j) { return j->error; }
+int job_stop_asked(const job *j) { return __atomic_load_n(&j->stop, __ATOMIC_RELAXED); }
+double job_run_began_mono(const job *j) { return j->run_began_mono; }
+double job_submitted_at(const job *j) { return j->submitted_at; }
+double job_ended_mono(const job *j) { return j->ended_mono; }
+long job_seq(const job *j) { return j->seq; }
+const run_event *job_last(const job *j) { return &j->last; }
+uint64_t job_disk_bytes(const job *j) { return j->disk_bytes; }
+int job_memory_reported(const job *j) { return j->memory_reported; }
+const char *job_memory_text(const job *j) { return j->memory; }
+int job_cores_held(const job *j) { return j->ncores_held; }
+int job_logging(const job *j) { return j->log != NULL; }
 double job_test_error(const job *j) { return j->test_error; }
 double job_started_at(const job *j) { return j->started_at; }
 double job_ended_at(const job *j) { return j->ended_at; }
@@ -63,12 +81,36 @@ void job_set_waiting(job *j, const char *fmt, ...)
 
 void job_place(job *j, uint64_t devices) { j->devices = devices; }
 
+int job_read_config(job *j, const cJSON *job_json, char *err, size_t errlen)
+{
+    return job_config_from_json(job_json, &j->cfg, err, errlen);
+}
+
 void job_reset_end(job *j)
 {
     j->error[0] = '\0';
     j->ended_at = 0;
     j->cancel_requested = 0;
     j->eligible_s = j->eligible_mono = 0; /* its age counts from now */
+}
+
+const jobs_limits *jobs_limits_of(const jobs *js) { return &js->limits; }
+uv_loop_t *jobs_loop(const jobs *js) { return js->loop; }
+int jobs_stopping(const jobs *js) { return js->stopping; }
+int jobs_restarting(const jobs *js) { return js->restarting; }
+unsigned long jobs_after_epoch(const jobs *js) { return js->after_epoch; }
+int jobs_ncores(const jobs *js) { return js->ncores; }
+uint64_t jobs_device_mask(const jobs *js) { return js->devices; }
+uint64_t jobs_faulted_mask(const jobs *js) { return js->faulted; }
+const uint64_t *jobs_gpu_links(const jobs *js) { return js->gpu_links; }
+size_t jobs_nactive(const jobs *js) { return js->nactive; }
+const char *jobs_dir_of(const jobs *js) { return js->jobs_dir; }
+const jobs_client *jobs_client_of(const jobs *js) { return &js->client; }
+
+void jobs_checkpoints(const jobs *js, unsigned long *written, unsigned long *failed)
+{
+    *written = js->checkpoints_written;
+    *failed = js->checkpoints_failed;
 }
 
 bool owner_details_seen(const jobs *js, const job_owner *owner, const job_viewer *v)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_schedule.h"
 
 /* The newest complete checkpoint of j, as the runner will find it: 1 (in
@@ -16,7 +16,8 @@ static int newest_checkpoint(job *j, checkpoint_info *info, char *why, size_t wh
 {
     char root[1200];
     job_file_path(j, "ckpt", root, sizeof root);
-    int found = checkpoint_find_latest(root, j->cfg.algorithm.replicas, info, why, whylen);
+    int found =
+        checkpoint_find_latest(root, job_config_of(j)->algorithm.replicas, info, why, whylen);
     size_t n = strlen(why);
     if (n > 0 && why[n - 1] == '\n')
         why[--n] = '\0';
@@ -29,9 +30,9 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
                const char **code, char *err, size_t errlen)
 {
     *code = ERR_BAD_STATE;
-    if (j->state != JOB_FAILED && j->state != JOB_TIMEOUT) {
+    if (job_state_of(j) != JOB_FAILED && job_state_of(j) != JOB_TIMEOUT) {
         snprintf(err, errlen, "job %s is %s: only a failed or timed-out job can be resumed",
-                 j->id, job_state_name(j->state));
+                 job_id(j), job_state_name(job_state_of(j)));
         return -1;
     }
     checkpoint_info info = {0};
@@ -39,33 +40,35 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
     int found = from_scratch ? 0 : newest_checkpoint(j, &info, why, sizeof why);
     if (found < 0) {
         *code = ERR_INTERNAL;
-        snprintf(err, errlen, "job %s: %s", j->id, why);
+        snprintf(err, errlen, "job %s: %s", job_id(j), why);
         return -1;
     }
     if (found == 0 && !from_scratch) {
-        snprintf(err, errlen, "job %s has no complete checkpoint to resume from%s%.1500s%s: "
+        snprintf(err, errlen,
+                 "job %s has no complete checkpoint to resume from%s%.1500s%s: "
                  "resume it with from_scratch (parlectl resume %s --from-scratch) to run it "
-                 "again from step 0", j->id, why[0] ? " (" : "", why, why[0] ? ")" : "", j->id);
+                 "again from step 0",
+                 job_id(j), why[0] ? " (" : "", why, why[0] ? ")" : "", job_id(j));
         return -1;
     }
-    if (jobs_may_queue(js, &j->owner, 1, code, err, errlen) != 0)
+    if (jobs_may_queue(js, job_owner_of(j), 1, code, err, errlen) != 0)
         return -1;
     if (job_devices_now(js, j, err, errlen) != 0) {
         *code = ERR_BAD_STATE;
         return -1;
     }
-    if (!j->log && job_log_start(j, err, errlen) != 0) {
+    if (!job_logging(j) && job_log_start(j, err, errlen) != 0) {
         *code = ERR_INTERNAL;
         return -1;
     }
     if (from_scratch) {
         job_remove_checkpoints(j);
         job_log(j, "resume asked by %s: queued to run again from scratch (it ended %s: %s)", by,
-                job_state_name(j->state), j->error);
+                job_state_name(job_state_of(j)), job_error(j));
     } else {
         job_log(j, "resume asked by %s: queued to resume from its checkpoint at outer iteration "
                 "%ld (step %ld) (it ended %s: %s)", by, info.k, info.step,
-                job_state_name(j->state), j->error);
+                job_state_name(job_state_of(j)), job_error(j));
     }
     *from_step = found ? info.step : 0;
     job_reset_end(j); /* its age counts from now */

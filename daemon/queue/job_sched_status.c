@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_schedule.h"
 #include "owner_usage.h"
 
@@ -26,10 +26,10 @@ void job_status_sched(const job *j, cJSON *o)
         cJSON_AddNullToObject(o, "held_by");
     cJSON_AddBoolToObject(o, "admin_hold", sc->held && sc->admin_hold);
     cJSON_AddBoolToObject(o, "resuming", sc->resume_first);
-    cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(j->js, j->owner.uid));
+    cJSON_AddNumberToObject(o, "owner_usage_s", owner_usage_of(jobs_of(j), job_owner_of(j)->uid));
     cJSON_AddNumberToObject(o, "eligible_s", job_eligible_s(j, jobs_mono_s()));
-    const int eligible = j->state == JOB_QUEUED && !j->thread_running && !sc->held &&
-                         (!j->cfg.after[0] || sc->after_met);
+    const int eligible = job_state_of(j) == JOB_QUEUED && !job_thread_running(j) && !sc->held &&
+                         (!job_config_of(j)->after[0] || sc->after_met);
     add_num_or_null(o, "eligible_as_of", eligible ? jobs_now_s() : NAN);
     /* The job's last preemption, if any: by whom and when it went back. */
     if (sc->preempted_by[0])
@@ -44,11 +44,11 @@ void job_status_sched(const job *j, cJSON *o)
 void job_restore_sched(job *j, const cJSON *st, const char *state)
 {
     struct job_sched *sc = sched_of(j);
-    const double priority = status_number(st, "priority", j->cfg.priority);
+    const double priority = status_number(st, "priority", job_config_of(j)->priority);
     sc->priority = priority >= JOB_PRIORITY_MIN && priority <= JOB_PRIORITY_MAX &&
                            priority == floor(priority)
                        ? (int)priority
-                       : j->cfg.priority;
+                       : job_config_of(j)->priority;
     sc->held = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"));
     const char *held_by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "held_by"));
     snprintf(sc->held_by, sizeof sc->held_by, "%s", sc->held && held_by ? held_by : "");

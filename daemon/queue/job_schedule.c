@@ -1,4 +1,4 @@
-/* The queue's scheduling on the loop thread (jobs_impl.h): the queue's
+/* The queue's scheduling on the loop thread (job_schedule.h): the queue's
  * state handed to the scheduler's decision (daemon/sched/schedule.h) and
  * what it decides carried out: jobs started once admission by memory lets
  * them, running jobs asked to checkpoint and stop for a higher priority,
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_admission.h"
 #include "job_schedule.h"
 #include "owner_usage.h"
@@ -30,31 +30,31 @@
                           "keeps no devices from jobs that fit now"
 
 /* The scheduler's view of job j: a queued "gpu:N" job may take any N of
- * the daemon's GPUs (those of its last run, in j->devices, are no longer
+ * the daemon's GPUs (those of its last run, its device mask, are no longer
  * its own once it is back in the queue). */
 static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,
                             unsigned pass, double now)
 {
-    const job_device_spec *spec = &j->cfg.device_spec;
-    const int any = !j->thread_running && spec->kind == DEVICES_GPU && spec->count;
+    const job_device_spec *spec = &job_config_of(j)->device_spec;
+    const int any = !job_thread_running(j) && spec->kind == DEVICES_GPU && spec->count;
     return (sched_job){
-        .running = j->thread_running,
-        .stopping = j->thread_running && j->stop != 0,
+        .running = job_thread_running(j),
+        .stopping = job_thread_running(j) && job_stop_asked(j) != 0,
         .held = sched_of(j)->held,
         .resuming = sched_of(j)->resume_first,
         .after_pending = after_pending,
-        .memory_wait = !j->thread_running && sched_of(j)->memory_pass == pass,
+        .memory_wait = !job_thread_running(j) && sched_of(j)->memory_pass == pass,
         .priority = sched_of(j)->priority,
         .order = order,
-        .owner = j->owner.uid,
-        .usage = owner_usage_of(js, j->owner.uid),
+        .owner = job_owner_of(j)->uid,
+        .usage = owner_usage_of(js, job_owner_of(j)->uid),
         .eligible_s = job_eligible_s(j, now),
-        .started_at = j->run_began_mono,
+        .started_at = job_run_began_mono(j),
         .was_preempted = sched_of(j)->run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
-        .gpus = (any ? js->devices : j->devices) & ~DEV_CPU,
+        .gpus = (any ? jobs_device_mask(js) : job_device_mask(j)) & ~DEV_CPU,
         .ngpus = any ? spec->count : 0,
-        .gpu_share = sched_share_milli(j->cfg.gpu_share),
+        .gpu_share = sched_share_milli(job_config_of(j)->gpu_share),
         .cores = job_cores_wanted(js, j),
     };
 }
@@ -62,7 +62,7 @@ static sched_job sched_view(const jobs *js, const job *j, long order, int after_
 /* Why `ahead` comes before `j` in the queue's order (sched_decide's). */
 static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
 {
-    const double now = jobs_mono_s(), aged = js->limits.oldest_first_s;
+    const double now = jobs_mono_s(), aged = jobs_limits_of(js)->oldest_first_s;
     if (sched_of(ahead)->priority != sched_of(j)->priority)
         return "a higher priority";
     if (aged > 0 && job_eligible_s(ahead, now) >= aged && job_eligible_s(j, now) < aged)
@@ -71,7 +71,7 @@ static const char *ahead_because(const jobs *js, const job *ahead, const job *j)
         return "it was eligible to run longer";
     if (sched_of(ahead)->resume_first != sched_of(j)->resume_first)
         return "it resumes a checkpoint after a preemption or a restart";
-    if (owner_usage_of(js, ahead->owner.uid) != owner_usage_of(js, j->owner.uid))
+    if (owner_usage_of(js, job_owner_of(ahead)->uid) != owner_usage_of(js, job_owner_of(j)->uid))
         return "its owner used less device time recently";
     return "submitted earlier";
 }
@@ -83,15 +83,15 @@ static void blockers_text(job **list, const sched_decision *d, char *out, size_t
     out[0] = '\0';
     for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS && n < len; k++) {
         const job *b = list[d->blockers[k]];
-        n += (size_t)snprintf(out + n, len - n, "%s %s (%s)", k ? "," : "", b->id,
-                              b->owner.user);
+        n += (size_t)snprintf(out + n, len - n, "%s %s (%s)", k ? "," : "", job_id(b),
+                              job_owner_of(b)->user);
     }
     if (d->nblockers > SCHED_BLOCKERS && n < len)
         snprintf(out + n, len - n, " and %d more", d->nblockers - SCHED_BLOCKERS);
 }
 
-/* What a queued job waits for, in words, into j->waiting (the figures of a
- * memory wait are admission's, not here). Not written to status.json here:
+/* What a queued job waits for, in words (job_set_waiting; the figures of
+ * a memory wait are admission's, not here). Not written to status.json here:
  * a job's end could change a thousand queued jobs' reasons, and a restart
  * works them out again. */
 static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
@@ -105,31 +105,32 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     memset(&said, 0, sizeof said); /* (compared whole, padding too) */
     said.wait = d->wait;
     said.nblockers = d->nblockers;
-    said.devices = j->devices;
-    said.after_epoch = d->wait == SCHED_AFTER ? js->after_epoch : 0;
+    said.devices = job_device_mask(j);
+    said.after_epoch = d->wait == SCHED_AFTER ? jobs_after_epoch(js) : 0;
     for (int k = 0; k < d->nblockers && k < SCHED_BLOCKERS; k++)
-        said.blockers[k] = list[d->blockers[k]]->seq;
+        said.blockers[k] = job_seq(list[d->blockers[k]]);
     if (d->wait == SCHED_QUEUE)
         said.because = ahead_because(js, list[d->blockers[0]], j);
-    const int same = !memcmp(&said, &sched_of(j)->said, sizeof said) && j->waiting[0];
+    const int same = !memcmp(&said, &sched_of(j)->said, sizeof said) && job_waiting(j)[0];
     sched_of(j)->said = said;
     if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
-        (d->wait != SCHED_AFTER || !strchr(j->cfg.after, 'j'))) /* (a job's state, by id) */
+        (d->wait != SCHED_AFTER ||
+         !strchr(job_config_of(j)->after, 'j'))) /* (a job's state, by id) */
         return;
-    char text[sizeof j->waiting], who[384], dev[256];
+    char text[JOB_WAITING_MAX], who[384], dev[256];
     blockers_text(list, d, who, sizeof who);
-    devices_text(j->devices, dev, sizeof dev);
+    devices_text(job_device_mask(j), dev, sizeof dev);
     const job *first = d->nblockers ? list[d->blockers[0]] : NULL;
     switch (d->wait) {
     case SCHED_HOLD:
-        snprintf(text, sizeof text, "held: it runs once released (parlectl release %s)", j->id);
+        snprintf(text, sizeof text, "held: it runs once released (parlectl release %s)", job_id(j));
         break;
     case SCHED_DEVICES:
         snprintf(text, sizeof text, "devices: %s held by%s", dev, who);
         break;
     case SCHED_QUEUE:
-        snprintf(text, sizeof text, "queue: %s kept for %s (%s), ahead by %s", dev, first->id,
-                 first->owner.user, said.because);
+        snprintf(text, sizeof text, "queue: %s kept for %s (%s), ahead by %s", dev, job_id(first),
+                 job_owner_of(first)->user, said.because);
         break;
     case SCHED_STOPPING:
         snprintf(text, sizeof text, "stopping: waiting for%s to checkpoint and stop", who);
@@ -145,15 +146,18 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         job_after_check(js, j, text, sizeof text);
         break;
     case SCHED_QUOTA:
-        snprintf(text, sizeof text, "quota: %s's running jobs hold parled's --max-gpus-per-user "
-                 "(%d) or --max-cores-per-user (%d) with this one's devices:%s", j->owner.user,
-                 js->limits.gpus_per_user, js->limits.cores_per_user, who);
+        snprintf(text, sizeof text,
+                 "quota: %s's running jobs hold parled's --max-gpus-per-user "
+                 "(%d) or --max-cores-per-user (%d) with this one's devices:%s",
+                 job_owner_of(j)->user, jobs_limits_of(js)->gpus_per_user,
+                 jobs_limits_of(js)->cores_per_user, who);
         break;
-    case SCHED_MEMORY: /* admission's figures (memory or disk) are in j->waiting already */
-        if (strncmp(j->waiting, "memory:", 7) == 0 && !strstr(j->waiting, MEMORY_NO_PREEMPT) &&
-            strlen(j->waiting) + sizeof MEMORY_NO_PREEMPT < sizeof j->waiting) {
-            char before[sizeof j->waiting];
-            snprintf(before, sizeof before, "%s", j->waiting);
+    case SCHED_MEMORY: /* admission's figures (memory or disk) are its wait already */
+        if (strncmp(job_waiting(j), "memory:", 7) == 0 &&
+            !strstr(job_waiting(j), MEMORY_NO_PREEMPT) &&
+            strlen(job_waiting(j)) + sizeof MEMORY_NO_PREEMPT < JOB_WAITING_MAX) {
+            char before[JOB_WAITING_MAX];
+            snprintf(before, sizeof before, "%s", job_waiting(j));
             job_set_waiting(j, "%s%s", before, MEMORY_NO_PREEMPT);
         }
         return;
@@ -167,10 +171,11 @@ void job_ask_requeue(job *j, const job *by)
 {
     sched_of(j)->requeue_asked_mono = jobs_mono_s();
     if (by) {
-        snprintf(sched_of(j)->preempted_by, sizeof sched_of(j)->preempted_by, "%s", by->id);
-        job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
-                "boundary, then back in the queue", by->id, by->owner.user, sched_of(by)->priority,
-                sched_of(j)->priority);
+        snprintf(sched_of(j)->preempted_by, sizeof sched_of(j)->preempted_by, "%s", job_id(by));
+        job_log(j,
+                "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
+                "boundary, then back in the queue",
+                job_id(by), job_owner_of(by)->user, sched_of(by)->priority, sched_of(j)->priority);
     } else {
         job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
     }
@@ -184,14 +189,15 @@ static int requeues_pending(jobs *js)
 {
     int asked = 0;
     const double now = jobs_mono_s();
-    for (job *j = js->running_first; j; j = j->running.next) {
-        if (!j->thread_running || sched_of(j)->requeue_asked_mono <= 0 || j->cancel_requested)
+    for (job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j)) {
+        if (!job_thread_running(j) || sched_of(j)->requeue_asked_mono <= 0 ||
+            job_cancel_requested(j))
             continue;
         asked = 1;
-        if (!(j->stop & RUN_STOP_NOW) &&
-            now - sched_of(j)->requeue_asked_mono > js->limits.preempt_grace_s) {
+        if (!(job_stop_asked(j) & RUN_STOP_NOW) &&
+            now - sched_of(j)->requeue_asked_mono > jobs_limits_of(js)->preempt_grace_s) {
             job_log(j, "no checkpoint within --preempt-grace (%.0f s): stopping now; it resumes "
-                    "from its last checkpoint", js->limits.preempt_grace_s);
+                    "from its last checkpoint", jobs_limits_of(js)->preempt_grace_s);
             job_ask_stop(j, RUN_STOP_NOW);
         }
     }
@@ -206,10 +212,10 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
     *by = jobs_index_find(js, sched_of(j)->preempted_by);
     if (!*by)
         return "was removed";
-    if ((*by)->state == JOB_CANCELLED)
+    if (job_state_of(*by) == JOB_CANCELLED)
         return "was cancelled";
-    if ((*by)->state != JOB_QUEUED)
-        return (*by)->thread_running ? NULL : "ended";
+    if (job_state_of(*by) != JOB_QUEUED)
+        return job_thread_running(*by) ? NULL : "ended";
     if (sched_of((*by))->held)
         return "was held";
     return sched_of((*by))->priority <= sched_of(j)->priority ? "was lowered" : NULL;
@@ -225,19 +231,17 @@ static const char *preemptor_gone(jobs *js, const job *j, const job **by)
 static void withdraw_preemptions(jobs *js)
 {
     const double now = jobs_mono_s();
-    for (job *j = js->running_first; j; j = j->running.next) {
+    for (job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j)) {
         const job *by;
         const char *why;
-        if (!j->thread_running || sched_of(j)->requeue_asked_mono <= 0 || sched_of(j)->held ||
-            j->cancel_requested || !sched_of(j)->preempted_by[0] ||
+        if (!job_thread_running(j) || sched_of(j)->requeue_asked_mono <= 0 || sched_of(j)->held ||
+            job_cancel_requested(j) || !sched_of(j)->preempted_by[0] ||
             !(why = preemptor_gone(js, j, &by)))
             continue;
-        int asked = RUN_STOP_CHECKPOINT;
-        const int called_off = __atomic_compare_exchange_n(&j->stop, &asked, 0, 0,
-                                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        const int called_off = job_call_off_stop(j);
         const double charge = job_device_units(js, j) * (now - sched_of(j)->requeue_asked_mono);
         if (by)
-            owner_usage_charge(js, &by->owner, charge);
+            owner_usage_charge(js, job_owner_of(by), charge);
         job_log(j, "preemption withdrawn: %s %s before this job stopped; %s",
                 sched_of(j)->preempted_by, why,
                 called_off ? "it runs on" : "it was stopping already, and resumes first");
@@ -251,19 +255,19 @@ static void on_timer(uv_timer_t *t) { jobs_schedule(t->data); }
 
 void jobs_schedule_init(jobs *js)
 {
-    uv_timer_init(js->loop, &sched_state(js)->requeue_check);
+    uv_timer_init(jobs_loop(js), &sched_state(js)->requeue_check);
     sched_state(js)->requeue_check.data = js;
-    uv_timer_init(js->loop, &sched_state(js)->memory_retry);
+    uv_timer_init(jobs_loop(js), &sched_state(js)->memory_retry);
     sched_state(js)->memory_retry.data = js;
-    uv_timer_init(js->loop, &sched_state(js)->time_limit_check);
+    uv_timer_init(jobs_loop(js), &sched_state(js)->time_limit_check);
     sched_state(js)->time_limit_check.data = js;
-    uv_timer_init(js->loop, &sched_state(js)->schedule_soon);
+    uv_timer_init(jobs_loop(js), &sched_state(js)->schedule_soon);
     sched_state(js)->schedule_soon.data = js;
 }
 
 void jobs_schedule_soon(jobs *js)
 {
-    if (!js->stopping && !uv_is_active((uv_handle_t *)&sched_state(js)->schedule_soon))
+    if (!jobs_stopping(js) && !uv_is_active((uv_handle_t *)&sched_state(js)->schedule_soon))
         uv_timer_start(&sched_state(js)->schedule_soon, on_timer, 0, 0);
 }
 
@@ -280,11 +284,11 @@ void jobs_schedule_pending(jobs *js)
 static void memory_retry(jobs *js)
 {
     const int waiting = sched_state(js)->memory_waits;
-    if (waiting && !js->stopping && !sched_state(js)->memory_retry_on)
+    if (waiting && !jobs_stopping(js) && !sched_state(js)->memory_retry_on)
         uv_timer_start(&sched_state(js)->memory_retry, on_timer, MEMORY_RETRY_MS, MEMORY_RETRY_MS);
-    else if ((!waiting || js->stopping) && sched_state(js)->memory_retry_on)
+    else if ((!waiting || jobs_stopping(js)) && sched_state(js)->memory_retry_on)
         uv_timer_stop(&sched_state(js)->memory_retry);
-    sched_state(js)->memory_retry_on = waiting && !js->stopping;
+    sched_state(js)->memory_retry_on = waiting && !jobs_stopping(js);
 }
 
 /* Whether the job that victim v is to be preempted for waits for host
@@ -305,8 +309,9 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
             if (admit_of(r)->need_known != 1)
                 return 0;
             memory += admit_of(r)->need.host;
-            disk +=
-                admit_of(r)->need.disk > r->disk_bytes ? admit_of(r)->need.disk - r->disk_bytes : 0;
+            disk += admit_of(r)->need.disk > job_disk_bytes(r)
+                        ? admit_of(r)->need.disk - job_disk_bytes(r)
+                        : 0;
         }
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;
@@ -343,8 +348,8 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
             set_waiting(js, j, list, &out[i]);
             continue;
         }
-        const uint64_t may_take = j->devices;
-        if (j->cfg.device_spec.count)
+        const uint64_t may_take = job_device_mask(j);
+        if (job_config_of(j)->device_spec.count)
             job_place(j, out[i].gpus);
         /* Memory and the state dir's disk may free outside parled: a job
          * waiting for either keeps no devices. */
@@ -361,7 +366,7 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
             job_set_eligible(j, 0, jobs_mono_s());
             if (out[i].backfilled)
                 job_log(j, "backfilled: it ends by its time limit before %s could start",
-                        list[out[i].blockers[0]]->id);
+                        job_id(list[out[i].blockers[0]]));
             job_start(js, j);
         } else {
             job_place(j, may_take);
@@ -377,25 +382,25 @@ static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
 {
     char why[JOB_ERR_MAX - 64];
     *after_pending = 0;
-    if (!j->cfg.after[0] || sched_of(j)->after_met || j->state != JOB_QUEUED || j->thread_running)
+    if (!job_config_of(j)->after[0] || sched_of(j)->after_met || job_state_of(j) != JOB_QUEUED ||
+        job_thread_running(j))
         return 0;
     if (sched_of(j)->after_pending_at ==
-        js->after_epoch) { /* nothing ended since it was looked at */
+        jobs_after_epoch(js)) { /* nothing ended since it was looked at */
         *after_pending = 1;
         return 0;
     }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
-    sched_of(j)->after_pending_at = r > 0 ? js->after_epoch : 0;
+    sched_of(j)->after_pending_at = r > 0 ? jobs_after_epoch(js) : 0;
     sched_of(j)->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
     job_set_error(j, "not started: %s", why);
-    job_log(j, "cancelled: %s", j->error);
+    job_log(j, "cancelled: %s", job_error(j));
     set_state(j, JOB_CANCELLED);
     job_log_stop(j);
-    if (js->listener.on_end)
-        js->listener.on_end(js->listener.user, j);
+    jobs_tell_end(js, j);
     return 1;
 }
 
@@ -405,11 +410,11 @@ static void time_limits(jobs *js)
 {
     const double now = jobs_mono_s();
     double next = INFINITY;
-    for (job *j = js->running_first; j; j = j->running.next) {
+    for (job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j)) {
         const double limit = job_time_limit(js, j);
-        if (!j->thread_running || limit <= 0 || j->stop || j->cancel_requested)
+        if (!job_thread_running(j) || limit <= 0 || job_stop_asked(j) || job_cancel_requested(j))
             continue;
-        const double left = j->run_began_mono + limit - now;
+        const double left = job_run_began_mono(j) + limit - now;
         if (left > 0) {
             next = fmin(next, left);
             continue;
@@ -417,7 +422,7 @@ static void time_limits(jobs *js)
         sched_of(j)->timing_out = 1;
         sched_of(j)->requeue_asked_mono = now;
         job_log(j, "time limit of %.0f s reached: checkpointing at the next step boundary, "
-                "then it ends timeout (resumable: parlectl resume %s)", limit, j->id);
+                "then it ends timeout (resumable: parlectl resume %s)", limit, job_id(j));
         job_ask_stop(j, RUN_STOP_CHECKPOINT);
     }
     uv_timer_stop(&sched_state(js)->time_limit_check);
@@ -431,30 +436,31 @@ static void time_limits(jobs *js)
 static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 {
     int queued = 0, after_pending = 0;
-    const int n = (int)js->nactive; /* (a bound: some may have ended, their threads running) */
+    const int n = (int)jobs_nactive(js); /* (a bound: some may have ended, their threads running) */
     job **list = malloc((size_t)(n ? n : 1) * sizeof *list);
     sched_job *view = malloc((size_t)(n ? n : 1) * sizeof *view);
     sched_decision *out = malloc((size_t)(n ? n : 1) * sizeof *out);
-    sched_input in = {.jobs = view, .ncores = js->ncores, .faulted = js->faulted,
+    sched_input in = {.jobs = view, .ncores = jobs_ncores(js), .faulted = jobs_faulted_mask(js),
                       .one_at_a_time = mpi_node_size() > 1, .preempt = 1, .backfill = 1,
-                      .now = jobs_mono_s(), .min_run_s = js->limits.preempt_min_run_s,
-                      .oldest_first_s = js->limits.oldest_first_s,
-                      .max_gpus_per_owner = js->limits.gpus_per_user,
-                      .max_cores_per_owner = js->limits.cores_per_user};
-    memcpy(in.links, js->gpu_links, sizeof in.links);
+                      .now = jobs_mono_s(), .min_run_s = jobs_limits_of(js)->preempt_min_run_s,
+                      .oldest_first_s = jobs_limits_of(js)->oldest_first_s,
+                      .max_gpus_per_owner = jobs_limits_of(js)->gpus_per_user,
+                      .max_cores_per_owner = jobs_limits_of(js)->cores_per_user};
+    memcpy(in.links, jobs_gpu_links(js), sizeof in.links);
     int ok = list && view && out, again = 0;
     /* (a job cancelled for its dependency leaves the list: next first) */
-    for (job *j = js->active_first, *next; j && ok && in.njobs < n; j = next) {
-        next = j->active.next;
-        if (j->thread_running ||
-            (j->state == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
-            const int waits_after = !j->thread_running && after_pending;
+    for (job *j = jobs_active_next(js, NULL), *next; j && ok && in.njobs < n; j = next) {
+        next = jobs_active_next(js, j);
+        if (job_thread_running(j) ||
+            (job_state_of(j) == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
+            const int waits_after = !job_thread_running(j) && after_pending;
             /* Its age counts while it could run (the pass runs as a hold,
              * a release or a dependency's end changes that). */
-            job_set_eligible(j, !j->thread_running && !sched_of(j)->held && !waits_after, in.now);
+            job_set_eligible(j, !job_thread_running(j) && !sched_of(j)->held && !waits_after,
+                             in.now);
             list[in.njobs] = j;
-            view[in.njobs++] = sched_view(js, j, j->seq, waits_after, pass, in.now);
-            queued += !j->thread_running;
+            view[in.njobs++] = sched_view(js, j, job_seq(j), waits_after, pass, in.now);
+            queued += !job_thread_running(j);
         }
     }
     if (ok && sched_decide(&in, out) == 0)
@@ -469,7 +475,7 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
 void jobs_schedule(jobs *js)
 {
     uv_timer_stop(&sched_state(js)->schedule_soon); /* this pass is the one it waited for */
-    if (js->stopping)
+    if (jobs_stopping(js))
         return;
     const uint64_t began = uv_hrtime();
     jobs_usage_update(js);

@@ -12,7 +12,7 @@
 
 #include "fsutil.h"
 #include "jobfile.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_admission.h"
 #include "job_schedule.h"
 #include "schedule.h"
@@ -24,31 +24,35 @@ static int active_jobs_of(const jobs *js, unsigned uid)
     if (n >= 0)
         return n;
     n = 0;
-    for (const job *j = js->active_first; j; j = j->active.next)
-        n += j->owner.uid == uid && !job_state_final(j->state);
+    for (const job *j = jobs_active_next(js, NULL); j; j = jobs_active_next(js, j))
+        n += job_owner_of(j)->uid == uid && !job_state_final(job_state_of(j));
     return n;
 }
 
 int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **code, char *err,
                    size_t errlen)
 {
-    if (js->stopping && !js->restarting) {
+    if (jobs_stopping(js) && !jobs_restarting(js)) {
         *code = ERR_SHUTTING_DOWN;
         snprintf(err, errlen, "parled is shutting down");
         return -1;
     }
     /* The jobs of uid's sweeps being submitted that are not queued yet count
      * too (the store's client, the sweeps, says how many). */
-    int active = active_jobs_of(js, owner->uid) + js->client.promised(js->client.self, owner->uid);
-    if (js->limits.jobs_per_user > 0 && active + njobs > js->limits.jobs_per_user) {
+    const jobs_client *c = jobs_client_of(js);
+    int active = active_jobs_of(js, owner->uid) + c->promised(c->self, owner->uid);
+    if (jobs_limits_of(js)->jobs_per_user > 0 &&
+        active + njobs > jobs_limits_of(js)->jobs_per_user) {
         *code = ERR_LIMIT;
         if (njobs == 1)
-            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
-                     "--max-jobs-per-user", owner->user, owner->uid, js->limits.jobs_per_user);
+            snprintf(err, errlen,
+                     "%s (uid %u) has %d jobs queued or running, parled's "
+                     "--max-jobs-per-user",
+                     owner->user, owner->uid, jobs_limits_of(js)->jobs_per_user);
         else
             snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running: a sweep of %d jobs "
                      "would pass parled's --max-jobs-per-user %d", owner->user, owner->uid, active,
-                     njobs, js->limits.jobs_per_user);
+                     njobs, jobs_limits_of(js)->jobs_per_user);
         return -1;
     }
     return 0;
@@ -58,15 +62,16 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
  * alone within a user's quota (else it never starts): 0, or -1 with a message. */
 static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t errlen)
 {
-    const jobs_limits *l = &js->limits;
+    const jobs_limits *l = jobs_limits_of(js);
     const double limit = job_time_limit(js, j);
-    const job_device_spec *spec = &j->cfg.device_spec;
-    const int gpus = spec->count ? spec->count : __builtin_popcountll(j->devices & ~DEV_CPU);
+    const job_device_spec *spec = &job_config_of(j)->device_spec;
+    const int gpus =
+        spec->count ? spec->count : __builtin_popcountll(job_device_mask(j) & ~DEV_CPU);
     const int cores = job_cores_wanted(js, j);
     if (l->max_time_limit_s > 0 && (limit <= 0 || limit > l->max_time_limit_s))
         snprintf(err, errlen, "time_limit: %s%.0f s is above parled's --max-time-limit (%.0f s)",
                  limit <= 0 ? "none (unbounded) " : "", limit, l->max_time_limit_s);
-    else if (l->gpus_per_user > 0 && (long)gpus * sched_share_milli(j->cfg.gpu_share) >
+    else if (l->gpus_per_user > 0 && (long)gpus * sched_share_milli(job_config_of(j)->gpu_share) >
                                          (long)l->gpus_per_user * SCHED_WHOLE)
         snprintf(err, errlen, "devices: %d GPU(s) are above parled's --max-gpus-per-user (%d): "
                  "the job would never start", gpus, l->gpus_per_user);
@@ -82,12 +87,12 @@ static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t er
  * that the refusal names the share): 0, or -1 with a message. */
 static int job_share_allowed(const jobs *js, const job *j, char *err, size_t errlen)
 {
-    const double floor = js->limits.min_gpu_share;
-    if (floor <= 0 || sched_share_milli(j->cfg.gpu_share) >= sched_share_milli(floor))
+    const double floor = jobs_limits_of(js)->min_gpu_share;
+    if (floor <= 0 || sched_share_milli(job_config_of(j)->gpu_share) >= sched_share_milli(floor))
         return 0;
     snprintf(err, errlen, "gpu_share: %g is below parled's --min-gpu-share (%g): a share is not "
              "enforced on the device (a job uses as much of its GPUs' compute as it can), so "
-             "parled takes none smaller", j->cfg.gpu_share, floor);
+             "parled takes none smaller", job_config_of(j)->gpu_share, floor);
     return -1;
 }
 
@@ -100,13 +105,13 @@ job *job_prepare(jobs *js, const cJSON *job_json, const char **code, char *err, 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (job_config_from_json(job_json, &j->cfg, err, errlen) != 0 ||
+    if (job_read_config(j, job_json, err, errlen) != 0 ||
         job_share_allowed(js, j, err, errlen) != 0 || job_devices_now(js, j, err, errlen) != 0)
         goto fail;
     if (job_admit(j, err, errlen) != 0 || job_limits_allowed(js, j, err, errlen) != 0 ||
-        job_after_valid(js, &j->cfg, err, errlen) != 0)
+        job_after_valid(js, job_config_of(j), err, errlen) != 0)
         goto fail;
-    sched_of(j)->priority = j->cfg.priority;
+    sched_of(j)->priority = job_config_of(j)->priority;
     return j;
 fail:
     free(j);

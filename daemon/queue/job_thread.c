@@ -360,6 +360,13 @@ static void *job_thread(void *arg)
 
 void job_ask_stop(job *j, int how) { __atomic_store_n(&j->stop, how, __ATOMIC_RELAXED); }
 
+int job_call_off_stop(job *j)
+{
+    int asked = RUN_STOP_CHECKPOINT;
+    return __atomic_compare_exchange_n(&j->stop, &asked, 0, 0, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED);
+}
+
 void job_request_cancel(job *j)
 {
     j->cancel_requested = 1;
@@ -401,8 +408,7 @@ void job_start(jobs *js, job *j)
         snprintf(j->error, sizeof(j->error), "could not start the job thread: %s", strerror(rc));
         job_log(j, "failed: %s", j->error);
         set_state(j, JOB_FAILED);
-        if (js->listener.on_end)
-            js->listener.on_end(js->listener.user, j);
+        jobs_tell_end(js, j);
         return;
     }
     char dev[256];

@@ -194,8 +194,7 @@ static void finish_job(jobs *js, job *j, const pending *p)
         return;
     if (job_state_final(j->state))
         job_log_stop(j);
-    if (js->listener.on_end)
-        js->listener.on_end(js->listener.user, j);
+    jobs_tell_end(js, j);
 }
 
 static void on_async(uv_async_t *h)

@@ -95,10 +95,10 @@ void jobs_dependencies_changed(jobs *js);
 /* 0 when j has ended, else -1 with *code ERR_BAD_STATE and a message
  * saying a job must end before it is removed. */
 int job_removable(const job *j, const char **code, char *err, size_t errlen);
-/* An ended job of the client's removed with its folder, as a group's
- * removal does (no refusal; the caller schedules after): *freed grows by
- * its bytes. 0, or -1 with a message. */
-int jobs_remove_member(jobs *js, job *j, uint64_t *freed, char *err, size_t errlen);
+/* An ended job's folder removed and the job forgotten, as `rm` and a
+ * group's removal do (no refusal; the caller schedules after): *freed
+ * grows by its bytes. 0, or -1 with a message. */
+int job_remove_folder(jobs *js, job *j, uint64_t *freed, char *err, size_t errlen);
 
 /* Helpers the store shares with its clients. The wall clock (unix
  * seconds) is for what people read; durations use jobs_mono_s, which a

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_admission.h"
 #include "job_schedule.h"
 #include "owner_usage.h"
@@ -59,39 +59,41 @@ static void fill_job(const jobs *js, const job *j, const job_viewer *viewer, dou
                      overview_job *r)
 {
     memset(r, 0, sizeof *r);
-    snprintf(r->id, sizeof r->id, "%s", j->id);
-    snprintf(r->owner, sizeof r->owner, "%s", j->owner.user);
-    r->uid = j->owner.uid;
-    snprintf(r->rule, sizeof r->rule, "%s", j->cfg.algorithm.name);
-    devices_text(j->devices, r->devices, sizeof r->devices);
-    if (j->cfg.device_spec.count && j->state == JOB_QUEUED)
-        snprintf(r->devices, sizeof r->devices, "gpu:%d", j->cfg.device_spec.count);
+    snprintf(r->id, sizeof r->id, "%s", job_id(j));
+    snprintf(r->owner, sizeof r->owner, "%s", job_owner_of(j)->user);
+    r->uid = job_owner_of(j)->uid;
+    snprintf(r->rule, sizeof r->rule, "%s", job_config_of(j)->algorithm.name);
+    devices_text(job_device_mask(j), r->devices, sizeof r->devices);
+    if (job_config_of(j)->device_spec.count && job_state_of(j) == JOB_QUEUED)
+        snprintf(r->devices, sizeof r->devices, "gpu:%d", job_config_of(j)->device_spec.count);
     r->state = job_shown_state(j);
     r->priority = sched_of(j)->priority;
-    r->share = (j->devices & DEV_CPU) ? (js->ncores > 0 && j->ncores_held > 0
-                                             ? (double)j->ncores_held / js->ncores : 1.0)
-                                      : j->cfg.gpu_share;
-    r->wait_s = j->state == JOB_QUEUED && j->submitted_at > 0 ? fmax(0, now - j->submitted_at) : 0;
-    if (j->state == JOB_QUEUED)
-        snprintf(r->waiting, sizeof r->waiting, "%s", j->waiting);
+    r->share = (job_device_mask(j) & DEV_CPU) ? (jobs_ncores(js) > 0 && job_cores_held(j) > 0
+                                             ? (double)job_cores_held(j) / jobs_ncores(js) : 1.0)
+                                      : job_config_of(j)->gpu_share;
+    r->wait_s = job_state_of(j) == JOB_QUEUED && job_submitted_at(j) > 0
+                    ? fmax(0, now - job_submitted_at(j))
+                    : 0;
+    if (job_state_of(j) == JOB_QUEUED)
+        snprintf(r->waiting, JOB_WAITING_MAX, "%s", job_waiting(j));
     r->images_per_sec = r->eta_s = r->test_error = NAN;
     r->details = jobs_viewer_sees_details(j, viewer);
     if (!r->details)
         return;
-    r->step = j->last.step;
-    r->passes = j->last.data_passes;
-    r->epoch = j->last.epoch;
-    r->epochs = j->cfg.epochs;
-    const double elapsed = j->last.elapsed_s, left = j->last.eta_s;
-    r->progress = j->state == JOB_DONE ? 1
+    r->step = job_last(j)->step;
+    r->passes = job_last(j)->data_passes;
+    r->epoch = job_last(j)->epoch;
+    r->epochs = job_config_of(j)->epochs;
+    const double elapsed = job_last(j)->elapsed_s, left = job_last(j)->eta_s;
+    r->progress = job_state_of(j) == JOB_DONE ? 1
                   : isfinite(elapsed) && isfinite(left) && elapsed + left > 0
                       ? elapsed / (elapsed + left) : 0;
-    if (j->state == JOB_RUNNING && j->last.step > 0) {
-        r->images_per_sec = j->last.images_per_sec;
-        r->eta_s = j->last.eta_s;
+    if (job_state_of(j) == JOB_RUNNING && job_last(j)->step > 0) {
+        r->images_per_sec = job_last(j)->images_per_sec;
+        r->eta_s = job_last(j)->eta_s;
     }
-    r->test_error = j->test_error;
-    r->memory_peak = memory_of(j->memory, -2);
+    r->test_error = job_test_error(j);
+    r->memory_peak = memory_of(job_memory_text(j), -2);
 }
 
 /* The devices and what the running job j holds on each. */
@@ -100,13 +102,13 @@ static void add_running(jobs_overview *o, const job *j, double share)
     for (int i = 0; i < o->ndev; i++) {
         overview_device *d = &o->dev[i];
         const uint64_t bit = d->gpu < 0 ? DEV_CPU : 1ull << d->gpu;
-        if (!(j->devices & bit))
+        if (!(job_device_mask(j) & bit))
             continue;
         d->njobs++;
         d->shares += share;
         d->memory_held += memory_held_on(j, d->gpu);
-        d->memory_peak += memory_of(j->memory, d->gpu);
-        add_job_id(d, j->id);
+        d->memory_peak += memory_of(job_memory_text(j), d->gpu);
+        add_job_id(d, job_id(j));
     }
 }
 
@@ -157,12 +159,12 @@ static void devices_of(jobs_overview *o, const jobs *js)
 {
     for (int i = 63; i >= 0 && o->ndev < OVERVIEW_DEVICES_MAX; i--) {
         const uint64_t bit = 1ull << i;
-        if (!(js->devices & bit))
+        if (!(jobs_device_mask(js) & bit))
             continue;
         overview_device *d = &o->dev[o->ndev++];
         d->gpu = bit == DEV_CPU ? -1 : i;
-        d->cores = bit == DEV_CPU ? js->ncores : 0;
-        d->faulted = (js->faulted & bit) != 0;
+        d->cores = bit == DEV_CPU ? jobs_ncores(js) : 0;
+        d->faulted = (jobs_faulted_mask(js) & bit) != 0;
     }
 }
 
@@ -186,15 +188,15 @@ int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
     devices_of(o, js);
     const double now = jobs_now_s();
     overview_owner *w = NULL;
-    for (const job *j = js->first; j; j = j->next) {
-        o->count[j->state]++;
-        if (job_state_final(j->state))
+    for (const job *j = jobs_next(js, NULL); j; j = jobs_next(js, j)) {
+        o->count[job_state_of(j)]++;
+        if (job_state_final(job_state_of(j)))
             continue;
-        if (!w || w->uid != j->owner.uid) /* a user's jobs often come in a row */
-            w = owner_row(o, OVERVIEW_OWNERS_MAX, j->owner.uid, j->owner.user);
+        if (!w || w->uid != job_owner_of(j)->uid) /* a user's jobs often come in a row */
+            w = owner_row(o, OVERVIEW_OWNERS_MAX, job_owner_of(j)->uid, job_owner_of(j)->user);
         if (w)
-            *(j->state == JOB_RUNNING ? &w->running : &w->queued) += 1;
-        if (j->state == JOB_RUNNING) {
+            *(job_state_of(j) == JOB_RUNNING ? &w->running : &w->queued) += 1;
+        if (job_state_of(j) == JOB_RUNNING) {
             if (o->nrunning == cap_running && cap_running < OVERVIEW_RUNNING_MAX) {
                 overview_job *more = realloc(o->running, 2 * (size_t)cap_running * sizeof *more);
                 if (!more) {
@@ -209,23 +211,22 @@ int jobs_overview_take(jobs *js, const job_viewer *viewer, int max_queued,
             add_running(o, j, r.share);
             if (o->nrunning < cap_running)
                 o->running[o->nrunning++] = r;
-        } else if (j->state == JOB_QUEUED) {
+        } else if (job_state_of(j) == JOB_QUEUED) {
             o->held += sched_of(j)->held;
-            if (j->submitted_at > 0)
-                o->oldest_wait_s = fmax(o->oldest_wait_s, now - j->submitted_at);
+            if (job_submitted_at(j) > 0)
+                o->oldest_wait_s = fmax(o->oldest_wait_s, now - job_submitted_at(j));
             if (o->nqueued < max_queued)
                 fill_job(js, j, viewer, now, &o->queued[o->nqueued++]);
         }
     }
     owners_use(o, js);
-    o->jobs_per_user = js->limits.jobs_per_user;
-    o->gpus_per_user = js->limits.gpus_per_user;
-    o->cores_per_user = js->limits.cores_per_user;
-    o->usage_half_life_s = js->limits.usage_half_life_s;
+    o->jobs_per_user = jobs_limits_of(js)->jobs_per_user;
+    o->gpus_per_user = jobs_limits_of(js)->gpus_per_user;
+    o->cores_per_user = jobs_limits_of(js)->cores_per_user;
+    o->usage_half_life_s = jobs_limits_of(js)->usage_half_life_s;
     o->schedule_passes = sched_state(js)->schedule_passes;
     o->schedule_seconds = (double)sched_state(js)->schedule_ns * 1e-9;
-    o->checkpoints_written = js->checkpoints_written;
-    o->checkpoints_failed = js->checkpoints_failed;
+    jobs_checkpoints(js, &o->checkpoints_written, &o->checkpoints_failed);
     o->have_space = jobs_state_space(js, &o->state_dir_free_bytes, &o->state_dir_total_bytes) == 0;
     return 0;
 }

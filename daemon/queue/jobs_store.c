@@ -38,6 +38,10 @@ job *job_new(jobs *js)
 
 void job_discard(job *j) { free(j); }
 
+void *job_part(const job *j, enum job_part k) { return (char *)j + j->js->job_part_at[k]; }
+
+void *jobs_part(const jobs *js, enum job_part k) { return (char *)js + js->jobs_part_at[k]; }
+
 void *job_client_part(const job *j) { return job_part(j, JOB_PART_CLIENT); }
 
 int job_commit(jobs *js, job *j, const cJSON *job_json, const job_owner *owner, char *err,

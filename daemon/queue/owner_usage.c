@@ -1,4 +1,4 @@
-/* Fair share's table (jobs_impl.h): each owner's device use, decayed by
+/* Fair share's table (owner_usage.h): each owner's device use, decayed by
  * --usage-half-life, kept in <state dir>/usage.json as of each run's end
  * and every --usage-save-interval while jobs run, so that a restarted
  * parled (or one killed) remembers who used what; and each run's use
@@ -12,7 +12,7 @@
 
 #include "fair_share.h"
 #include "fsutil.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "owner_usage.h"
 #include "log.h"
 
@@ -25,8 +25,8 @@
 
 double job_device_units(const jobs *js, const job *j)
 {
-    return acct_device_units(__builtin_popcountll(j->devices & ~DEV_CPU), j->cfg.gpu_share,
-                             job_cores_wanted(js, j), js->ncores);
+    return acct_device_units(__builtin_popcountll(job_device_mask(j) & ~DEV_CPU),
+                             job_config_of(j)->gpu_share, job_cores_wanted(js, j), jobs_ncores(js));
 }
 
 double owner_usage_of(const jobs *js, unsigned uid)
@@ -37,13 +37,14 @@ double owner_usage_of(const jobs *js, unsigned uid)
 void jobs_usage_update(jobs *js)
 {
     struct jobs_fair *fs = fair_state(js);
-    const double half = js->limits.usage_half_life_s;
+    const double half = jobs_limits_of(js)->usage_half_life_s;
     fair_share_table *t = &fs->share;
     const double dt = fair_share_decay(t, jobs_mono_s(), jobs_now_s(), half);
-    for (job *j = js->active_first; j; j = j->active.next) {
-        owner_usage *u =
-            job_state_final(j->state) ? NULL : fair_share_entry(t, j->owner.uid, j->owner.user);
-        if (u && j->thread_running) {
+    for (job *j = jobs_active_next(js, NULL); j; j = jobs_active_next(js, j)) {
+        owner_usage *u = job_state_final(job_state_of(j))
+                             ? NULL
+                             : fair_share_entry(t, job_owner_of(j)->uid, job_owner_of(j)->user);
+        if (u && job_thread_running(j)) {
             const double used = job_device_units(js, j) * dt;
             fair_share_add(u, dt, half, used);
             fair_of(j)->run_device_s += used;
@@ -51,9 +52,9 @@ void jobs_usage_update(jobs *js)
     }
     for (int i = 0; i < fs->share.n; i++) {
         int queued = 0;
-        for (job *j = js->active_first; j && !queued; j = j->active.next)
-            queued =
-                !job_state_final(j->state) && j->owner.uid == fs->share.owners[i].uid;
+        for (job *j = jobs_active_next(js, NULL); j && !queued; j = jobs_active_next(js, j))
+            queued = !job_state_final(job_state_of(j)) &&
+                     job_owner_of(j)->uid == fs->share.owners[i].uid;
         if (!queued && fs->share.owners[i].usage < USAGE_FORGET_S)
             fair_share_drop(&fs->share, i--);
     }
@@ -72,15 +73,15 @@ static acct_run run_record(const jobs *js, const job *j, const char *end, double
 {
     const struct jobs_fair *fs = fair_state(js);
     const double at = fs->share.usage_at;
-    acct_run r = {.uid = j->owner.uid, .ended_at = at > 0 ? at : jobs_now_s()};
+    acct_run r = {.uid = job_owner_of(j)->uid, .ended_at = at > 0 ? at : jobs_now_s()};
     const double held = began_mono > 0 && fs->share.usage_mono > began_mono
                             ? fs->share.usage_mono - began_mono : 0;
-    snprintf(r.id, sizeof r.id, "%s", j->id);
-    snprintf(r.user, sizeof r.user, "%s", j->owner.user);
+    snprintf(r.id, sizeof r.id, "%s", job_id(j));
+    snprintf(r.user, sizeof r.user, "%s", job_owner_of(j)->user);
     snprintf(r.end, sizeof r.end, "%s", end);
-    devices_text(j->devices, r.devices, sizeof r.devices);
-    if ((j->devices & DEV_CPU) && j->cfg.device_spec.cores)
-        snprintf(r.devices, sizeof r.devices, "cpu:%d", j->cfg.device_spec.cores);
+    devices_text(job_device_mask(j), r.devices, sizeof r.devices);
+    if ((job_device_mask(j) & DEV_CPU) && job_config_of(j)->device_spec.cores)
+        snprintf(r.devices, sizeof r.devices, "cpu:%d", job_config_of(j)->device_spec.cores);
     r.started_at = r.ended_at - held > 0 ? r.ended_at - held : r.ended_at;
     r.device_seconds = fmin(fair_of(j)->run_device_s, ACCT_DEVICE_S_MAX);
     return r;
@@ -93,7 +94,7 @@ void jobs_usage_run_ended(jobs *js, job *j, const char *end, double began_mono)
     fair_of(j)->run_device_s = 0;
     jobs_usage_save(js); /* first: a crash between never records the run twice */
     if (acct_append(&fair_state(js)->acct, &r, err, sizeof err) != 0)
-        server_log(LOG_WARN, "job %s: its run is not in the accounting record: %s", j->id, err);
+        server_log(LOG_WARN, "job %s: its run is not in the accounting record: %s", job_id(j), err);
 }
 
 void jobs_usage_save(jobs *js)
@@ -102,9 +103,9 @@ void jobs_usage_save(jobs *js)
     cJSON *runs = cJSON_CreateArray();
     /* The runs under way, as the record would hold them had they ended now:
      * a start after a kill records them "interrupted". */
-    for (const job *j = js->first; runs && j; j = j->next)
-        if (j->thread_running && fair_of(j)->run_device_s > 0) {
-            const acct_run r = run_record(js, j, "interrupted", j->run_began_mono);
+    for (const job *j = jobs_next(js, NULL); runs && j; j = jobs_next(js, j))
+        if (job_thread_running(j) && fair_of(j)->run_device_s > 0) {
+            const acct_run r = run_record(js, j, "interrupted", job_run_began_mono(j));
             cJSON_AddItemToArray(runs, acct_run_json(&r));
         }
     cJSON *root = fair_share_json(&fs->share, runs);
@@ -163,7 +164,7 @@ void jobs_usage_load(jobs *js, const char *state_dir)
 static void on_usage_save(uv_timer_t *t)
 {
     jobs *js = t->data;
-    if (js->running == 0)
+    if (jobs_running(js) == 0)
         return;
     jobs_usage_update(js);
     jobs_usage_save(js);
@@ -171,13 +172,13 @@ static void on_usage_save(uv_timer_t *t)
 
 void jobs_usage_init(jobs *js)
 {
-    uv_timer_init(js->loop, &fair_state(js)->usage_save);
+    uv_timer_init(jobs_loop(js), &fair_state(js)->usage_save);
     fair_state(js)->usage_save.data = js;
 }
 
 void jobs_usage_start(jobs *js)
 {
-    const double s = js->limits.usage_save_s > 0 ? js->limits.usage_save_s : 60;
+    const double s = jobs_limits_of(js)->usage_save_s > 0 ? jobs_limits_of(js)->usage_save_s : 60;
     const uint64_t ms = (uint64_t)(s * 1000);
     uv_timer_start(&fair_state(js)->usage_save, on_usage_save, ms, ms);
 }
@@ -191,16 +192,16 @@ cJSON *jobs_usage_json(jobs *js)
     for (int i = 0; i < fs->share.n; i++)
         total += fs->share.owners[i].usage;
     cJSON *o = cJSON_CreateObject(), *owners = cJSON_CreateArray();
-    cJSON_AddNumberToObject(o, "half_life_s", js->limits.usage_half_life_s);
+    cJSON_AddNumberToObject(o, "half_life_s", jobs_limits_of(js)->usage_half_life_s);
     cJSON_AddNumberToObject(o, "usage_at", fs->share.usage_at);
     cJSON_AddItemToObject(o, "owners", owners);
     for (int i = 0; i < fs->share.n; i++) {
         const owner_usage *u = &fs->share.owners[i];
         int running = 0, queued = 0;
-        for (const job *j = js->first; j; j = j->next)
-            if (j->owner.uid == u->uid && !job_state_final(j->state)) {
-                running += j->thread_running;
-                queued += !j->thread_running;
+        for (const job *j = jobs_next(js, NULL); j; j = jobs_next(js, j))
+            if (job_owner_of(j)->uid == u->uid && !job_state_final(job_state_of(j))) {
+                running += job_thread_running(j);
+                queued += !job_thread_running(j);
             }
         char digits[16];
         snprintf(digits, sizeof digits, "%u", u->uid);

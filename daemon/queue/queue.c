@@ -1,7 +1,7 @@
 /* The queue (jobs.h) put together: the one file above every module of this
  * folder. It opens the store, the modules' state and the state dir's
  * records in order (the client's, the sweeps', after the jobs), fills in
- * the store's hooks (jobs_impl.h) with what each module does about a run's
+ * the store's hooks (jobs_store.h) with what each module does about a run's
  * end, a reload and a data claim, and closes them all. The modules, bottom
  * up: the store (jobs.c and the files it heads), admission and fair
  * share's glue, the scheduling glue, a submission, the removals
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fsutil.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 #include "job_admission.h"
 #include "job_remove.h"
 #include "job_schedule.h"
@@ -32,7 +32,7 @@ static const char *on_run_stopped(job *j)
 
 static void on_run_ended(jobs *js, job *j, const char *end, double began_mono)
 {
-    if (j->state == JOB_FAILED)
+    if (job_state_of(j) == JOB_FAILED)
         jobs_keep_ended(js); /* one more failed job's checkpoints: the count may pass */
     jobs_usage_run_ended(js, j, end, began_mono);
 }
@@ -65,7 +65,8 @@ static const jobs_hooks queue_hooks = {
 
 static void free_jobs(jobs *js)
 {
-    js->client.free(js->client.self);
+    const jobs_client *c = jobs_client_of(js);
+    c->free(c->self);
     fair_share_free(&fair_state(js)->share);
     acct_close(&fair_state(js)->acct);
     jobs_store_free(js);
@@ -82,7 +83,7 @@ int jobs_open(jobs **out, uv_loop_t *loop, const char *state_dir, const char *de
         return -1;
     }
     jobs_usage_load(js, state_dir);
-    if (mkdir_p(js->jobs_dir, err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
+    if (mkdir_p(jobs_dir_of(js), err, errlen) != 0 || jobs_reload(js, err, errlen) != 0 ||
         client->reload(client->self, js, err, errlen) != 0 ||
         jobs_store_listen(js, err, errlen) != 0) {
         free_jobs(js);

@@ -1,6 +1,6 @@
 /* A sweep removed with its jobs (`sweep rm`, sweeps.h; and --remove-ended
  * through the store's client): its record first, then each job as `rm`
- * removes one (jobs_remove_member). A sweep's job is never removed alone. */
+ * removes one (job_remove_folder). A sweep's job is never removed alone. */
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +45,7 @@ int sweep_remove(sweeps *sw, sweep *s, int *njobs, uint64_t *freed, const char *
         next = jobs_next(sw->js, j);
         if (in_sweep_of(j)->sweep != s)
             continue;
-        if (jobs_remove_member(sw->js, j, freed, err, errlen) != 0) {
+        if (job_remove_folder(sw->js, j, freed, err, errlen) != 0) {
             in_sweep_of(j)->sweep = NULL;
             sweep_forget(sw, s);
             return -1;

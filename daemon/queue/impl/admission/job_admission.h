@@ -5,7 +5,7 @@
 #define PARLE_JOB_ADMISSION_H
 
 #include "job_memory.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 
 /* Admission's (job_admission.c), no other file writes them: the
  * estimate once made (need_known 1; -1: it could not be made, the job is

@@ -3,7 +3,7 @@
 #ifndef PARLE_JOB_REMOVE_H
 #define PARLE_JOB_REMOVE_H
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 
 /* The removals' part of the queue: --keep-ended's timer, which looks at
  * the failed jobs' ages (and --remove-ended's at the ended ones'). */

@@ -6,7 +6,7 @@
 #ifndef PARLE_JOB_SCHEDULE_H
 #define PARLE_JOB_SCHEDULE_H
 
-#include "jobs_impl.h"
+#include "jobs_store.h"
 
 /* The scheduling glue's (job_schedule.c, and job_control.c for the
  * commands on one job): the priority (the job file's, then as

@@ -1,75 +1,74 @@
-/* The job store's implementation header (daemon/queue/; jobs.c heads its
- * files): a job's record, the hand-overs from its threads, and the helpers
- * they share, each under the file that defines it. Behind the queue's
- * door: on the queue's own include paths only (tests/unit/layers.py).
+/* The job store's record (daemon/queue/; jobs.c heads its files): `struct
+ * job`, `struct jobs`, the hand-overs from the job threads, and the helpers
+ * only the store's files share. On the store's include path alone: the
+ * modules of the queue see the store through its door, impl/door/
+ * jobs_store.h, where both structs are opaque, and the store's client (the
+ * sweeps) through jobs_client.h; an include of this header from any of them
+ * does not build, and neither does a use of a field.
  *
- * Who writes what: the fields of `struct job` and `struct jobs` are the
- * store's (jobs.c and the files it heads: record, state, files, events,
- * reload, the job threads), and only the store's files write them. The
- * modules above read them and change them through the store's functions
- * (set_state, job_commit, job_ask_stop, job_log...), the few a module must
- * change each through one function that says who may: why a job waits
+ * So the store's files alone write the record. A module above reads it
+ * and changes it through the store's functions (set_state, job_commit,
+ * job_ask_stop, job_log...), the few fields a module must change each
+ * through one function that says who may: why a job waits
  * (job_set_waiting: admission and the scheduling glue), the devices a
  * gpu:N job is placed on (job_place: the glue), why it ended
  * (job_set_error: the glue, the client's early stop), a cancel asked
  * (job_request_cancel: the glue), a run to resume (job_will_resume: the
- * glue, a resume) and a resumed job's end forgotten (job_reset_end).
- * tests/unit/store_writes.py fails on a write of a field from a file
- * outside the store. Each module above keeps its own fields in a
- * part of its own, which the store allocates with each job (and one with
- * the queue) but never reads: its struct is defined in the module's header
- * in impl/<module>/, reached through job_part and jobs_part with the
- * module's enum job_part (admission, the scheduling glue, fair share's
- * glue, the removals). What the store needs of them (a job's fields in its
- * status, read back at a reload; a run's end) goes through js->hooks,
- * which queue.c fills in. The store's client above the queue (the sweeps)
- * has a part of each job too and hears through js->client
- * (jobs_client.h); it sees no field at all.
- *
- * Each module is a static library of its own (meson.build) and declares
- * its functions in its own header: schedule/job_schedule.h (the scheduling
- * glue), admission/job_admission.h, usage/owner_usage.h (fair share's
- * glue) and remove/job_remove.h; a submission's (job_submit.c) are in
- * jobs_client.h, as the client submits through them.
- * A module is compiled with the headers of the modules it may call and no
- * other: an include of another's does not build. */
+ * glue, a resume), a resumed job's end forgotten (job_reset_end) and a new
+ * job's config read (job_read_config: a submission). Each module keeps its
+ * own fields in a part of its own, which the store allocates with each job
+ * (and one with the queue) but never reads: its struct is defined in the
+ * module's header in impl/<module>/, reached through job_part and jobs_part
+ * with the module's enum job_part. What the store needs of them (a job's
+ * fields in its status, read back at a reload; a run's end) goes through
+ * js->hooks, which queue.c fills in; what it tells its client, through
+ * js->client. */
 #ifndef PARLE_JOBS_IMPL_H
 #define PARLE_JOBS_IMPL_H
 
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <cjson/cJSON.h>
 
-#include "admit.h"
-#include "job_memory.h"
-#include "jobconfig.h"
-#include "jobs.h"
-#include "jobs_client.h"
-#include "numbered_dirs.h"
-#include "protocol.h"
-#include "runner.h"
+#include "jobs_store.h"
 
-/* Devices as a bit set: bit i = GPU i, the top bit = the daemon's CPU cores
- * (one resource: CPU jobs run one after another). */
-#define DEV_CPU JOB_DEVICES_CPU
-#define DEV_MAX_GPUS JOB_DEVICES_MAX_GPUS
 /* Progress events beyond this many undrained ones are dropped (never evals,
  * logs or ends), so a stalled loop cannot grow memory without bound. */
 #define QUEUE_MAX_PROGRESS 4096
 #define STATUS_WRITE_INTERVAL_S 5.0
-#define JOB_ERR_MAX 4096
+
 #define JOB_FILE_MAX (1u << 20)        /* job.json, status.json */
 #define METRICS_FILE_MAX (1u << 30)
 #define SAFETENSORS_HEADER_MAX (16u << 20)
 /* A final master that could not be written is tried again this often. */
 #define SAVE_RETRY_MS 1000
 
-/* The modules whose fields ride with each job and with the queue: each
- * part's struct is the module's (its header), the store only sizes it;
- * the last is the client's (jobs_client.h), a job's only. */
-enum job_part { JOB_PART_ADMIT, JOB_PART_SCHED, JOB_PART_FAIR, JOB_PART_REMOVE, JOB_PART_CLIENT,
-                JOB_PARTS };
+/* job_index.c: the list in submission order. jobs_link appends j (its id
+ * set), jobs_unlink takes it out (not freed), jobs_index_free frees the
+ * ids' hash. jobs_track puts j in or out of the lists of the queued or
+ * running jobs and of the running ones, as its state and thread_running now
+ * say: after each change of either. */
+void jobs_link(jobs *js, job *j);
+void jobs_unlink(jobs *js, job *j);
+void jobs_track(jobs *js, job *j);
+void jobs_index_free(jobs *js);
+
+/* metrics.jsonl: one line per event, fsync'd when `durable` (evaluations). */
+void job_write_metrics(job *j, cJSON *ev, int durable);
+/* Keep the metrics lines of steps <= keep_step (the run continues from
+ * there) and drop the rest, including a torn last line. */
+void job_trim_metrics(job *j, long keep_step);
+
+/* job_events.c: what watchers are told (the listener's on_event). An
+ * event object {"event": kind, "id", "time"}; job_emit sends it as one
+ * line and frees it. job_log_event: a log line that is also a "log" event. */
+cJSON *job_event_json(job *j, const char *kind);
+void job_emit(job *j, cJSON *ev);
+void job_log_event(job *j, const char *message);
+
+/* jobs_json.c: the rule's "rule" object of an event. */
+void add_rule_json(cJSON *o, const run_event *ev);
+
+/* job_devices.c: a CPU job's cores given back as it ends. */
+void job_cores_release(jobs *js, job *j);
 
 /* A job's place in one of the scheduler's lists (job_index.c). */
 typedef struct job_link {
@@ -122,7 +121,7 @@ struct job {
      * thread, admission (job_admission.c: "memory: ...", "disk: ...") for a
      * job whose devices the decision gave it, the scheduling glue
      * (job_schedule.c) for every other wait. The store only shows it. */
-    char waiting[1024];
+    char waiting[JOB_WAITING_MAX];
     volatile int stop;      /* job_ask_stop's, read by the replicas */
     /* A cancel was asked (job_request_cancel, by job_control.c; a resume
      * clears it), and the next run resumes from a checkpoint: it was
@@ -178,44 +177,6 @@ typedef struct pending {
     char *err;
 } pending;
 
-/* What the store tells the modules above it and asks of them: the queue
- * (queue.c) fills these in at open, and the store calls none of those
- * modules otherwise, so it sits at the bottom of the folder. All on the
- * loop thread but admit_data (a job thread, as it loads). */
-typedef struct jobs_hooks {
-    /* The size of each module's part of a job and of the queue. */
-    size_t job_part_size[JOB_PARTS], jobs_part_size[JOB_PARTS];
-    /* A job's status (job_status_json, and so status.json): the scheduling
-     * glue's fields after the owner (the client's come at the end). */
-    void (*status_sched)(const job *j, cJSON *o);
-    /* A reloaded job's status.json, which had `state` (a queued job's shown
-     * word too): each module's fields read back. */
-    void (*restore)(job *j, const cJSON *st, const char *state);
-    /* The word status shows for a queued job other than "queued" ("held",
-     * "preempted"), or NULL; and whether a status.json's word is one. */
-    const char *(*queued_shown_as)(const job *j);
-    int (*queued_word)(const char *state);
-    /* A run starts, or a reloaded job that had not ended is queued again
-     * (was_running: it was running when parled stopped). */
-    void (*run_starting)(job *j);
-    void (*requeued_at_reload)(job *j, int was_running);
-    /* A run is about to end: its last seconds are charged (fair share). */
-    void (*run_ending)(jobs *js);
-    /* A run the queue stopped (not a cancel, not parled's stop) has ended:
-     * the scheduling glue ends it as its reason says ("timeout") or puts it
-     * back in the queue ("held", "preempted"); returns that word. */
-    const char *(*run_stopped)(job *j);
-    /* A run has ended as `end` ("done", "failed", "cancelled", "timeout",
-     * "held", "preempted", "stopped"), which began at began_mono
-     * (jobs_mono_s): the removals and the accounting record. */
-    void (*run_ended)(jobs *js, job *j, const char *end, double began_mono);
-    /* The ends handed over in one turn of the loop are applied: the removals
-     * then a scheduling pass. */
-    void (*ends_applied)(jobs *js);
-    /* The data loader's admission of a job's data (data_admit_with). */
-    data_admit_fn admit_data;
-} jobs_hooks;
-
 struct jobs {
     uv_loop_t *loop;
     uv_async_t async;
@@ -269,123 +230,5 @@ struct jobs {
      * note_save), since parled started: the metrics file's counters. */
     unsigned long checkpoints_written, checkpoints_failed;
 };
-
-/* jobs_store.c: the store made (its devices and cores resolved; no job
- * yet) and freed with every job in it, or NULL with a message; jobs.c's
- * jobs_store_listen starts taking the job threads' hand-overs on the loop.
- * What the modules' parts of struct jobs hold is theirs to free
- * (queue.c), as the client's state is its own. */
-jobs *jobs_store_new(uv_loop_t *loop, const char *state_dir, const char *devices,
-                     const jobs_listener *listener, const jobs_hooks *hooks,
-                     const jobs_client *client, char *err, size_t errlen);
-int jobs_store_listen(jobs *js, char *err, size_t errlen);
-void jobs_store_free(jobs *js);
-/* The store's async handle and the modules' `handles` closed; on_closed(js)
- * once the last has (it frees what the modules hold, then the store). */
-void jobs_store_close(jobs *js, uv_handle_t *const *handles, int n, void (*on_closed)(jobs *js));
-/* A new job's record, zeroed (no test error yet), with a zeroed part of
- * each module and of the client after it (one block: job_discard frees it
- * all), or NULL when out of memory; job_commit (jobs_client.h) queues it. */
-job *job_new(jobs *js);
-/* Module k's part of job j and of the queue (the module's header casts it
- * to its struct). */
-static inline void *job_part(const job *j, enum job_part k)
-{
-    return (char *)j + j->js->job_part_at[k];
-}
-static inline void *jobs_part(const jobs *js, enum job_part k)
-{
-    return (char *)js + js->jobs_part_at[k];
-}
-
-/* job_index.c: the list in submission order and the ids' hash. jobs_link
- * appends j (its id set), jobs_unlink takes it out (not freed),
- * jobs_index_find looks an id up, jobs_index_free frees the hash.
- * jobs_track puts j in or out of the lists of the queued or running jobs
- * and of the running ones, as its state and thread_running now say: after
- * each change of either. */
-void jobs_link(jobs *js, job *j);
-void jobs_track(jobs *js, job *j);
-/* uid's queued and running jobs, or -1 when not known (count them). */
-int jobs_owner_active(const jobs *js, unsigned uid);
-void jobs_unlink(jobs *js, job *j);
-job *jobs_index_find(const jobs *js, const char *id);
-void jobs_index_free(jobs *js);
-
-/* job_record.c: the record read, calling none of the queue's files (also
- * job_state_name, job_file_path... of jobs.h), and the fields a module
- * above may change, each through its one function: why a queued job
- * waits (admission, the scheduling glue), the devices a job that asks for
- * gpu:N is placed on (the glue), and a resumed job's end forgotten (its
- * error, end time, cancel and eligible time; job_resume.c). Its error is
- * job_set_error's (jobs_client.h). */
-void job_set_waiting(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void job_place(job *j, uint64_t devices);
-void job_reset_end(job *j);
-/* Job j's age for --oldest-first-after as of now (jobs_mono_s): the
- * seconds it was eligible to run. job_set_eligible: whether it is from now
- * on (queued, not held, no dependency pending), at each scheduling pass. */
-double job_eligible_s(const job *j, double now);
-void job_set_eligible(job *j, int eligible, double now);
-/* The limit of a run of j in seconds (its time_limit, else parled's
- * default; 0: none). */
-double job_time_limit(const jobs *js, const job *j);
-
-/* job_files.c: the job's files in the state dir. */
-/* The job writes its log from now on (log.txt created if need be): 0, or -1
- * with a message. job_log_stop: it no longer does (it ended). */
-int job_log_start(job *j, char *err, size_t errlen);
-void job_log_stop(job *j);
-int write_status(job *j);                 /* status.json; a failure is logged */
-/* metrics.jsonl: one line per event, fsync'd when `durable` (evaluations). */
-void job_write_metrics(job *j, cJSON *ev, int durable);
-/* Keep the metrics lines of steps <= keep_step (the run continues from
- * there) and drop the rest, including a torn last line. */
-void job_trim_metrics(job *j, long keep_step);
-/* Once a done or cancelled job's end is on disk, or a failed job is run
- * again from scratch, the checkpoints are of no use (the master for export
- * stays): every file and directory under ckpt goes. */
-void job_remove_checkpoints(job *j);
-
-/* job_events.c: what watchers are told (the listener's on_event). An
- * event object {"event": kind, "id", "time"}; job_emit sends it as one
- * line and frees it. job_log_event: a log line that is also a "log" event. */
-cJSON *job_event_json(job *j, const char *kind);
-void job_emit(job *j, cJSON *ev);
-void job_log_event(job *j, const char *message);
-/* Persisted, logged, told to watchers; done and cancelled remove the
- * checkpoints, failed keeps them for job_resume. */
-void set_state(job *j, enum job_state s);
-
-/* jobs_json.c */
-void devices_text(uint64_t mask, char *buf, size_t len); /* "cpu", "0,1" */
-void add_rule_json(cJSON *o, const run_event *ev);       /* the rule's "rule" object */
-
-/* job_devices.c: the job's devices resolved against the daemon's now (a
- * submitted, reloaded or resumed job): 0, or -1 with a "devices: ..."
- * message. The cores a CPU job takes to run (all of the daemon's, or K for
- * "cpu:K"; 0 for a GPU job), disjoint from the other running jobs':
- * job_cores_take 0, or -1 when they are not free. job_cores_release gives
- * them back as it ends. */
-int job_devices_now(jobs *js, job *j, char *err, size_t errlen);
-int job_cores_wanted(const jobs *js, const job *j);
-int job_cores_take(jobs *js, job *j);
-void job_cores_release(jobs *js, job *j);
-
-/* job_thread.c: start the job's own thread (data load, run_job) on its
- * devices, once the scheduler says it may; the thread hands events to the
- * loop through js's locked queue. */
-void job_start(jobs *js, job *j);
-/* Ask j's run to stop as `how` says (RUN_STOP, RUN_STOP_CHECKPOINT,
- * RUN_STOP_NOW; 0: run on), read by its replicas at their next step: the
- * one way to change `stop`. job_request_cancel: a cancel asked of a running
- * job (its replicas stop now). job_will_resume: it goes back into the
- * queue, its next run resuming from its newest checkpoint. */
-void job_ask_stop(job *j, int how);
-void job_request_cancel(job *j);
-void job_will_resume(job *j);
-
-/* jobs_reload.c: every job in the state dir, back in js's queue. */
-int jobs_reload(jobs *js, char *err, size_t errlen);
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "accounting.h"
 #include "fair_share.h"
-#include "jobs_impl.h"
+#include "jobs_store.h"
 
 /* Fair share's glue's (owner_usage.c), no other file writes it:
  * device-seconds charged to the current run (acct_device_units x its
