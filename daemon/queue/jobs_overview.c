@@ -75,7 +75,7 @@ static void fill_job(const jobs *js, const job *j, const job_viewer *viewer, dou
                     ? fmax(0, now - job_submitted_at(j))
                     : 0;
     if (job_state_of(j) == JOB_QUEUED)
-        snprintf(r->waiting, JOB_WAITING_MAX, "%s", job_waiting(j));
+        snprintf(r->waiting, sizeof r->waiting, "%s", job_waiting(j));
     r->images_per_sec = r->eta_s = r->test_error = NAN;
     r->details = jobs_viewer_sees_details(j, viewer);
     if (!r->details)
