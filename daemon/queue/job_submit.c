@@ -40,19 +40,17 @@ int jobs_may_queue(jobs *js, const job_owner *owner, int njobs, const char **cod
     /* The jobs of uid's sweeps being submitted that are not queued yet count
      * too (the store's client, the sweeps, says how many). */
     const jobs_client *c = jobs_client_of(js);
+    const int bound = jobs_limits_of(js)->jobs_per_user;
     int active = active_jobs_of(js, owner->uid) + c->promised(c->self, owner->uid);
-    if (jobs_limits_of(js)->jobs_per_user > 0 &&
-        active + njobs > jobs_limits_of(js)->jobs_per_user) {
+    if (bound > 0 && active + njobs > bound) {
         *code = ERR_LIMIT;
         if (njobs == 1)
-            snprintf(err, errlen,
-                     "%s (uid %u) has %d jobs queued or running, parled's "
-                     "--max-jobs-per-user",
-                     owner->user, owner->uid, jobs_limits_of(js)->jobs_per_user);
+            snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running, parled's "
+                     "--max-jobs-per-user", owner->user, owner->uid, bound);
         else
             snprintf(err, errlen, "%s (uid %u) has %d jobs queued or running: a sweep of %d jobs "
                      "would pass parled's --max-jobs-per-user %d", owner->user, owner->uid, active,
-                     njobs, jobs_limits_of(js)->jobs_per_user);
+                     njobs, bound);
         return -1;
     }
     return 0;
@@ -64,14 +62,14 @@ static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t er
 {
     const jobs_limits *l = jobs_limits_of(js);
     const double limit = job_time_limit(js, j);
-    const job_device_spec *spec = &job_config_of(j)->device_spec;
-    const int gpus =
-        spec->count ? spec->count : __builtin_popcountll(job_device_mask(j) & ~DEV_CPU);
+    const job_config *cfg = job_config_of(j);
+    const int gpus = cfg->device_spec.count ? cfg->device_spec.count
+                                            : __builtin_popcountll(job_device_mask(j) & ~DEV_CPU);
     const int cores = job_cores_wanted(js, j);
     if (l->max_time_limit_s > 0 && (limit <= 0 || limit > l->max_time_limit_s))
         snprintf(err, errlen, "time_limit: %s%.0f s is above parled's --max-time-limit (%.0f s)",
                  limit <= 0 ? "none (unbounded) " : "", limit, l->max_time_limit_s);
-    else if (l->gpus_per_user > 0 && (long)gpus * sched_share_milli(job_config_of(j)->gpu_share) >
+    else if (l->gpus_per_user > 0 && (long)gpus * sched_share_milli(cfg->gpu_share) >
                                          (long)l->gpus_per_user * SCHED_WHOLE)
         snprintf(err, errlen, "devices: %d GPU(s) are above parled's --max-gpus-per-user (%d): "
                  "the job would never start", gpus, l->gpus_per_user);
@@ -87,12 +85,12 @@ static int job_limits_allowed(const jobs *js, const job *j, char *err, size_t er
  * that the refusal names the share): 0, or -1 with a message. */
 static int job_share_allowed(const jobs *js, const job *j, char *err, size_t errlen)
 {
-    const double floor = jobs_limits_of(js)->min_gpu_share;
-    if (floor <= 0 || sched_share_milli(job_config_of(j)->gpu_share) >= sched_share_milli(floor))
+    const double floor = jobs_limits_of(js)->min_gpu_share, share = job_config_of(j)->gpu_share;
+    if (floor <= 0 || sched_share_milli(share) >= sched_share_milli(floor))
         return 0;
     snprintf(err, errlen, "gpu_share: %g is below parled's --min-gpu-share (%g): a share is not "
              "enforced on the device (a job uses as much of its GPUs' compute as it can), so "
-             "parled takes none smaller", job_config_of(j)->gpu_share, floor);
+             "parled takes none smaller", share, floor);
     return -1;
 }
 

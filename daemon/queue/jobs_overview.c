@@ -58,39 +58,43 @@ static void add_job_id(overview_device *d, const char *id)
 static void fill_job(const jobs *js, const job *j, const job_viewer *viewer, double now,
                      overview_job *r)
 {
+    const job_config *cfg = job_config_of(j);
+    const job_owner *owner = job_owner_of(j);
+    const enum job_state state = job_state_of(j);
+    const uint64_t devices = job_device_mask(j);
+    const int ncores = jobs_ncores(js), held = job_cores_held(j);
     memset(r, 0, sizeof *r);
     snprintf(r->id, sizeof r->id, "%s", job_id(j));
-    snprintf(r->owner, sizeof r->owner, "%s", job_owner_of(j)->user);
-    r->uid = job_owner_of(j)->uid;
-    snprintf(r->rule, sizeof r->rule, "%s", job_config_of(j)->algorithm.name);
-    devices_text(job_device_mask(j), r->devices, sizeof r->devices);
-    if (job_config_of(j)->device_spec.count && job_state_of(j) == JOB_QUEUED)
-        snprintf(r->devices, sizeof r->devices, "gpu:%d", job_config_of(j)->device_spec.count);
+    snprintf(r->owner, sizeof r->owner, "%s", owner->user);
+    r->uid = owner->uid;
+    snprintf(r->rule, sizeof r->rule, "%s", cfg->algorithm.name);
+    devices_text(devices, r->devices, sizeof r->devices);
+    if (cfg->device_spec.count && state == JOB_QUEUED)
+        snprintf(r->devices, sizeof r->devices, "gpu:%d", cfg->device_spec.count);
     r->state = job_shown_state(j);
     r->priority = sched_of(j)->priority;
-    r->share = (job_device_mask(j) & DEV_CPU) ? (jobs_ncores(js) > 0 && job_cores_held(j) > 0
-                                             ? (double)job_cores_held(j) / jobs_ncores(js) : 1.0)
-                                      : job_config_of(j)->gpu_share;
-    r->wait_s = job_state_of(j) == JOB_QUEUED && job_submitted_at(j) > 0
-                    ? fmax(0, now - job_submitted_at(j))
-                    : 0;
-    if (job_state_of(j) == JOB_QUEUED)
+    r->share = (devices & DEV_CPU) ? (ncores > 0 && held > 0 ? (double)held / ncores : 1.0)
+                                   : cfg->gpu_share;
+    r->wait_s = state == JOB_QUEUED && job_submitted_at(j) > 0
+                    ? fmax(0, now - job_submitted_at(j)) : 0;
+    if (state == JOB_QUEUED)
         snprintf(r->waiting, sizeof r->waiting, "%s", job_waiting(j));
     r->images_per_sec = r->eta_s = r->test_error = NAN;
     r->details = jobs_viewer_sees_details(j, viewer);
     if (!r->details)
         return;
-    r->step = job_last(j)->step;
-    r->passes = job_last(j)->data_passes;
-    r->epoch = job_last(j)->epoch;
-    r->epochs = job_config_of(j)->epochs;
-    const double elapsed = job_last(j)->elapsed_s, left = job_last(j)->eta_s;
-    r->progress = job_state_of(j) == JOB_DONE ? 1
+    const run_event *last = job_last(j);
+    r->step = last->step;
+    r->passes = last->data_passes;
+    r->epoch = last->epoch;
+    r->epochs = cfg->epochs;
+    const double elapsed = last->elapsed_s, left = last->eta_s;
+    r->progress = state == JOB_DONE ? 1
                   : isfinite(elapsed) && isfinite(left) && elapsed + left > 0
                       ? elapsed / (elapsed + left) : 0;
-    if (job_state_of(j) == JOB_RUNNING && job_last(j)->step > 0) {
-        r->images_per_sec = job_last(j)->images_per_sec;
-        r->eta_s = job_last(j)->eta_s;
+    if (state == JOB_RUNNING && last->step > 0) {
+        r->images_per_sec = last->images_per_sec;
+        r->eta_s = last->eta_s;
     }
     r->test_error = job_test_error(j);
     r->memory_peak = memory_of(job_memory_text(j), -2);

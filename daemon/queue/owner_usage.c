@@ -41,9 +41,10 @@ void jobs_usage_update(jobs *js)
     fair_share_table *t = &fs->share;
     const double dt = fair_share_decay(t, jobs_mono_s(), jobs_now_s(), half);
     for (job *j = jobs_active_next(js, NULL); j; j = jobs_active_next(js, j)) {
-        owner_usage *u = job_state_final(job_state_of(j))
-                             ? NULL
-                             : fair_share_entry(t, job_owner_of(j)->uid, job_owner_of(j)->user);
+        const job_owner *owner = job_owner_of(j);
+        owner_usage *u = NULL;
+        if (!job_state_final(job_state_of(j)))
+            u = fair_share_entry(t, owner->uid, owner->user);
         if (u && job_thread_running(j)) {
             const double used = job_device_units(js, j) * dt;
             fair_share_add(u, dt, half, used);
