@@ -35,26 +35,29 @@
 static sched_job sched_view(const jobs *js, const job *j, long order, int after_pending,
                             unsigned pass, double now)
 {
-    const job_device_spec *spec = &job_config_of(j)->device_spec;
-    const int any = !job_thread_running(j) && spec->kind == DEVICES_GPU && spec->count;
+    const struct job_sched *sc = sched_of(j);
+    const job_config *cfg = job_config_of(j);
+    const int running = job_thread_running(j);
+    const int any = !running && cfg->device_spec.kind == DEVICES_GPU && cfg->device_spec.count;
+    const unsigned uid = job_owner_of(j)->uid;
     return (sched_job){
-        .running = job_thread_running(j),
-        .stopping = job_thread_running(j) && job_stop_asked(j) != 0,
-        .held = sched_of(j)->held,
-        .resuming = sched_of(j)->resume_first,
+        .running = running,
+        .stopping = running && job_stop_asked(j) != 0,
+        .held = sc->held,
+        .resuming = sc->resume_first,
         .after_pending = after_pending,
-        .memory_wait = !job_thread_running(j) && sched_of(j)->memory_pass == pass,
-        .priority = sched_of(j)->priority,
+        .memory_wait = !running && sc->memory_pass == pass,
+        .priority = sc->priority,
         .order = order,
-        .owner = job_owner_of(j)->uid,
-        .usage = owner_usage_of(js, job_owner_of(j)->uid),
+        .owner = uid,
+        .usage = owner_usage_of(js, uid),
         .eligible_s = job_eligible_s(j, now),
         .started_at = job_run_began_mono(j),
-        .was_preempted = sched_of(j)->run_resumed_preemption,
+        .was_preempted = sc->run_resumed_preemption,
         .time_limit = job_time_limit(js, j),
         .gpus = (any ? jobs_device_mask(js) : job_device_mask(j)) & ~DEV_CPU,
-        .ngpus = any ? spec->count : 0,
-        .gpu_share = sched_share_milli(job_config_of(j)->gpu_share),
+        .ngpus = any ? cfg->device_spec.count : 0,
+        .gpu_share = sched_share_milli(cfg->gpu_share),
         .cores = job_cores_wanted(js, j),
     };
 }
@@ -111,8 +114,9 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         said.blockers[k] = job_seq(list[d->blockers[k]]);
     if (d->wait == SCHED_QUEUE)
         said.because = ahead_because(js, list[d->blockers[0]], j);
-    const int same = !memcmp(&said, &sched_of(j)->said, sizeof said) && job_waiting(j)[0];
-    sched_of(j)->said = said;
+    struct job_sched *sc = sched_of(j);
+    const int same = !memcmp(&said, &sc->said, sizeof said) && job_waiting(j)[0];
+    sc->said = said;
     if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
         (d->wait != SCHED_AFTER ||
          !strchr(job_config_of(j)->after, 'j'))) /* (a job's state, by id) */
@@ -381,19 +385,19 @@ static int apply(jobs *js, job **list, const sched_decision *out, int n, int que
 static int cancel_for_dependency(jobs *js, job *j, int *after_pending)
 {
     char why[JOB_ERR_MAX - 64];
+    struct job_sched *sc = sched_of(j);
     *after_pending = 0;
-    if (!job_config_of(j)->after[0] || sched_of(j)->after_met || job_state_of(j) != JOB_QUEUED ||
+    if (!job_config_of(j)->after[0] || sc->after_met || job_state_of(j) != JOB_QUEUED ||
         job_thread_running(j))
         return 0;
-    if (sched_of(j)->after_pending_at ==
-        jobs_after_epoch(js)) { /* nothing ended since it was looked at */
+    if (sc->after_pending_at == jobs_after_epoch(js)) { /* nothing ended since it was looked at */
         *after_pending = 1;
         return 0;
     }
     const int r = job_after_check(js, j, why, sizeof why);
     *after_pending = r > 0;
-    sched_of(j)->after_pending_at = r > 0 ? jobs_after_epoch(js) : 0;
-    sched_of(j)->after_met = r == 0; /* once met, a dependency removed later does not matter */
+    sc->after_pending_at = r > 0 ? jobs_after_epoch(js) : 0;
+    sc->after_met = r == 0; /* once met, a dependency removed later does not matter */
     if (r >= 0)
         return 0;
     job_set_error(j, "not started: %s", why);
@@ -451,16 +455,16 @@ static int schedule_pass(jobs *js, unsigned pass, int *nqueued)
     /* (a job cancelled for its dependency leaves the list: next first) */
     for (job *j = jobs_active_next(js, NULL), *next; j && ok && in.njobs < n; j = next) {
         next = jobs_active_next(js, j);
-        if (job_thread_running(j) ||
+        const int running = job_thread_running(j);
+        if (running ||
             (job_state_of(j) == JOB_QUEUED && !cancel_for_dependency(js, j, &after_pending))) {
-            const int waits_after = !job_thread_running(j) && after_pending;
+            const int waits_after = !running && after_pending;
             /* Its age counts while it could run (the pass runs as a hold,
              * a release or a dependency's end changes that). */
-            job_set_eligible(j, !job_thread_running(j) && !sched_of(j)->held && !waits_after,
-                             in.now);
+            job_set_eligible(j, !running && !sched_of(j)->held && !waits_after, in.now);
             list[in.njobs] = j;
             view[in.njobs++] = sched_view(js, j, job_seq(j), waits_after, pass, in.now);
-            queued += !job_thread_running(j);
+            queued += !running;
         }
     }
     if (ok && sched_decide(&in, out) == 0)
