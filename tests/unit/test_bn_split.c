@@ -220,11 +220,13 @@ int main(void)
     check_replay(128, 2, 576, 10.0, 0); /* the vectorised kernels' order */
     check_replay(9000, 2, 1, -500.0, 0);
     check_replay(4, 3, 30, 0.0, 0);
-    /* The same sums without the shift lose the variance to cancellation. */
+    /* The same sums without the shift lose the variance to cancellation
+     * (on four channels: about one draw in 300 leaves one channel's within
+     * the check's bound by luck). */
     printf("the unshifted replay follows; its failures are expected:\n");
     fflush(stdout);
     const int before = test_failures;
-    check_replay(64, 1, 1024, 1000.0, 1);
+    check_replay(64, 4, 1024, 1000.0, 1);
     CHECK(test_forget_failures(before), "the unshifted replay kept its variance: the check "
                                         "cannot see cancellation");
     return test_main_end();
