@@ -32,8 +32,8 @@ static int estimate(job *j)
     admit_of(j)->need_known = -1;
     if (mpi_node_size() > 1)
         return -1;
-    if (job_memory_estimate(job_config_of(j), gpus, ngpus, &admit_of(j)->need, err, sizeof err) !=
-        0) {
+    const job_config *cfg = job_config_of(j);
+    if (job_memory_estimate(cfg, gpus, ngpus, &admit_of(j)->need, err, sizeof err) != 0) {
         if (job_logging(j))
             job_log(j, "no memory estimate (not held back for memory): %s", err);
         return -1;
@@ -122,15 +122,19 @@ int jobs_state_space(const jobs *js, uint64_t *free_bytes, uint64_t *total_bytes
     return 0;
 }
 
-/* What running jobs are yet to write: each one's estimate less its folder
- * as of its last status.json. */
+uint64_t job_disk_to_write(const job *j)
+{
+    const uint64_t need = admit_of(j)->need.disk, has = job_disk_bytes(j);
+    return need > has ? need - has : 0;
+}
+
+/* What running jobs are yet to write. */
 static uint64_t disk_held_by_running(const jobs *js, const job *except)
 {
     uint64_t held = 0;
     for (const job *j = jobs_running_next(js, NULL); j; j = jobs_running_next(js, j))
-        if (j != except && job_thread_running(j) && admit_of(j)->need_known == 1 &&
-            admit_of(j)->need.disk > job_disk_bytes(j))
-            held += admit_of(j)->need.disk - job_disk_bytes(j);
+        if (j != except && job_thread_running(j) && admit_of(j)->need_known == 1)
+            held += job_disk_to_write(j);
     return held;
 }
 
@@ -142,8 +146,7 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     uint64_t held = disk_held_by_running(js, j);
     uint64_t has = (free_b > held ? free_b - held : 0) + freed;
     /* A queued job that ran before already holds part of what it writes. */
-    uint64_t need =
-        admit_of(j)->need.disk > job_disk_bytes(j) ? admit_of(j)->need.disk - job_disk_bytes(j) : 0;
+    uint64_t need = job_disk_to_write(j);
     if (need <= has) {
         if (admit_of(j)->disk_short)
             job_log(j, "the state dir has room for it again");
@@ -155,14 +158,11 @@ int job_waits_for_disk(jobs *js, job *j, uint64_t freed)
     job_memory_bytes_text(admit_of(j)->need.checkpoint, ckpt_t, sizeof ckpt_t);
     job_memory_bytes_text(free_b, free_t, sizeof free_t);
     job_memory_bytes_text(held, held_t, sizeof held_t);
-    job_set_waiting(
-        j,
-        "disk: the job writes up to %s (%d checkpoints of "
-        "%s, its master and metrics) to %.700s, which has %s free, %s of it for running jobs' "
-        "files",
-        need_t,
-        job_config_of(j)->checkpoint.every_epochs > 0 ? job_config_of(j)->checkpoint.keep + 1 : 0,
-        ckpt_t, jobs_dir_of(js), free_t, held_t);
+    const job_config *cfg = job_config_of(j);
+    job_set_waiting(j, "disk: the job writes up to %s (%d checkpoints of %s, its master and "
+                    "metrics) to %.700s, which has %s free, %s of it for running jobs' files",
+                    need_t, cfg->checkpoint.every_epochs > 0 ? cfg->checkpoint.keep + 1 : 0,
+                    ckpt_t, jobs_dir_of(js), free_t, held_t);
     /* Logged and persisted once per wait: the figures change at every retry. */
     if (!admit_of(j)->disk_short) {
         admit_of(j)->disk_short = 1;
@@ -186,13 +186,12 @@ static int memory_short(jobs *js, job *j, const job_memory *m, size_t freed)
         job_set_waiting(j, "%s", "");
         return 0;
     }
-    const int newly =
-        strncmp(job_waiting(j), "memory:", 7) != 0; /* it may have waited for devices */
+    /* It may have waited for devices before. */
+    const int newly = strncmp(job_waiting(j), "memory:", 7) != 0;
     if (freed) { /* the figures as they are, and what the preemptions would add */
         job_memory_fits(m, 1, &held, why, sizeof why);
         job_memory_bytes_text(freed, freed_t, sizeof freed_t);
-        job_set_waiting(j, "memory: %s, and the jobs it would preempt "
-                 "hold %s", why, freed_t);
+        job_set_waiting(j, "memory: %s, and the jobs it would preempt hold %s", why, freed_t);
     } else {
         job_set_waiting(j, "memory: %s", why);
     }

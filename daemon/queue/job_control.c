@@ -29,9 +29,10 @@ void job_timed_out(job *j)
 {
     sched_of(j)->timing_out = 0;
     sched_of(j)->requeue_asked_mono = 0;
-    job_set_error(j, "time limit of %.0f s reached at epoch %.6g, step %ld: "
-             "it resumes from its checkpoint with parlectl resume %s",
-             job_time_limit(jobs_of(j), j), job_last(j)->epoch, job_last(j)->step, job_id(j));
+    const run_event *last = job_last(j);
+    job_set_error(j, "time limit of %.0f s reached at epoch %.6g, step %ld: it resumes from its "
+                  "checkpoint with parlectl resume %s", job_time_limit(jobs_of(j), j), last->epoch,
+                  last->step, job_id(j));
     job_log(j, "timeout: %s", job_error(j));
     set_state(j, JOB_TIMEOUT);
 }

@@ -44,11 +44,10 @@ int job_resume(jobs *js, job *j, int from_scratch, const char *by, long *from_st
         return -1;
     }
     if (found == 0 && !from_scratch) {
-        snprintf(err, errlen,
-                 "job %s has no complete checkpoint to resume from%s%.1500s%s: "
+        const char *id = job_id(j);
+        snprintf(err, errlen, "job %s has no complete checkpoint to resume from%s%.1500s%s: "
                  "resume it with from_scratch (parlectl resume %s --from-scratch) to run it "
-                 "again from step 0",
-                 job_id(j), why[0] ? " (" : "", why, why[0] ? ")" : "", job_id(j));
+                 "again from step 0", id, why[0] ? " (" : "", why, why[0] ? ")" : "", id);
         return -1;
     }
     if (jobs_may_queue(js, job_owner_of(j), 1, code, err, errlen) != 0)

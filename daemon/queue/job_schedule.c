@@ -117,9 +117,9 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
     struct job_sched *sc = sched_of(j);
     const int same = !memcmp(&said, &sc->said, sizeof said) && job_waiting(j)[0];
     sc->said = said;
-    if (same && d->wait != SCHED_MEMORY && /* (admission words it) */
-        (d->wait != SCHED_AFTER ||
-         !strchr(job_config_of(j)->after, 'j'))) /* (a job's state, by id) */
+    /* Admission words a memory wait; a job's state is named by id. */
+    if (same && d->wait != SCHED_MEMORY &&
+        (d->wait != SCHED_AFTER || !strchr(job_config_of(j)->after, 'j')))
         return;
     char text[JOB_WAITING_MAX], who[384], dev[256];
     blockers_text(list, d, who, sizeof who);
@@ -150,8 +150,7 @@ static void set_waiting(jobs *js, job *j, job **list, const sched_decision *d)
         job_after_check(js, j, text, sizeof text);
         break;
     case SCHED_QUOTA:
-        snprintf(text, sizeof text,
-                 "quota: %s's running jobs hold parled's --max-gpus-per-user "
+        snprintf(text, sizeof text, "quota: %s's running jobs hold parled's --max-gpus-per-user "
                  "(%d) or --max-cores-per-user (%d) with this one's devices:%s",
                  job_owner_of(j)->user, jobs_limits_of(js)->gpus_per_user,
                  jobs_limits_of(js)->cores_per_user, who);
@@ -176,10 +175,9 @@ void job_ask_requeue(job *j, const job *by)
     sched_of(j)->requeue_asked_mono = jobs_mono_s();
     if (by) {
         snprintf(sched_of(j)->preempted_by, sizeof sched_of(j)->preempted_by, "%s", job_id(by));
-        job_log(j,
-                "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
-                "boundary, then back in the queue",
-                job_id(by), job_owner_of(by)->user, sched_of(by)->priority, sched_of(j)->priority);
+        job_log(j, "preempted by %s (%s, priority %d over %d): checkpointing at the next step "
+                "boundary, then back in the queue", job_id(by), job_owner_of(by)->user,
+                sched_of(by)->priority, sched_of(j)->priority);
     } else {
         job_log(j, "held: checkpointing at the next step boundary, then back in the queue");
     }
@@ -313,9 +311,7 @@ static int preemptor_waits(jobs *js, job **list, const sched_decision *out, int 
             if (admit_of(r)->need_known != 1)
                 return 0;
             memory += admit_of(r)->need.host;
-            disk += admit_of(r)->need.disk > job_disk_bytes(r)
-                        ? admit_of(r)->need.disk - job_disk_bytes(r)
-                        : 0;
+            disk += job_disk_to_write(r);
         }
     if (!job_waits_for_memory_preempting(js, p, memory) && !job_waits_for_disk(js, p, disk))
         return 0;

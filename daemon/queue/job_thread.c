@@ -381,7 +381,6 @@ void job_will_resume(job *j)
 
 /* The job's thread started on its devices (the scheduler said it may); if
  * it cannot be, the job fails and ends there. */
-
 void job_start(jobs *js, job *j)
 {
     char path[1200];

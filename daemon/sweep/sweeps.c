@@ -337,10 +337,7 @@ static int sweep_unended(const sweeps *sw, const sweep *s)
     each_job(sw->js, j)
         if (in_sweep_of(j)->sweep == s && !job_state_final(job_state_of(j)))
             return 1;
-    for (const sweep_submission *sub = sw->submitting; sub; sub = sub->next)
-        if (sub->s == s)
-            return 1;
-    return 0;
+    return sweep_submitting(sw, s);
 }
 
 int sweep_cancel(sweeps *sw, sweep *s, char *err, size_t errlen)
